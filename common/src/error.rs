@@ -1,0 +1,65 @@
+//! Errors of the shard format and manifest. Every message names the shard,
+//! chunk and byte offset (or the manifest field) it is about.
+
+use crate::tar::TarError;
+
+/// A shard whose bytes disagree with the format or with its manifest entry.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("shard {shard}: {error}")]
+    Tar { shard: String, error: TarError },
+    #[error(
+        "shard {shard}: chunk {chunk} at byte {offset}: checksum mismatch \
+         (manifest says crc32c {expected:08x}, data has {actual:08x})"
+    )]
+    Checksum {
+        shard: String,
+        chunk: usize,
+        offset: u64,
+        expected: u32,
+        actual: u32,
+    },
+    #[error("shard {shard}: zstd frame {chunk} at byte {offset} does not decompress: {message}")]
+    Decompress {
+        shard: String,
+        chunk: usize,
+        offset: u64,
+        message: String,
+    },
+    #[error(
+        "shard {shard}: chunk {chunk} at byte {offset} holds {found} samples, the manifest says {expected}"
+    )]
+    SampleCount {
+        shard: String,
+        chunk: usize,
+        offset: u64,
+        expected: u32,
+        found: usize,
+    },
+    #[error("shard {shard}: expected {expected} bytes from byte {offset}, got {actual} (truncated shard?)")]
+    ShortRead {
+        shard: String,
+        offset: u64,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("shard {shard}: sample `{key}`: {reason}")]
+    BadSample {
+        shard: String,
+        key: String,
+        reason: String,
+    },
+    #[error("shard {shard}: {reason}")]
+    Shard { shard: String, reason: String },
+}
+
+/// A manifest that cannot be parsed or that contradicts itself.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("field `{path}`: {message}")]
+    Parse { path: String, message: String },
+    #[error("unsupported manifest version {found} (this build reads version {supported})")]
+    Version { found: u32, supported: u32 },
+    #[error("field `{field}`: {reason}")]
+    Invalid { field: String, reason: String },
+}

@@ -1,0 +1,61 @@
+//! # tributary-common
+//!
+//! The pure core of Tributary: everything that decides *what* is read, and
+//! how bytes on the wire are laid out, with no I/O beyond the byte buffers it
+//! is handed. The coordinator, the worker and the CLI build on it; because it
+//! is pure, every rule here is unit- and property-tested in isolation.
+//!
+//! ## Layout
+//!
+//! - [`tar`]: the ustar subset Tributary writes and the tar dialects (ustar,
+//!   GNU long names, pax) it reads.
+//! - [`sample`]: WebDataset samples: keys, fields, grouping tar entries.
+//! - [`shard`]: building shards (plain tar or zstd blocks) and decoding any
+//!   run of their chunks; indexing foreign WebDataset tars.
+//! - [`manifest`]: the versioned JSON manifest beside the shards.
+//! - [`span`]: spans and span sets, the unit of every assignment.
+//! - [`plan`]: seeded shard order per epoch and the equal split of a cut.
+//! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
+//! - [`invariants`]: "nothing lost, nothing twice" and "equal parts", written once.
+//! - [`error`]: format and manifest errors that name shard, chunk and offset.
+//!
+//! ## Example
+//!
+//! ```
+//! use bytes::Bytes;
+//! use tributary_common::manifest::{Compression, Manifest};
+//! use tributary_common::shard::{chunk_range, decode_chunks, ShardWriter};
+//!
+//! let mut writer = ShardWriter::new("shard-000000.tar.zst", Compression::ZSTD);
+//! for i in 0..10 {
+//!     writer.push(&format!("cat/{i:04}"), &[("cls", b"0"), ("txt", b"meow")])?;
+//! }
+//! let shard = writer.finish()?;
+//! let manifest = Manifest::new(
+//!     Compression::ZSTD.kind,
+//!     shard.fields.iter().cloned().collect(),
+//!     vec!["cat".into()],
+//!     vec![shard.meta.clone()],
+//! )?;
+//!
+//! // Read samples 4..7 only: fetch just the bytes of the chunks holding them.
+//! let meta = &manifest.shards[0];
+//! let range = chunk_range(meta, 4..7);
+//! let bytes = Bytes::from(shard.data[range.bytes.start as usize..range.bytes.end as usize].to_vec());
+//! let mut samples = Vec::new();
+//! decode_chunks(meta, manifest.compression, &range, &bytes, 0, 4..7, &mut samples)?;
+//! assert_eq!(samples.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["cat/0004", "cat/0005", "cat/0006"]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod error;
+pub mod invariants;
+pub mod manifest;
+pub mod plan;
+pub mod sample;
+pub mod seed;
+pub mod shard;
+pub mod span;
+pub mod tar;
+
+pub use error::{FormatError, ManifestError};
