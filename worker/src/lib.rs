@@ -1,1 +1,61 @@
-//! placeholder
+//! # tributary-worker
+//!
+//! Everything that touches bytes on the data path of one rank: the streaming
+//! pipeline that turns a span set into decoded, augmented batches, and the
+//! tools that write and check datasets (packer, indexer, inspector, synthetic
+//! data). It runs in-process in the trainer; the `tributary` CLI and the
+//! Python binding are thin layers over it.
+//!
+//! ## Layout
+//!
+//! - [`store`]: URLs to object stores (local, `file://`, `s3://`, `gs://`,
+//!   `az://`, `memory://`), retries, and a request-counting wrapper.
+//! - [`dataset`]: a dataset's location plus its parsed manifest.
+//! - [`fetch`]: range reads of whole chunks, many in flight under a byte
+//!   budget, verified and parsed, in span order.
+//! - [`shuffle`]: the seeded, bounded shuffle buffer.
+//! - [`augment`]: decode, RandomResizedCrop, flip, resize, normalise, into a
+//!   batch slot.
+//! - [`batch`]: the batch type and the rayon decode of a whole batch.
+//! - [`loader`]: the pipeline wiring, its bounds and its public API.
+//! - [`metrics`]: throughput, per-stage time, consumer wait.
+//! - [`pack`], [`index`], [`inspect`]: writing shards and manifests from an
+//!   ImageFolder tree, indexing foreign WebDataset shards, verifying datasets.
+//! - [`synth`]: deterministic photo-like sample images.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), tributary_worker::WorkerError> {
+//! use tributary_worker::{Dataset, Loader, LoaderConfig, StoreOptions};
+//!
+//! let dataset = Dataset::open("s3://bucket/imagenet", &StoreOptions::default()).await?;
+//! let config = LoaderConfig { rank: 0, world: 8, batch_size: 256, seed: 42, ..LoaderConfig::default() };
+//! let mut loader = Loader::builder(dataset).config(config).build().await?;
+//! while let Some(batch) = loader.next().await {
+//!     let batch = batch?;
+//!     println!("batch {} of {} images, labels {:?}", batch.index, batch.len(), &batch.labels[..4]);
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod augment;
+pub mod batch;
+pub mod dataset;
+pub mod error;
+pub mod fetch;
+pub mod index;
+pub mod inspect;
+pub mod loader;
+pub mod metrics;
+pub mod pack;
+pub mod progress;
+pub mod shuffle;
+pub mod store;
+pub mod synth;
+
+pub use batch::{Batch, Images};
+pub use dataset::Dataset;
+pub use error::{Result, WorkerError};
+pub use loader::{Loader, LoaderBuilder, LoaderConfig};
+pub use store::{Location, StoreOptions};

@@ -1,0 +1,125 @@
+//! Batches: one contiguous image buffer plus labels, keys and sample ids,
+//! and the function that decodes a batch's samples into it on a rayon pool.
+
+use rayon::prelude::*;
+use tributary_common::sample::Sample;
+
+use crate::augment::{self, AugmentConfig, Layout, NormLut, Slot};
+use crate::error::{Result, WorkerError};
+
+/// A batch's image buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Images {
+    /// `N x 3 x S x S`, normalised.
+    F32(Vec<f32>),
+    /// `N x S x S x 3`.
+    U8(Vec<u8>),
+}
+
+/// A batch ready for the trainer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    /// Position of the batch in this rank's epoch, from 0.
+    pub index: u64,
+    pub images: Images,
+    /// `[N, 3, S, S]` for `F32`, `[N, S, S, 3]` for `U8`.
+    pub shape: [usize; 4],
+    /// Class index from the `cls` field, or -1 where a sample has none.
+    pub labels: Vec<i64>,
+    pub keys: Vec<String>,
+    /// Dataset-wide sample ids.
+    pub ids: Vec<u64>,
+}
+
+impl Batch {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// Field extensions tried, in order, for a sample's image.
+pub const IMAGE_FIELDS: [&str; 3] = ["jpg", "jpeg", "png"];
+
+/// The image field of a sample: `(extension, bytes)`.
+pub fn image_field(sample: &Sample) -> Result<(&str, &[u8])> {
+    sample
+        .fields
+        .iter()
+        .find(|f| IMAGE_FIELDS.contains(&f.ext.as_str()))
+        .map(|f| (f.ext.as_str(), &f.data[..]))
+        .ok_or_else(|| WorkerError::Sample {
+            key: sample.key.clone(),
+            id: sample.id,
+            reason: format!(
+                "has no image field ({}); its fields are: {}",
+                IMAGE_FIELDS.join(", "),
+                sample.fields.iter().map(|f| f.ext.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        })
+}
+
+/// The label of a sample: its `cls` field as an integer, or -1 without one.
+pub fn label(sample: &Sample) -> Result<i64> {
+    let Some(cls) = sample.field("cls") else {
+        return Ok(-1);
+    };
+    std::str::from_utf8(cls)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .ok_or_else(|| WorkerError::Sample {
+            key: sample.key.clone(),
+            id: sample.id,
+            reason: format!("`cls` field {:?} is not an integer", String::from_utf8_lossy(cls)),
+        })
+}
+
+/// Decodes and augments `samples` into one batch. Runs on the current rayon
+/// pool; every sample's randomness comes from `(seed, epoch, id)`, so the
+/// result does not depend on the number of threads.
+pub fn decode_batch(index: u64, samples: &[Sample], config: &AugmentConfig, lut: &NormLut, seed: u64, epoch: u64) -> Result<Batch> {
+    let n = samples.len();
+    let per = config.image_len();
+    let s = config.size as usize;
+    let one = |sample: &Sample, slot: Slot<'_>| -> Result<()> {
+        let fail = |reason: String| WorkerError::Sample {
+            key: sample.key.clone(),
+            id: sample.id,
+            reason,
+        };
+        let (ext, bytes) = image_field(sample)?;
+        let image = augment::decode(bytes, ext).map_err(fail)?;
+        let crop = augment::crop_params(config, seed, epoch, sample.id, image.width, image.height);
+        augment::augment_into(&image, crop, config, lut, slot).map_err(fail)
+    };
+    let (images, shape) = match config.layout {
+        Layout::NchwF32 => {
+            let mut buf = vec![0f32; n * per];
+            buf.par_chunks_mut(per)
+                .zip(samples.par_iter())
+                .with_max_len(1)
+                .try_for_each(|(slot, sample)| one(sample, Slot::F32(slot)))?;
+            (Images::F32(buf), [n, 3, s, s])
+        }
+        Layout::NhwcU8 => {
+            let mut buf = vec![0u8; n * per];
+            buf.par_chunks_mut(per)
+                .zip(samples.par_iter())
+                .with_max_len(1)
+                .try_for_each(|(slot, sample)| one(sample, Slot::U8(slot)))?;
+            (Images::U8(buf), [n, s, s, 3])
+        }
+    };
+    Ok(Batch {
+        index,
+        images,
+        shape,
+        labels: samples.iter().map(label).collect::<Result<_>>()?,
+        keys: samples.iter().map(|s| s.key.clone()).collect(),
+        ids: samples.iter().map(|s| s.id).collect(),
+    })
+}

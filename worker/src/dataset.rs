@@ -1,0 +1,42 @@
+//! A dataset: where its shards live and what its manifest says.
+
+use std::sync::Arc;
+
+use tributary_common::manifest::{Manifest, MANIFEST_NAME};
+
+use crate::error::{Result, WorkerError};
+use crate::store::{Location, StoreOptions};
+
+/// An opened dataset.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    pub location: Location,
+    pub manifest: Arc<Manifest>,
+}
+
+impl Dataset {
+    /// Opens the dataset at `url` by reading its manifest.
+    pub async fn open(url: &str, options: &StoreOptions) -> Result<Self> {
+        Self::from_location(Location::open(url, options, false)?).await
+    }
+
+    /// Opens the dataset whose shards and manifest are at `location`.
+    pub async fn from_location(location: Location) -> Result<Self> {
+        let manifest_url = location.url_of(MANIFEST_NAME);
+        let bytes = location.get(MANIFEST_NAME).await.map_err(|e| match e {
+            WorkerError::NotFound { url, .. } => WorkerError::NotFound {
+                url,
+                hint: " (no manifest: pack a dataset with `tributary pack`, or index WebDataset shards with `tributary index`)",
+            },
+            other => other,
+        })?;
+        let manifest = Manifest::from_json(&bytes).map_err(|error| WorkerError::Manifest {
+            url: manifest_url,
+            error,
+        })?;
+        Ok(Self {
+            location,
+            manifest: Arc::new(manifest),
+        })
+    }
+}

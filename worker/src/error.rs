@@ -1,0 +1,49 @@
+//! The worker's error type: one enum for everything a rank's pipeline, the
+//! packer, the indexer and the inspector can fail with. Messages name the
+//! URL, shard, offset or sample they are about.
+
+use tributary_common::{FormatError, ManifestError};
+
+/// Errors of `tributary-worker`.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("invalid dataset URL `{url}`: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("{url}: not found{hint}")]
+    NotFound { url: String, hint: &'static str },
+    #[error("{url}: {error}")]
+    Store {
+        url: String,
+        error: object_store::Error,
+    },
+    #[error("manifest {url}: {error}")]
+    Manifest { url: String, error: ManifestError },
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("sample `{key}` (id {id}): {reason}")]
+    Sample { key: String, id: u64, reason: String },
+    #[error("{path}: {error}")]
+    Io {
+        path: String,
+        error: std::io::Error,
+    },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("the pipeline stopped: {0}")]
+    Stopped(String),
+}
+
+impl WorkerError {
+    /// Maps an object-store error on `url` to a worker error, keeping
+    /// "not found" distinct so callers and users can tell it apart.
+    pub fn store(url: impl Into<String>, error: object_store::Error) -> Self {
+        let url = url.into();
+        match error {
+            object_store::Error::NotFound { .. } => Self::NotFound { url, hint: "" },
+            error => Self::Store { url, error },
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = WorkerError> = std::result::Result<T, E>;

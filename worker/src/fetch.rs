@@ -1,0 +1,197 @@
+//! Streaming a span set's samples out of an object store.
+//!
+//! Each span becomes one or more range reads covering whole chunks, at most
+//! [`FetchConfig::max_read_bytes`] each. Up to [`FetchConfig::max_requests`]
+//! reads are in flight, and together they hold at most
+//! [`FetchConfig::max_bytes_in_flight`] bytes: a read waits for budget before
+//! its GET is sent and returns it once its samples are handed on. Results
+//! come out in span order, whatever order the GETs complete in, so that what
+//! follows (the shuffle buffer) sees a deterministic sequence.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::stream::{self, Stream, StreamExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tributary_common::sample::{Field, Sample};
+use tributary_common::shard::{chunk_range, decode_chunks, ChunkRange};
+use tributary_common::span::SpanSet;
+
+use crate::dataset::Dataset;
+use crate::error::{Result, WorkerError};
+use crate::metrics::Metrics;
+
+/// Bounds of the fetch stage.
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    /// Range requests in flight at once.
+    pub max_requests: usize,
+    /// Bytes fetched but not yet handed to the shuffle buffer.
+    pub max_bytes_in_flight: u64,
+    /// Largest single range request (whole chunks; a chunk larger than this
+    /// is still read in one request).
+    pub max_read_bytes: u64,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            max_requests: 16,
+            max_bytes_in_flight: 128 << 20,
+            max_read_bytes: 4 << 20,
+        }
+    }
+}
+
+/// One planned range request: whole chunks of one shard, and the samples of
+/// the span wanted from them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    pub shard: usize,
+    pub range: ChunkRange,
+    pub want: Range<u32>,
+}
+
+/// Plans the range reads for `spans`, in order.
+pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, max_read_bytes: u64) -> Vec<Read> {
+    let mut reads = Vec::new();
+    for span in spans.spans() {
+        let meta = &dataset.manifest.shards[span.shard as usize];
+        let whole = chunk_range(meta, span.start..span.end);
+        let mut chunk = whole.chunks.start;
+        let mut first_sample = whole.first_sample;
+        while chunk < whole.chunks.end {
+            let start_chunk = chunk;
+            let start_sample = first_sample;
+            let start_byte = meta.chunk_offsets[chunk];
+            while chunk < whole.chunks.end
+                && (chunk == start_chunk || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
+            {
+                first_sample += meta.samples_in_chunk(chunk);
+                chunk += 1;
+            }
+            let want = span.start.max(start_sample)..span.end.min(first_sample);
+            reads.push(Read {
+                shard: span.shard as usize,
+                range: ChunkRange {
+                    chunks: start_chunk..chunk,
+                    bytes: start_byte..meta.chunk_offsets[chunk],
+                    first_sample: start_sample,
+                },
+                want,
+            });
+        }
+    }
+    reads
+}
+
+/// Samples of one read, with the byte budget they hold until dropped.
+#[derive(Debug)]
+pub struct Fetched {
+    pub samples: Vec<Sample>,
+    pub bytes: u64,
+    _budget: OwnedSemaphorePermit,
+}
+
+/// Budget is counted in KiB so that a `u32` permit count covers 4 TiB.
+fn budget_units(bytes: u64) -> u32 {
+    bytes.div_ceil(1024).min(u64::from(u32::MAX)) as u32
+}
+
+/// Streams the samples of `spans`, in span order.
+pub fn fetch(
+    dataset: Dataset,
+    spans: &SpanSet,
+    config: &FetchConfig,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
+    let reads = plan_reads(&dataset, spans, config.max_read_bytes);
+    let total_units = budget_units(config.max_bytes_in_flight).max(1);
+    let budget = Arc::new(Semaphore::new(total_units as usize));
+    stream::iter(reads)
+        .map(move |read| {
+            let dataset = dataset.clone();
+            let budget = Arc::clone(&budget);
+            let metrics = Arc::clone(&metrics);
+            async move {
+                let len = read.range.bytes.end - read.range.bytes.start;
+                let permit = budget
+                    .acquire_many_owned(budget_units(len).min(total_units))
+                    .await
+                    .map_err(|_| WorkerError::Stopped("fetch budget closed".into()))?;
+                let started = Instant::now();
+                let meta = &dataset.manifest.shards[read.shard];
+                let data = dataset
+                    .location
+                    .get_range(&meta.name, read.range.bytes.clone())
+                    .await
+                    .map_err(|e| with_range(e, &read))?;
+                metrics.record_fetch(len, started.elapsed());
+                let started = Instant::now();
+                let samples = tokio::task::spawn_blocking(move || parse(&dataset, &read, &data))
+                    .await
+                    .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
+                metrics.record_parse(started.elapsed());
+                Ok(Fetched {
+                    samples,
+                    bytes: len,
+                    _budget: permit,
+                })
+            }
+        })
+        .buffered(config.max_requests.max(1))
+}
+
+fn with_range(error: WorkerError, read: &Read) -> WorkerError {
+    match error {
+        WorkerError::Store { url, error } => WorkerError::Store {
+            url: format!("{url} (bytes {}..{})", read.range.bytes.start, read.range.bytes.end),
+            error,
+        },
+        WorkerError::NotFound { url, hint } => WorkerError::NotFound { url, hint },
+        other => other,
+    }
+}
+
+/// Verifies and parses one read, then copies each sample into one compact
+/// allocation of its own, so a sample waiting in the shuffle buffer does not
+/// pin the whole read (or decompressed block) it came from.
+fn parse(dataset: &Dataset, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
+    let meta = &dataset.manifest.shards[read.shard];
+    let first_id = dataset.manifest.shard_start(read.shard);
+    let mut samples = Vec::with_capacity(read.want.len());
+    decode_chunks(
+        meta,
+        dataset.manifest.compression,
+        &read.range,
+        data,
+        first_id,
+        read.want.clone(),
+        &mut samples,
+    )?;
+    Ok(samples.into_iter().map(compact).collect())
+}
+
+fn compact(sample: Sample) -> Sample {
+    let mut buf = Vec::with_capacity(sample.payload_bytes());
+    for field in &sample.fields {
+        buf.extend_from_slice(&field.data);
+    }
+    let buf = Bytes::from(buf);
+    let mut at = 0;
+    let fields = sample
+        .fields
+        .into_iter()
+        .map(|field| {
+            let len = field.data.len();
+            at += len;
+            Field {
+                ext: field.ext,
+                data: buf.slice(at - len..at),
+            }
+        })
+        .collect();
+    Sample { fields, ..sample }
+}

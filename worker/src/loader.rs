@@ -1,0 +1,344 @@
+//! The per-rank loader: fetch -> parse -> shuffle -> decode/augment -> batch.
+//!
+//! ```text
+//!  object store ──range GETs (bounded count + bytes)──▶ parse (blocking pool)
+//!     ──▶ shuffle buffer (seeded, bounded) ──▶ sample batches (bounded channel)
+//!     ──▶ decode + augment (rayon pool, batches in flight bounded)
+//!     ──▶ ready batches (bounded prefetch queue) ──▶ Loader::next()
+//! ```
+//!
+//! Every queue has a bound, so memory is bounded whatever the consumer does;
+//! a slow consumer back-pressures all the way to the GETs. Batches come out in
+//! a deterministic order: a pure function of (seed, epoch, spans).
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::stream::{self, StreamExt};
+use rayon::ThreadPool;
+use tokio::sync::{mpsc, oneshot};
+use tributary_common::sample::Sample;
+use tributary_common::span::SpanSet;
+
+use crate::augment::{AugmentConfig, NormLut};
+use crate::batch::{decode_batch, Batch};
+use crate::dataset::Dataset;
+use crate::error::{Result, WorkerError};
+use crate::fetch::{fetch, FetchConfig};
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::shuffle::ShuffleBuffer;
+
+/// Everything that shapes a loader's output and its resource bounds.
+#[derive(Debug, Clone)]
+pub struct LoaderConfig {
+    pub seed: u64,
+    pub epoch: u64,
+    /// Membership generation (0 without a coordinator); seeds the shuffle.
+    pub generation: u64,
+    /// This rank, and the number of ranks sharing the epoch.
+    pub rank: usize,
+    pub world: usize,
+    pub batch_size: usize,
+    /// Drop the last batch of the epoch when it is short.
+    pub drop_last: bool,
+    /// Samples held by the shuffle buffer (0: no shuffling within shards).
+    pub shuffle_buffer: usize,
+    /// Ready batches queued ahead of the consumer.
+    pub prefetch_batches: usize,
+    /// Batches being decoded at once (keeps every core busy at batch ends).
+    pub decode_batches_in_flight: usize,
+    /// Threads of the decode pool, when the loader builds its own.
+    pub decode_threads: usize,
+    pub augment: AugmentConfig,
+    pub fetch: FetchConfig,
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            epoch: 0,
+            generation: 0,
+            rank: 0,
+            world: 1,
+            batch_size: 64,
+            drop_last: false,
+            shuffle_buffer: 1024,
+            prefetch_batches: 4,
+            decode_batches_in_flight: 2,
+            decode_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            augment: AugmentConfig::default(),
+            fetch: FetchConfig::default(),
+        }
+    }
+}
+
+impl LoaderConfig {
+    /// Checks the settings, naming the bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(WorkerError::Config(m));
+        if self.batch_size == 0 {
+            return bad("batch_size must be at least 1".into());
+        }
+        if self.world == 0 || self.rank >= self.world {
+            return bad(format!("rank {} is outside a world of {} ranks", self.rank, self.world));
+        }
+        if self.prefetch_batches == 0 || self.decode_batches_in_flight == 0 || self.decode_threads == 0 {
+            return bad("prefetch_batches, decode_batches_in_flight and decode_threads must be at least 1".into());
+        }
+        if self.fetch.max_requests == 0 || self.fetch.max_bytes_in_flight == 0 {
+            return bad("fetch.max_requests and fetch.max_bytes_in_flight must be at least 1".into());
+        }
+        self.augment.validate().map_err(WorkerError::Config)
+    }
+}
+
+/// Builds a [`Loader`].
+#[derive(Debug)]
+pub struct LoaderBuilder {
+    dataset: Dataset,
+    spans: Option<SpanSet>,
+    config: LoaderConfig,
+    pool: Option<Arc<ThreadPool>>,
+}
+
+impl LoaderBuilder {
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: LoaderConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Reads exactly these spans instead of rank `rank`'s static share.
+    pub fn spans(mut self, spans: SpanSet) -> Self {
+        self.spans = Some(spans);
+        self
+    }
+
+    /// Decodes on this pool (shared between loaders) instead of a new one.
+    pub fn decode_pool(mut self, pool: Arc<ThreadPool>) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Starts the pipeline. Must be called within a tokio runtime.
+    pub async fn build(self) -> Result<Loader> {
+        let config = self.config;
+        config.validate()?;
+        let manifest = &self.dataset.manifest;
+        let spans = self.spans.unwrap_or_else(|| {
+            tributary_coordinator::local_assignment(
+                manifest,
+                config.seed,
+                config.epoch,
+                config.rank,
+                config.world,
+                tributary_common::plan::Remainder::Drop,
+            )
+        });
+        if let Some(span) = spans
+            .spans()
+            .iter()
+            .find(|s| s.shard as usize >= manifest.shards.len() || s.end > manifest.shards[s.shard as usize].samples)
+        {
+            return Err(WorkerError::Config(format!(
+                "span {}:{}..{} is outside the dataset ({} shards)",
+                span.shard,
+                span.start,
+                span.end,
+                manifest.shards.len()
+            )));
+        }
+        let pool = match self.pool {
+            Some(pool) => pool,
+            None => Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(config.decode_threads)
+                    .thread_name(|i| format!("tributary-decode-{i}"))
+                    .build()
+                    .map_err(|e| WorkerError::Config(format!("cannot start the decode pool: {e}")))?,
+            ),
+        };
+        let metrics = Arc::new(Metrics::default());
+        let samples = spans.len();
+        let (sample_tx, sample_rx) = mpsc::channel(config.decode_batches_in_flight);
+        let (batch_tx, batch_rx) = mpsc::channel(config.prefetch_batches);
+        tokio::spawn(produce(self.dataset, spans, config.clone(), Arc::clone(&metrics), sample_tx));
+        tokio::spawn(decode(pool, config.clone(), Arc::clone(&metrics), sample_rx, batch_tx));
+        Ok(Loader {
+            batches: batch_rx,
+            metrics,
+            samples,
+            batch_size: config.batch_size,
+            drop_last: config.drop_last,
+            done: false,
+        })
+    }
+}
+
+/// One rank's stream of batches for one epoch.
+#[derive(Debug)]
+pub struct Loader {
+    batches: mpsc::Receiver<Result<Batch>>,
+    metrics: Arc<Metrics>,
+    samples: u64,
+    batch_size: usize,
+    drop_last: bool,
+    done: bool,
+}
+
+impl Loader {
+    /// A builder reading `dataset`.
+    pub fn builder(dataset: Dataset) -> LoaderBuilder {
+        LoaderBuilder {
+            dataset,
+            spans: None,
+            config: LoaderConfig::default(),
+            pool: None,
+        }
+    }
+
+    /// The next batch; `None` at the end of the epoch. After an error the
+    /// loader is finished.
+    pub async fn next(&mut self) -> Option<Result<Batch>> {
+        if self.done {
+            return None;
+        }
+        let waiting = Instant::now();
+        let item = self.batches.recv().await;
+        match &item {
+            Some(Ok(batch)) => self.metrics.record_delivery(batch.len(), waiting.elapsed()),
+            Some(Err(_)) | None => self.done = true,
+        }
+        item
+    }
+
+    /// Samples this loader reads in the epoch.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Batches this loader yields in the epoch.
+    pub fn batches(&self) -> u64 {
+        let b = self.batch_size as u64;
+        if self.drop_last {
+            self.samples / b
+        } else {
+            self.samples.div_ceil(b)
+        }
+    }
+
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+}
+
+/// Fetch, parse and shuffle, sending batches of samples downstream.
+async fn produce(
+    dataset: Dataset,
+    spans: SpanSet,
+    config: LoaderConfig,
+    metrics: Arc<Metrics>,
+    tx: mpsc::Sender<Result<(u64, Vec<Sample>)>>,
+) {
+    let mut shuffle = ShuffleBuffer::new(
+        config.shuffle_buffer,
+        config.seed,
+        config.epoch,
+        config.generation,
+        config.rank as u64,
+    );
+    let mut batcher = Batcher {
+        pending: Vec::with_capacity(config.batch_size),
+        size: config.batch_size,
+        index: 0,
+        tx: &tx,
+    };
+    let mut fetched = pin!(fetch(dataset, &spans, &config.fetch, metrics));
+    while let Some(item) = fetched.next().await {
+        let read = match item {
+            Ok(read) => read,
+            Err(error) => {
+                let _ = tx.send(Err(error)).await;
+                return;
+            }
+        };
+        for sample in read.samples {
+            if let Some(out) = shuffle.push(sample) {
+                if !batcher.push(out).await {
+                    return;
+                }
+            }
+        }
+    }
+    for sample in shuffle.drain().collect::<Vec<_>>() {
+        if !batcher.push(sample).await {
+            return;
+        }
+    }
+    if !batcher.pending.is_empty() && !config.drop_last {
+        let pending = std::mem::take(&mut batcher.pending);
+        let _ = tx.send(Ok((batcher.index, pending))).await;
+    }
+}
+
+struct Batcher<'a> {
+    pending: Vec<Sample>,
+    size: usize,
+    index: u64,
+    tx: &'a mpsc::Sender<Result<(u64, Vec<Sample>)>>,
+}
+
+impl Batcher<'_> {
+    /// Adds a sample, sending a full batch; false once the consumer is gone.
+    async fn push(&mut self, sample: Sample) -> bool {
+        self.pending.push(sample);
+        if self.pending.len() < self.size {
+            return true;
+        }
+        let full = std::mem::replace(&mut self.pending, Vec::with_capacity(self.size));
+        let index = self.index;
+        self.index += 1;
+        self.tx.send(Ok((index, full))).await.is_ok()
+    }
+}
+
+/// Decode sample batches on the rayon pool, in order, into ready batches.
+async fn decode(
+    pool: Arc<ThreadPool>,
+    config: LoaderConfig,
+    metrics: Arc<Metrics>,
+    rx: mpsc::Receiver<Result<(u64, Vec<Sample>)>>,
+    tx: mpsc::Sender<Result<Batch>>,
+) {
+    let lut = Arc::new(NormLut::new(&config.augment));
+    let augment = Arc::new(config.augment.clone());
+    let (seed, epoch) = (config.seed, config.epoch);
+    let incoming = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let mut ready = pin!(incoming
+        .map(|item| {
+            let pool = Arc::clone(&pool);
+            let (lut, augment, metrics) = (Arc::clone(&lut), Arc::clone(&augment), Arc::clone(&metrics));
+            async move {
+                let (index, samples) = item?;
+                let (done_tx, done_rx) = oneshot::channel();
+                pool.spawn(move || {
+                    let started = Instant::now();
+                    let batch = decode_batch(index, &samples, &augment, &lut, seed, epoch);
+                    metrics.record_decode(started.elapsed());
+                    let _ = done_tx.send(batch);
+                });
+                done_rx
+                    .await
+                    .map_err(|_| WorkerError::Stopped("a decode task panicked".into()))?
+            }
+        })
+        .buffered(config.decode_batches_in_flight));
+    while let Some(batch) = ready.next().await {
+        let failed = batch.is_err();
+        if tx.send(batch).await.is_err() || failed {
+            return;
+        }
+    }
+}

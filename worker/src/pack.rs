@@ -1,0 +1,270 @@
+//! The packer: an ImageFolder tree (`SRC/<class>/<image>`) to shards plus a
+//! manifest in any object store.
+//!
+//! Shards are planned from file sizes alone (so planning is instant and the
+//! result deterministic), built in parallel on rayon, and uploaded with
+//! several uploads in flight, each retried on transient errors. The manifest
+//! is written last: a run that fails leaves no manifest pointing at missing
+//! shards.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::{self, StreamExt, TryStreamExt};
+use tokio::sync::mpsc;
+use tributary_common::manifest::{Compression, Manifest, ShardMeta, MANIFEST_NAME};
+use tributary_common::shard::{ShardWriter, DEFAULT_BLOCK_BYTES};
+use tributary_common::tar;
+
+use crate::error::{Result, WorkerError};
+use crate::progress::Progress;
+use crate::store::Location;
+
+/// Packer settings.
+#[derive(Debug, Clone)]
+pub struct PackOptions {
+    /// A shard is closed before it would exceed this many bytes (a single
+    /// larger sample still gets a shard of its own).
+    pub max_bytes: u64,
+    /// A shard holds at most this many samples.
+    pub max_samples: u32,
+    pub compression: Compression,
+    /// Uncompressed size of one zstd block.
+    pub block_bytes: usize,
+    /// Shard uploads in flight at once.
+    pub uploads_in_flight: usize,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        Self {
+            max_bytes: 64 << 20,
+            max_samples: u32::MAX,
+            compression: Compression::NONE,
+            block_bytes: DEFAULT_BLOCK_BYTES,
+            uploads_in_flight: 4,
+        }
+    }
+}
+
+/// One image found in the source tree.
+#[derive(Debug, Clone)]
+pub struct SourceImage {
+    pub path: PathBuf,
+    pub class: u32,
+    pub key: String,
+    /// Field extension: `jpg` or `png`.
+    pub ext: &'static str,
+    pub size: u64,
+}
+
+/// What [`scan_image_folder`] found.
+#[derive(Debug, Clone)]
+pub struct ImageFolder {
+    pub classes: Vec<String>,
+    pub images: Vec<SourceImage>,
+    /// Files skipped because they are not JPEG or PNG.
+    pub skipped: usize,
+}
+
+/// What a pack run wrote.
+#[derive(Debug, Clone)]
+pub struct PackSummary {
+    pub shards: usize,
+    pub samples: u64,
+    pub bytes: u64,
+    pub classes: usize,
+}
+
+fn io_err(path: &Path, error: std::io::Error) -> WorkerError {
+    WorkerError::Io {
+        path: path.display().to_string(),
+        error,
+    }
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>> {
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
+        let entry = entry.map_err(|e| io_err(dir, e))?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let meta = std::fs::metadata(&path).map_err(|e| io_err(&path, e))?;
+        entries.push((name, path, meta));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(entries)
+}
+
+/// Lists an ImageFolder tree: classes are the sorted subdirectories, images
+/// the JPEG and PNG files in each, sorted by name.
+pub fn scan_image_folder(src: &Path) -> Result<ImageFolder> {
+    let mut classes = Vec::new();
+    let mut images = Vec::new();
+    let mut skipped = 0;
+    for (class_name, class_dir, meta) in sorted_entries(src)? {
+        if !meta.is_dir() {
+            skipped += 1;
+            continue;
+        }
+        let class = classes.len() as u32;
+        for (file_name, path, meta) in sorted_entries(&class_dir)? {
+            let (stem, extension) = file_name.rsplit_once('.').unwrap_or((&file_name, ""));
+            let ext = match extension.to_ascii_lowercase().as_str() {
+                "jpg" | "jpeg" => "jpg",
+                "png" => "png",
+                _ => {
+                    skipped += 1;
+                    continue;
+                }
+            };
+            if !meta.is_file() {
+                skipped += 1;
+                continue;
+            }
+            // WebDataset keys must not contain dots in their file name part.
+            let key = format!("{}/{}", class_name.replace('.', "_"), stem.replace('.', "_"));
+            images.push(SourceImage {
+                path,
+                class,
+                key,
+                ext,
+                size: meta.len(),
+            });
+        }
+        classes.push(class_name);
+    }
+    if images.is_empty() {
+        return Err(WorkerError::Config(format!(
+            "{}: no JPEG or PNG images in class subdirectories (expected SRC/<class>/<image>.jpg)",
+            src.display()
+        )));
+    }
+    let mut keys: Vec<(&str, &Path)> = images.iter().map(|i| (i.key.as_str(), i.path.as_path())).collect();
+    keys.sort_unstable();
+    if let Some(pair) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(WorkerError::Config(format!(
+            "{} and {} would both be sample `{}`: rename one",
+            pair[0].1.display(),
+            pair[1].1.display(),
+            pair[0].0
+        )));
+    }
+    Ok(ImageFolder {
+        classes,
+        images,
+        skipped,
+    })
+}
+
+/// Splits images into shards by estimated tar size and sample count.
+pub fn plan_shards(images: &[SourceImage], options: &PackOptions) -> Vec<Range<usize>> {
+    let mut shards = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, image) in images.iter().enumerate() {
+        let sample = (tar::entry_len(image.size as usize) + tar::entry_len(8)) as u64;
+        let count = (i - start) as u64;
+        if count > 0 && (bytes + sample > options.max_bytes || count >= u64::from(options.max_samples)) {
+            shards.push(start..i);
+            start = i;
+            bytes = 0;
+        }
+        bytes += sample;
+    }
+    shards.push(start..images.len());
+    shards
+}
+
+fn shard_name(index: usize, compression: Compression) -> String {
+    format!("shard-{index:06}{}", compression.kind.suffix())
+}
+
+fn build_shard(index: usize, images: &[SourceImage], options: &PackOptions, progress: &dyn Progress) -> Result<(Vec<u8>, ShardMeta)> {
+    let mut writer = ShardWriter::new(shard_name(index, options.compression), options.compression).block_bytes(options.block_bytes);
+    for image in images {
+        let data = std::fs::read(&image.path).map_err(|e| io_err(&image.path, e))?;
+        let class = image.class.to_string();
+        writer.push(&image.key, &[("cls", class.as_bytes()), (image.ext, &data)])?;
+        progress.advance(1, data.len() as u64);
+    }
+    let shard = writer.finish()?;
+    Ok((shard.data, shard.meta))
+}
+
+/// Packs the ImageFolder tree `src` into `dest`.
+pub async fn pack(src: &Path, dest: &Location, options: &PackOptions, progress: Arc<dyn Progress>) -> Result<PackSummary> {
+    if options.max_bytes == 0 || options.max_samples == 0 || options.uploads_in_flight == 0 {
+        return Err(WorkerError::Config("max_bytes, max_samples and uploads_in_flight must be at least 1".into()));
+    }
+    let folder = {
+        let src = src.to_owned();
+        tokio::task::spawn_blocking(move || scan_image_folder(&src))
+            .await
+            .map_err(|e| WorkerError::Stopped(format!("scan panicked: {e}")))??
+    };
+    let total_bytes: u64 = folder.images.iter().map(|i| i.size).sum();
+    progress.total(folder.images.len() as u64, total_bytes);
+    if folder.skipped > 0 {
+        tracing::warn!(skipped = folder.skipped, "skipped files that are not JPEG or PNG images");
+    }
+    let plan = plan_shards(&folder.images, options);
+    let images = Arc::new(folder.images);
+    let (tx, rx) = mpsc::channel::<Result<(usize, Vec<u8>, ShardMeta)>>(options.uploads_in_flight);
+    let builder = {
+        let (images, options, progress, plan) = (Arc::clone(&images), options.clone(), Arc::clone(&progress), plan.clone());
+        tokio::task::spawn_blocking(move || {
+            use rayon::prelude::*;
+            plan.par_iter().enumerate().try_for_each(|(index, range)| {
+                let built = build_shard(index, &images[range.clone()], &options, progress.as_ref());
+                let failed = built.is_err();
+                let sent = tx.blocking_send(built.map(|(data, meta)| (index, data, meta)));
+                // Stop early when the uploader is gone or this shard failed.
+                if sent.is_err() || failed {
+                    Err(())
+                } else {
+                    Ok(())
+                }
+            })
+        })
+    };
+    let incoming = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let uploaded: Result<Vec<(usize, ShardMeta)>> = incoming
+        .map(|built| async move {
+            let (index, data, meta) = built?;
+            dest.put(&meta.name, Bytes::from(data)).await?;
+            Ok((index, meta))
+        })
+        .buffer_unordered(options.uploads_in_flight)
+        .try_collect()
+        .await;
+    let mut uploaded = uploaded?;
+    builder
+        .await
+        .map_err(|e| WorkerError::Stopped(format!("shard builder panicked: {e}")))?
+        .map_err(|()| WorkerError::Stopped("shard building stopped early".into()))?;
+    uploaded.sort_by_key(|(index, _)| *index);
+    let shards: Vec<ShardMeta> = uploaded.into_iter().map(|(_, meta)| meta).collect();
+    let mut fields = vec!["cls".to_owned(), "jpg".to_owned()];
+    if images.iter().any(|i| i.ext == "png") {
+        fields.push("png".into());
+    }
+    if !images.iter().any(|i| i.ext == "jpg") {
+        fields.retain(|f| f != "jpg");
+    }
+    let manifest = Manifest::new(options.compression.kind, fields, folder.classes, shards).map_err(|error| WorkerError::Manifest {
+        url: dest.url_of(MANIFEST_NAME),
+        error,
+    })?;
+    dest.put(MANIFEST_NAME, Bytes::from(manifest.to_json())).await?;
+    Ok(PackSummary {
+        shards: manifest.shards.len(),
+        samples: manifest.samples,
+        bytes: manifest.bytes,
+        classes: manifest.classes.len(),
+    })
+}

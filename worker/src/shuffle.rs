@@ -1,0 +1,90 @@
+//! A seeded, bounded shuffle buffer.
+//!
+//! Items enter in a deterministic order (span order); once the buffer holds
+//! `capacity` items, each new item makes it emit one resident chosen by its
+//! ChaCha stream. The emission order is therefore a pure function of the
+//! input order and the seed `(seed, epoch, generation, rank)`: given a rank's
+//! span set and how many samples it emitted, anyone can recompute which ones.
+
+use rand_chacha::ChaCha8Rng;
+use tributary_common::seed::{self, Domain};
+
+/// The shuffle buffer. A capacity of 0 or 1 passes items straight through.
+#[derive(Debug)]
+pub struct ShuffleBuffer<T> {
+    items: Vec<T>,
+    capacity: usize,
+    rng: ChaCha8Rng,
+}
+
+impl<T> ShuffleBuffer<T> {
+    /// A buffer of `capacity` items seeded by `(seed, epoch, generation, rank)`.
+    pub fn new(capacity: usize, seed: u64, epoch: u64, generation: u64, rank: u64) -> Self {
+        Self {
+            items: Vec::with_capacity(capacity + 1),
+            capacity,
+            rng: seed::rng(Domain::ShuffleBuffer, &[seed, epoch, generation, rank]),
+        }
+    }
+
+    /// Items currently held.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Adds `item`; when the buffer is over capacity, returns a uniformly
+    /// chosen resident (possibly `item` itself).
+    pub fn push(&mut self, item: T) -> Option<T> {
+        if self.capacity <= 1 {
+            return Some(item);
+        }
+        self.items.push(item);
+        (self.items.len() > self.capacity).then(|| self.take())
+    }
+
+    fn take(&mut self) -> T {
+        let j = seed::below(&mut self.rng, self.items.len() as u64) as usize;
+        self.items.swap_remove(j)
+    }
+
+    /// Empties the buffer in random order (the end of the input).
+    pub fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        std::iter::from_fn(move || (!self.items.is_empty()).then(|| self.take()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(capacity: usize, seed: u64, n: u32) -> Vec<u32> {
+        let mut buffer = ShuffleBuffer::new(capacity, seed, 0, 0, 0);
+        let mut out: Vec<u32> = (0..n).filter_map(|i| buffer.push(i)).collect();
+        out.extend(buffer.drain());
+        out
+    }
+
+    #[test]
+    fn emits_every_item_once_in_a_seeded_order() {
+        let a = run(16, 1, 200);
+        assert_eq!(a, run(16, 1, 200));
+        assert_ne!(a, run(16, 2, 200));
+        assert_ne!(a, (0..200).collect::<Vec<_>>());
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..200).collect::<Vec<_>>());
+        // Bounded: nothing is emitted before the buffer fills, and an item
+        // never leaves before its predecessors entered.
+        let mut buffer = ShuffleBuffer::new(16, 1, 0, 0, 0);
+        for i in 0..16 {
+            assert!(buffer.push(i).is_none());
+        }
+        assert!(buffer.push(16).is_some());
+        assert_eq!(buffer.len(), 16);
+        assert_eq!(run(0, 1, 5), vec![0, 1, 2, 3, 4]);
+    }
+}

@@ -1,0 +1,253 @@
+//! Integration tests of the worker: pack an ImageFolder tree through
+//! object_store's local backend, read it back through the full pipeline, and
+//! check determinism, I/O economy and error reporting.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use object_store::local::LocalFileSystem;
+use tributary_common::manifest::Compression;
+use tributary_common::span::{Span, SpanSet};
+use tributary_worker::augment::{AugmentConfig, Layout};
+use tributary_worker::fetch::FetchConfig;
+use tributary_worker::pack::{pack, PackOptions};
+use tributary_worker::progress::NoProgress;
+use tributary_worker::store::CountingStore;
+use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
+
+/// A small ImageFolder tree: `classes` classes of `per_class` JPEG images
+/// (and one PNG), each with distinct content.
+fn image_folder(dir: &Path, classes: usize, per_class: usize) {
+    for c in 0..classes {
+        let class_dir = dir.join(format!("class{c}"));
+        std::fs::create_dir_all(&class_dir).expect("mkdir");
+        for i in 0..per_class {
+            let (w, h) = (48 + (i as u32 * 7) % 40, 40 + (i as u32 * 5) % 30);
+            let img = image::RgbImage::from_fn(w, h, |x, y| {
+                image::Rgb([(x * 5 + c as u32 * 40) as u8, (y * 6 + i as u32 * 3) as u8, ((x + y) * 2) as u8])
+            });
+            let ext = if i == 1 { "png" } else { "jpg" };
+            img.save(class_dir.join(format!("{i:04}.{ext}"))).expect("save image");
+        }
+    }
+}
+
+async fn packed(dir: &Path, compression: Compression, max_samples: u32) -> Dataset {
+    image_folder(&dir.join("src"), 3, 20);
+    let dest = Location::open(&dir.join("shards").display().to_string(), &StoreOptions::default(), true).expect("open");
+    let options = PackOptions { max_samples, compression, block_bytes: 4096, ..PackOptions::default() };
+    pack(&dir.join("src"), &dest, &options, Arc::new(NoProgress)).await.expect("pack");
+    Dataset::from_location(dest).await.expect("open dataset")
+}
+
+fn config(threads: usize) -> LoaderConfig {
+    LoaderConfig {
+        seed: 7,
+        batch_size: 8,
+        shuffle_buffer: 16,
+        decode_threads: threads,
+        augment: AugmentConfig { size: 32, ..AugmentConfig::default() },
+        ..LoaderConfig::default()
+    }
+}
+
+async fn collect(mut loader: Loader) -> Result<Vec<Batch>, WorkerError> {
+    let mut batches = Vec::new();
+    while let Some(batch) = loader.next().await {
+        batches.push(batch?);
+    }
+    Ok(batches)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pack_then_read_every_sample_once_both_compressions() {
+    for compression in [Compression::NONE, Compression::ZSTD] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dataset = packed(dir.path(), compression, 16).await;
+        assert_eq!(dataset.manifest.samples, 60);
+        assert_eq!(dataset.manifest.shards.len(), 4);
+        assert_eq!(dataset.manifest.classes, ["class0", "class1", "class2"]);
+        assert_eq!(dataset.manifest.fields, ["cls", "jpg", "png"]);
+
+        let mut ids = Vec::new();
+        for rank in 0..2 {
+            let loader = Loader::builder(dataset.clone())
+                .config(LoaderConfig { rank, world: 2, ..config(2) })
+                .build()
+                .await
+                .expect("build");
+            assert_eq!(loader.samples(), 30);
+            let batches = collect(loader).await.expect("read");
+            assert_eq!(batches.len(), 4, "30 samples in batches of 8");
+            for batch in &batches {
+                assert_eq!(batch.shape, [batch.len(), 3, 32, 32]);
+                for (key, label) in batch.keys.iter().zip(&batch.labels) {
+                    assert_eq!(key.split('/').next(), Some(format!("class{label}").as_str()));
+                }
+                ids.extend(&batch.ids);
+            }
+        }
+        tributary_common::invariants::check_exactly_once(0..60, ids).expect("exactly once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_seed_same_batches_bit_for_bit_on_1_or_8_threads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dataset = packed(dir.path(), Compression::ZSTD, 16).await;
+    let run = |threads: usize, seed: u64| {
+        let dataset = dataset.clone();
+        async move {
+            let loader = Loader::builder(dataset)
+                .config(LoaderConfig { seed, ..config(threads) })
+                .build()
+                .await
+                .expect("build");
+            collect(loader).await.expect("read")
+        }
+    };
+    let one = run(1, 7).await;
+    let eight = run(8, 7).await;
+    assert_eq!(one.len(), 8);
+    assert_eq!(one, eight, "batches differ between 1 and 8 decode threads");
+    let other = run(8, 8).await;
+    assert_ne!(one[0].ids, other[0].ids, "another seed must give another order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn u8_layout_matches_the_f32_layout_before_normalisation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dataset = packed(dir.path(), Compression::NONE, 64).await;
+    let mut u8_config = config(2);
+    u8_config.augment.layout = Layout::NhwcU8;
+    let u8_batches = collect(Loader::builder(dataset.clone()).config(u8_config).build().await.expect("build"))
+        .await
+        .expect("read");
+    let f32_batches = collect(Loader::builder(dataset).config(config(2)).build().await.expect("build"))
+        .await
+        .expect("read");
+    let (tributary_worker::Images::U8(raw), tributary_worker::Images::F32(norm)) = (&u8_batches[0].images, &f32_batches[0].images)
+    else {
+        panic!("unexpected layouts");
+    };
+    assert_eq!(u8_batches[0].shape, [8, 32, 32, 3]);
+    // Pixel (y=3, x=5) of image 2, channel 1 (green), in both layouts.
+    let (n, y, x, c) = (2usize, 3usize, 5usize, 1usize);
+    let v = raw[((n * 32 + y) * 32 + x) * 3 + c];
+    let f = norm[((n * 3 + c) * 32 + y) * 32 + x];
+    let expected = (f32::from(v) / 255.0 - 0.456) / 0.224;
+    assert!((f - expected).abs() < 1e-5, "{f} vs {expected}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
+    for compression in [Compression::NONE, Compression::ZSTD] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dataset = packed(dir.path(), compression, 64).await;
+        let counting = Arc::new(CountingStore::new(Arc::new(LocalFileSystem::new())));
+        let location = Location::from_store(counting.clone(), &dataset.location.prefix.to_string(), "counted");
+        let dataset = Dataset::from_location(location).await.expect("open");
+        let (gets_before, bytes_before) = counting.counters.reads();
+        let meta = dataset.manifest.shards[0].clone();
+        let span = Span::new(0, 37, 45);
+        let loader = Loader::builder(dataset)
+            .config(LoaderConfig { fetch: FetchConfig { max_read_bytes: 1 << 30, ..FetchConfig::default() }, ..config(2) })
+            .spans(SpanSet::new([span]))
+            .build()
+            .await
+            .expect("build");
+        let batches = collect(loader).await.expect("read");
+        let mut ids: Vec<u64> = batches.iter().flat_map(|b| b.ids.clone()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (37..45).collect::<Vec<_>>());
+        let (gets, bytes) = counting.counters.reads();
+        let range = tributary_common::shard::chunk_range(&meta, 37..45);
+        assert_eq!(gets - gets_before, 1, "{compression}: one range GET");
+        assert_eq!(bytes - bytes_before, range.bytes.end - range.bytes.start, "{compression}: only the chunks' bytes");
+        if compression == Compression::NONE {
+            assert_eq!(range.bytes.start, meta.chunk_offsets[37]);
+            assert_eq!(range.bytes.end, meta.chunk_offsets[45]);
+        }
+        assert!(range.bytes.start > 0 && range.bytes.end < meta.bytes);
+    }
+}
+
+async fn first_error(dataset: Dataset) -> String {
+    match collect(Loader::builder(dataset).config(config(2)).build().await.expect("build")).await {
+        Ok(_) => panic!("reading a damaged dataset succeeded"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_shards_are_errors_that_name_shard_chunk_and_offset() {
+    for compression in [Compression::NONE, Compression::ZSTD] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dataset = packed(dir.path(), compression, 64).await;
+        let meta = dataset.manifest.shards[0].clone();
+        let path = dir.path().join("shards").join(&meta.name);
+        let pristine = std::fs::read(&path).expect("read shard");
+
+        // A flipped byte inside chunk 3.
+        let mut corrupt = pristine.clone();
+        let at = meta.chunk_offsets[3] as usize + 20;
+        corrupt[at] ^= 0x40;
+        std::fs::write(&path, &corrupt).expect("write");
+        let message = first_error(dataset.clone()).await;
+        assert!(message.contains(&meta.name), "{message}");
+        assert!(message.contains(&format!("chunk 3 at byte {}", meta.chunk_offsets[3])), "{message}");
+        assert!(message.contains("checksum mismatch"), "{message}");
+
+        // A shard cut short.
+        std::fs::write(&path, &pristine[..pristine.len() / 2]).expect("write");
+        let message = first_error(dataset.clone()).await;
+        assert!(message.contains(&meta.name), "{message}");
+
+        // And `inspect` reports the damaged shard too.
+        let report = tributary_worker::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert!(report.problems[0].contains(&meta.name));
+        std::fs::write(&path, &pristine).expect("restore");
+        let report = tributary_worker::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.verified_samples, 60);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_manifests_and_missing_datasets_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dataset = packed(dir.path(), Compression::NONE, 64).await;
+    let url = dir.path().join("shards").display().to_string();
+    let manifest_path = dir.path().join("shards/manifest.json");
+    let original: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).expect("read")).expect("json");
+    drop(dataset);
+
+    let open = |json: serde_json::Value| {
+        let (url, path) = (url.clone(), manifest_path.clone());
+        async move {
+            std::fs::write(&path, json.to_string()).expect("write manifest");
+            Dataset::open(&url, &StoreOptions::default()).await.expect_err("must fail").to_string()
+        }
+    };
+    let mut missing = original.clone();
+    missing["shards"][0].as_object_mut().expect("object").remove("chunk_offsets");
+    let message = open(missing).await;
+    assert!(message.contains("manifest.json") && message.contains("shards[0]") && message.contains("chunk_offsets"), "{message}");
+
+    let mut unknown = original.clone();
+    unknown["compression"] = "lz4".into();
+    let message = open(unknown).await;
+    assert!(message.contains("compression") && message.contains("lz4"), "{message}");
+
+    let mut version = original.clone();
+    version["version"] = 99.into();
+    let message = open(version).await;
+    assert!(message.contains("version 99"), "{message}");
+
+    let message = Dataset::open(&format!("{url}/nowhere"), &StoreOptions::default()).await.expect_err("missing").to_string();
+    assert!(message.contains("nowhere/manifest.json") && message.contains("not found"), "{message}");
+
+    let message = Dataset::open("s3://", &StoreOptions::default()).await.expect_err("bad url").to_string();
+    assert!(message.contains("s3://"), "{message}");
+}
