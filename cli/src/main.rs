@@ -1,1 +1,258 @@
-fn main() {}
+//! # tributary
+//!
+//! The command line of Tributary: make sample data, pack it into shards,
+//! index foreign WebDataset shards, verify datasets, and run the loader
+//! (`quickstart`, `bench`, `read`).
+//!
+//! ## Layout
+//!
+//! - `main.rs`: argument parsing and dispatch (this file).
+//! - `storage.rs`: object-store flags and environment, read once at the edge.
+//! - `bar.rs`: progress bars with samples/s and MB/s.
+//! - `quickstart.rs`: the README's first command, end to end.
+//! - `bench.rs`: loader throughput against the decode-only ceiling.
+//! - `read.rs`: one rank's view of an epoch, as keys.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tributary_common::manifest::Compression;
+use tributary_worker::pack::PackOptions;
+use tributary_worker::{synth, Dataset, Location};
+
+mod bar;
+mod bench;
+mod quickstart;
+mod read;
+mod storage;
+
+use storage::StoreArgs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tributary",
+    version,
+    about = "Streams sharded datasets from object storage into training ranks."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write a photo-like synthetic ImageFolder tree (DIR/<class>/<n>.jpg).
+    Synth {
+        dir: PathBuf,
+        #[arg(long, default_value_t = 1000)]
+        images: usize,
+        #[arg(long, default_value_t = 10)]
+        classes: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Pack an ImageFolder tree into shards and a manifest at URL.
+    Pack {
+        src: PathBuf,
+        url: String,
+        /// Close a shard before it exceeds this many bytes.
+        #[arg(long, default_value_t = 64 << 20)]
+        max_bytes: u64,
+        /// Close a shard once it holds this many samples.
+        #[arg(long, default_value_t = u32::MAX)]
+        max_samples: u32,
+        /// none, zstd or zstd:LEVEL.
+        #[arg(long, default_value = "none")]
+        compression: Compression,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Build a manifest for WebDataset .tar shards at URL that have none.
+    Index {
+        url: String,
+        /// Replace an existing manifest.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print dataset statistics and verify every shard's checksums.
+    Inspect {
+        url: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Synthesize, pack and load a small dataset with two ranks, end to end.
+    Quickstart(quickstart::Args),
+    /// Measure the loader against the decode-only ceiling.
+    Bench(bench::Args),
+    /// Print the sample keys one rank reads in one epoch, in order.
+    Read(read::Args),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Synth {
+            dir,
+            images,
+            classes,
+            seed,
+        } => {
+            let started = Instant::now();
+            let bar = bar::Bar::new("synth", images as u64);
+            let options = synth::SynthOptions {
+                images,
+                classes,
+                seed,
+            };
+            let summary = {
+                let bar = bar.clone();
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    synth::write_image_folder(&dir, &options, &|bytes| {
+                        tributary_worker::progress::Progress::advance(&bar, 1, bytes)
+                    })
+                })
+                .await??
+            };
+            bar.finish();
+            println!(
+                "wrote {} images ({} PNG) in {} classes to {}: {:.1} MB, mean {:.0}x{:.0} px, mean {:.0} KB, {:.1} s",
+                summary.images,
+                summary.pngs,
+                classes,
+                dir.display(),
+                summary.bytes as f64 / 1e6,
+                summary.mean_width,
+                summary.mean_height,
+                summary.bytes as f64 / summary.images.max(1) as f64 / 1e3,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Command::Pack {
+            src,
+            url,
+            max_bytes,
+            max_samples,
+            compression,
+            store,
+        } => {
+            let started = Instant::now();
+            let dest = Location::open(&url, &store.options(&url), true)?;
+            let options = PackOptions {
+                max_bytes,
+                max_samples,
+                compression,
+                ..PackOptions::default()
+            };
+            let bar = bar::Bar::new("pack", 0);
+            let summary =
+                tributary_worker::pack::pack(&src, &dest, &options, Arc::new(bar.clone()))
+                    .await
+                    .with_context(|| format!("packing {} into {url}", src.display()))?;
+            bar.finish();
+            println!(
+                "packed {} samples of {} classes into {} shards ({:.1} MB, {compression}) at {url} in {:.1} s",
+                summary.samples,
+                summary.classes,
+                summary.shards,
+                summary.bytes as f64 / 1e6,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Command::Index { url, force, store } => {
+            let location = Location::open(&url, &store.options(&url), false)?;
+            let bar = bar::Bar::new("index", 0);
+            let summary =
+                tributary_worker::index::index(&location, force, Arc::new(bar.clone())).await?;
+            bar.finish();
+            println!(
+                "indexed {} shards, {} samples ({:.1} MB), fields {}: wrote {url}/manifest.json",
+                summary.shards,
+                summary.samples,
+                summary.bytes as f64 / 1e6,
+                summary.fields.join(",")
+            );
+        }
+        Command::Inspect { url, store } => return inspect(&url, &store).await,
+        Command::Quickstart(args) => quickstart::run(args).await?,
+        Command::Bench(args) => bench::run(args).await?,
+        Command::Read(args) => read::run(args).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<ExitCode> {
+    let dataset = Dataset::open(url, &store.options(url)).await?;
+    let m = &dataset.manifest;
+    println!("dataset      {url}");
+    println!(
+        "format       {} v{}, compression {:?}",
+        m.format, m.version, m.compression
+    );
+    println!("fields       {}", m.fields.join(", "));
+    println!("classes      {}", m.classes.len());
+    println!(
+        "shards       {} ({} to {} samples each)",
+        m.shards.len(),
+        m.shards.iter().map(|s| s.samples).min().unwrap_or(0),
+        m.shards.iter().map(|s| s.samples).max().unwrap_or(0)
+    );
+    println!("samples      {}", m.samples);
+    println!(
+        "bytes        {:.1} MB ({:.1} KB per sample)",
+        m.bytes as f64 / 1e6,
+        m.bytes as f64 / m.samples.max(1) as f64 / 1e3
+    );
+    let bar = bar::Bar::new("verify", 0);
+    let report = tributary_worker::inspect::inspect(&dataset, Arc::new(bar.clone())).await;
+    bar.finish();
+    println!(
+        "verified     {} of {} shards, {} of {} samples",
+        report.verified_shards, report.shards, report.verified_samples, report.samples
+    );
+    if report.problems.is_empty() {
+        println!("checksums    ok");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for problem in &report.problems {
+        eprintln!("error: {problem}");
+    }
+    eprintln!(
+        "error: {} of {} shards failed verification",
+        report.problems.len(),
+        report.shards
+    );
+    Ok(ExitCode::FAILURE)
+}

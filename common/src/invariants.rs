@@ -39,7 +39,9 @@ pub fn check_exactly_once(
     let mut counts: HashMap<u64, u32> = HashMap::new();
     for id in expected {
         if counts.insert(id, 0).is_some() {
-            return Err(Violation(format!("the expected set lists sample {id} twice")));
+            return Err(Violation(format!(
+                "the expected set lists sample {id} twice"
+            )));
         }
     }
     let mut unexpected = Vec::new();
@@ -49,8 +51,16 @@ pub fn check_exactly_once(
             None => unexpected.push(id),
         }
     }
-    let mut missing: Vec<u64> = counts.iter().filter(|(_, &c)| c == 0).map(|(&id, _)| id).collect();
-    let mut twice: Vec<u64> = counts.iter().filter(|(_, &c)| c > 1).map(|(&id, _)| id).collect();
+    let mut missing: Vec<u64> = counts
+        .iter()
+        .filter(|(_, &c)| c == 0)
+        .map(|(&id, _)| id)
+        .collect();
+    let mut twice: Vec<u64> = counts
+        .iter()
+        .filter(|(_, &c)| c > 1)
+        .map(|(&id, _)| id)
+        .collect();
     if missing.is_empty() && twice.is_empty() && unexpected.is_empty() {
         return Ok(());
     }
@@ -69,7 +79,11 @@ pub fn check_exactly_once(
 }
 
 /// Checks that `parts` is a valid equal split of `cut` under `remainder`.
-pub fn check_split(cut: &SpanSet, parts: &[SpanSet], remainder: Remainder) -> Result<(), Violation> {
+pub fn check_split(
+    cut: &SpanSet,
+    parts: &[SpanSet],
+    remainder: Remainder,
+) -> Result<(), Violation> {
     let total = cut.len();
     let n = parts.len() as u64;
     let per_part = match remainder {
@@ -94,12 +108,18 @@ pub fn check_split(cut: &SpanSet, parts: &[SpanSet], remainder: Remainder) -> Re
         Remainder::Drop => {
             let dropped = total - per_part * n;
             if dropped >= n.max(1) {
-                return Err(Violation(format!("{dropped} samples dropped for {n} parts")));
+                return Err(Violation(format!(
+                    "{dropped} samples dropped for {n} parts"
+                )));
             }
         }
         Remainder::Pad => {
             let padding = &joined[covered..];
-            if padding.iter().zip(original.iter().cycle()).any(|(a, b)| a != b) {
+            if padding
+                .iter()
+                .zip(original.iter().cycle())
+                .any(|(a, b)| a != b)
+            {
                 return Err(Violation("padding does not repeat the cut's start".into()));
             }
         }

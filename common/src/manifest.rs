@@ -268,7 +268,10 @@ fn validate_shard(shard: &ShardMeta, compression: CompressionKind) -> Result<(),
     let err = |field: &str, reason: String| Err((field.to_owned(), reason));
     let chunks = shard.chunk_crc32c.len();
     if shard.name.is_empty() || shard.name.starts_with('/') || shard.name.contains("..") {
-        return err("name", format!("`{}` is not a relative object name", shard.name));
+        return err(
+            "name",
+            format!("`{}` is not a relative object name", shard.name),
+        );
     }
     if shard.samples == 0 {
         return err("samples", "is 0: empty shards are not allowed".into());
@@ -292,19 +295,28 @@ fn validate_shard(shard: &ShardMeta, compression: CompressionKind) -> Result<(),
     if shard.chunk_offsets[chunks] > shard.bytes {
         return err(
             "chunk_offsets",
-            format!("ends at {}, past the shard's {} bytes", shard.chunk_offsets[chunks], shard.bytes),
+            format!(
+                "ends at {}, past the shard's {} bytes",
+                shard.chunk_offsets[chunks], shard.bytes
+            ),
         );
     }
     let counted: u64 = match compression {
         CompressionKind::None if !shard.chunk_samples.is_empty() => {
-            return err("chunk_samples", "must be absent for uncompressed shards".into())
+            return err(
+                "chunk_samples",
+                "must be absent for uncompressed shards".into(),
+            )
         }
         CompressionKind::None => chunks as u64,
         CompressionKind::Zstd => {
             if shard.chunk_samples.len() != chunks {
                 return err(
                     "chunk_samples",
-                    format!("has {} entries for {chunks} chunks", shard.chunk_samples.len()),
+                    format!(
+                        "has {} entries for {chunks} chunks",
+                        shard.chunk_samples.len()
+                    ),
                 );
             }
             if shard.chunk_samples.contains(&0) {
@@ -358,8 +370,13 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let m = Manifest::new(CompressionKind::None, vec![], vec![], vec![shard("a.tar", 2)])
-            .expect("valid");
+        let m = Manifest::new(
+            CompressionKind::None,
+            vec![],
+            vec![],
+            vec![shard("a.tar", 2)],
+        )
+        .expect("valid");
         let mut json: serde_json::Value = serde_json::from_slice(&m.to_json()).expect("json");
         json["shards"][0]
             .as_object_mut()

@@ -25,7 +25,10 @@ pub enum Remainder {
 /// permutation seeded by `(seed, epoch)`, equal on every machine.
 pub fn shard_order(seed: u64, epoch: u64, shards: usize) -> Vec<u32> {
     let mut order: Vec<u32> = (0..shards as u32).collect();
-    seed::shuffle(&mut seed::rng(Domain::ShardOrder, &[seed, epoch]), &mut order);
+    seed::shuffle(
+        &mut seed::rng(Domain::ShardOrder, &[seed, epoch]),
+        &mut order,
+    );
     order
 }
 

@@ -93,13 +93,20 @@ impl ShardWriter {
             reason,
         };
         if !valid_key(key) {
-            return Err(bad("not a valid WebDataset key (no `.` in the file name, no empty path parts)".into()));
+            return Err(bad(
+                "not a valid WebDataset key (no `.` in the file name, no empty path parts)".into(),
+            ));
         }
         if fields.is_empty() {
             return Err(bad("has no fields".into()));
         }
-        if let Some((ext, _)) = fields.iter().find(|(ext, _)| ext.is_empty() || ext.contains('/')) {
-            return Err(bad(format!("field extension `{ext}` is empty or holds a `/`")));
+        if let Some((ext, _)) = fields
+            .iter()
+            .find(|(ext, _)| ext.is_empty() || ext.contains('/'))
+        {
+            return Err(bad(format!(
+                "field extension `{ext}` is empty or holds a `/`"
+            )));
         }
         if self.compression.kind == CompressionKind::Zstd && self.block.len() >= self.block_bytes {
             self.flush_block(false)?;
@@ -249,7 +256,8 @@ pub fn decode_chunks(
     for chunk in range.chunks.clone() {
         let offset = meta.chunk_offsets[chunk];
         let stored = data.slice(
-            (offset - range.bytes.start) as usize..(meta.chunk_offsets[chunk + 1] - range.bytes.start) as usize,
+            (offset - range.bytes.start) as usize
+                ..(meta.chunk_offsets[chunk + 1] - range.bytes.start) as usize,
         );
         let actual = crc32c::crc32c(&stored);
         if actual != meta.chunk_crc32c[chunk] {
@@ -264,12 +272,13 @@ pub fn decode_chunks(
         let (tar_bytes, tar_base) = match kind {
             CompressionKind::None => (stored, offset),
             CompressionKind::Zstd => {
-                let plain = zstd::stream::decode_all(&stored[..]).map_err(|e| FormatError::Decompress {
-                    shard: meta.name.clone(),
-                    chunk,
-                    offset,
-                    message: e.to_string(),
-                })?;
+                let plain =
+                    zstd::stream::decode_all(&stored[..]).map_err(|e| FormatError::Decompress {
+                        shard: meta.name.clone(),
+                        chunk,
+                        offset,
+                        message: e.to_string(),
+                    })?;
                 // Offsets inside a decompressed block are relative to it.
                 (Bytes::from(plain), 0)
             }
@@ -316,7 +325,11 @@ pub fn decode_chunks(
 
 /// Verifies a whole shard object against its manifest entry: the object
 /// checksum, then every chunk. Returns the number of samples checked.
-pub fn verify_shard(meta: &ShardMeta, kind: CompressionKind, data: &Bytes) -> Result<u32, FormatError> {
+pub fn verify_shard(
+    meta: &ShardMeta,
+    kind: CompressionKind,
+    data: &Bytes,
+) -> Result<u32, FormatError> {
     if data.len() as u64 != meta.bytes {
         return Err(FormatError::ShortRead {
             shard: meta.name.clone(),
@@ -325,6 +338,12 @@ pub fn verify_shard(meta: &ShardMeta, kind: CompressionKind, data: &Bytes) -> Re
             actual: data.len() as u64,
         });
     }
+    let range = chunk_range(meta, 0..meta.samples);
+    let body = data.slice(range.bytes.start as usize..range.bytes.end as usize);
+    let mut samples = Vec::new();
+    decode_chunks(meta, kind, &range, &body, 0, 0..meta.samples, &mut samples)?;
+    // Chunks first (their errors say where), then the whole object, which
+    // also covers bytes outside every chunk (the end-of-archive marker).
     let actual = crc32c::crc32c(data);
     if actual != meta.crc32c {
         return Err(FormatError::Shard {
@@ -335,10 +354,6 @@ pub fn verify_shard(meta: &ShardMeta, kind: CompressionKind, data: &Bytes) -> Re
             ),
         });
     }
-    let range = chunk_range(meta, 0..meta.samples);
-    let body = data.slice(range.bytes.start as usize..range.bytes.end as usize);
-    let mut samples = Vec::new();
-    decode_chunks(meta, kind, &range, &body, 0, 0..meta.samples, &mut samples)?;
     Ok(samples.len() as u32)
 }
 
@@ -405,15 +420,24 @@ mod tests {
     fn write(samples: &[Fields], compression: Compression, block: usize) -> FinishedShard {
         let mut writer = ShardWriter::new("s.tar", compression).block_bytes(block);
         for (i, fields) in samples.iter().enumerate() {
-            let refs: Vec<(&str, &[u8])> = fields.iter().map(|(e, d)| (e.as_str(), d.as_slice())).collect();
+            let refs: Vec<(&str, &[u8])> = fields
+                .iter()
+                .map(|(e, d)| (e.as_str(), d.as_slice()))
+                .collect();
             writer.push(&format!("k/{i:05}"), &refs).expect("push");
         }
         writer.finish().expect("finish")
     }
 
-    fn read(shard: &FinishedShard, kind: CompressionKind, want: Range<u32>) -> Result<Vec<Sample>, FormatError> {
+    fn read(
+        shard: &FinishedShard,
+        kind: CompressionKind,
+        want: Range<u32>,
+    ) -> Result<Vec<Sample>, FormatError> {
         let range = chunk_range(&shard.meta, want.clone());
-        let bytes = Bytes::copy_from_slice(&shard.data[range.bytes.start as usize..range.bytes.end as usize]);
+        let bytes = Bytes::copy_from_slice(
+            &shard.data[range.bytes.start as usize..range.bytes.end as usize],
+        );
         let mut out = Vec::new();
         decode_chunks(&shard.meta, kind, &range, &bytes, 100, want, &mut out)?;
         Ok(out)
@@ -425,8 +449,14 @@ mod tests {
             prop::collection::vec(any::<u8>(), 0..1500),
         );
         prop::collection::vec(
-            prop::collection::btree_map(field.prop_map(|(e, d)| (e.to_owned(), d)).prop_map(|(e, d)| (e, d)), Just(()), 1..4)
-                .prop_map(|m| m.into_keys().collect::<Vec<_>>()),
+            prop::collection::btree_map(
+                field
+                    .prop_map(|(e, d)| (e.to_owned(), d))
+                    .prop_map(|(e, d)| (e, d)),
+                Just(()),
+                1..4,
+            )
+            .prop_map(|m| m.into_keys().collect::<Vec<_>>()),
             1..40,
         )
         .prop_map(|samples| {
@@ -434,7 +464,10 @@ mod tests {
                 .into_iter()
                 .map(|fields| {
                     let mut seen = BTreeSet::new();
-                    fields.into_iter().filter(|(e, _)| seen.insert(e.clone())).collect()
+                    fields
+                        .into_iter()
+                        .filter(|(e, _)| seen.insert(e.clone()))
+                        .collect()
                 })
                 .collect()
         })
@@ -478,7 +511,9 @@ mod tests {
 
     #[test]
     fn uncompressed_shards_are_plain_tar_and_index_back_to_the_same_meta() {
-        let samples: Vec<Fields> = (0..5).map(|i| vec![("cls".into(), vec![b'0' + i]), ("jpg".into(), vec![i; 700])]).collect();
+        let samples: Vec<Fields> = (0..5)
+            .map(|i| vec![("cls".into(), vec![b'0' + i]), ("jpg".into(), vec![i; 700])])
+            .collect();
         let shard = write(&samples, Compression::NONE, 1);
         let (meta, fields) = index_tar("s.tar", &shard.data).expect("index");
         assert_eq!(meta, shard.meta);
@@ -488,7 +523,11 @@ mod tests {
     #[test]
     fn corruption_is_reported_with_shard_chunk_and_offset() {
         // Incompressible payloads, so a zstd frame is as long as its samples.
-        let noise = |i: u32| (0..3000u32).map(|j| (j.wrapping_mul(2_654_435_761).wrapping_add(i) >> 13) as u8).collect();
+        let noise = |i: u32| {
+            (0..3000u32)
+                .map(|j| (j.wrapping_mul(2_654_435_761).wrapping_add(i) >> 13) as u8)
+                .collect()
+        };
         let samples: Vec<Fields> = (0..6).map(|i| vec![("jpg".into(), noise(i))]).collect();
         for compression in [Compression::NONE, Compression::ZSTD] {
             let mut shard = write(&samples, compression, 4000);
@@ -498,20 +537,33 @@ mod tests {
             let err = read(&shard, compression.kind, 0..6).expect_err("corrupt");
             let text = err.to_string();
             assert!(text.contains("shard s.tar"), "{text}");
-            assert!(text.contains(&format!("chunk {chunk} at byte {offset}")), "{text}");
+            assert!(
+                text.contains(&format!("chunk {chunk} at byte {offset}")),
+                "{text}"
+            );
 
             let shard = write(&samples, compression, 4000);
             let range = chunk_range(&shard.meta, 0..6);
             let cut = Bytes::copy_from_slice(&shard.data[..range.bytes.end as usize - 100]);
-            let err = decode_chunks(&shard.meta, compression.kind, &range, &cut, 0, 0..6, &mut Vec::new())
-                .expect_err("truncated");
+            let err = decode_chunks(
+                &shard.meta,
+                compression.kind,
+                &range,
+                &cut,
+                0,
+                0..6,
+                &mut Vec::new(),
+            )
+            .expect_err("truncated");
             assert!(err.to_string().contains("truncated"), "{err}");
         }
     }
 
     #[test]
     fn zstd_frames_decompress_to_a_plain_tar() {
-        let samples: Vec<Fields> = (0..9).map(|i| vec![("txt".into(), vec![b'a' + i; 900])]).collect();
+        let samples: Vec<Fields> = (0..9)
+            .map(|i| vec![("txt".into(), vec![b'a' + i; 900])])
+            .collect();
         let shard = write(&samples, Compression::ZSTD, 2000);
         assert!(shard.meta.chunks() > 1);
         let plain = zstd::stream::decode_all(&shard.data[..]).expect("concatenated frames decode");

@@ -14,7 +14,9 @@ pub const BLOCK: usize = 512;
 /// offsets within the archive the caller is reading.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TarError {
-    #[error("truncated tar data: {what} at byte {offset} needs {need} bytes but only {have} remain")]
+    #[error(
+        "truncated tar data: {what} at byte {offset} needs {need} bytes but only {have} remain"
+    )]
     Truncated {
         offset: u64,
         what: &'static str,
@@ -23,7 +25,9 @@ pub enum TarError {
     },
     #[error("corrupt tar header at byte {offset}: {reason}")]
     BadHeader { offset: u64, reason: String },
-    #[error("tar entry name `{name}` does not fit a ustar header (100-byte name, 155-byte prefix)")]
+    #[error(
+        "tar entry name `{name}` does not fit a ustar header (100-byte name, 155-byte prefix)"
+    )]
     NameTooLong { name: String },
     #[error("tar entry `{name}` is {size} bytes, over the 8 GiB ustar limit")]
     TooLarge { name: String, size: u64 },
@@ -220,11 +224,10 @@ impl<'a> TarReader<'a> {
                         match key {
                             "path" => long_name = Some(value.to_owned()),
                             "size" => {
-                                pax_size =
-                                    Some(value.parse().map_err(|_| TarError::BadHeader {
-                                        offset: header_offset,
-                                        reason: format!("pax size `{value}` is not a number"),
-                                    })?)
+                                pax_size = Some(value.parse().map_err(|_| TarError::BadHeader {
+                                    offset: header_offset,
+                                    reason: format!("pax size `{value}` is not a number"),
+                                })?)
                             }
                             _ => {}
                         }
@@ -272,7 +275,9 @@ fn header_name(header: &[u8], offset: u64) -> Result<String, TarError> {
 
 fn parse_octal(field: &[u8], offset: u64, what: &str) -> Result<u64, TarError> {
     let text = cstr(field);
-    let text = std::str::from_utf8(text).unwrap_or("?").trim_matches([' ', '\0']);
+    let text = std::str::from_utf8(text)
+        .unwrap_or("?")
+        .trim_matches([' ', '\0']);
     if text.is_empty() {
         return Ok(0);
     }
@@ -297,12 +302,24 @@ fn verify_checksum(header: &[u8], offset: u64) -> Result<(), TarError> {
     let unsigned: u64 = header
         .iter()
         .enumerate()
-        .map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u64::from(b) })
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u64::from(b)
+            }
+        })
         .sum();
     let signed: i64 = header
         .iter()
         .enumerate()
-        .map(|(i, &b)| if (148..156).contains(&i) { 32 } else { i64::from(b as i8) })
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                i64::from(b as i8)
+            }
+        })
         .sum();
     if stored == unsigned || stored as i64 == signed {
         Ok(())
@@ -359,7 +376,11 @@ mod tests {
 
     #[test]
     fn round_trip_and_offsets() {
-        let buf = archive(&[("a/1.jpg", b"hello"), ("a/1.cls", b"3"), ("b/2.txt", &[7; 600])]);
+        let buf = archive(&[
+            ("a/1.jpg", b"hello"),
+            ("a/1.cls", b"3"),
+            ("b/2.txt", &[7; 600]),
+        ]);
         let mut reader = TarReader::new(&buf, 0);
         let mut names = Vec::new();
         while let Some(entry) = reader.next_entry().expect("parse") {
@@ -390,13 +411,19 @@ mod tests {
         let mut reader = TarReader::new(&buf, 4096);
         assert!(reader.next_entry().expect("first entry").is_some());
         let err = reader.next_entry().expect_err("checksum must fail");
-        assert!(matches!(err, TarError::BadHeader { offset: 5120, .. }), "{err}");
+        assert!(
+            matches!(err, TarError::BadHeader { offset: 5120, .. }),
+            "{err}"
+        );
 
         let buf = archive(&[("a.jpg", &[1; 2000])]);
         let err = TarReader::new(&buf[..1000], 0)
             .next_entry()
             .expect_err("payload is cut");
-        assert!(matches!(err, TarError::Truncated { offset: 512, .. }), "{err}");
+        assert!(
+            matches!(err, TarError::Truncated { offset: 512, .. }),
+            "{err}"
+        );
     }
 
     #[test]

@@ -72,10 +72,14 @@ impl AugmentConfig {
             return Err("image size must be at least 1".into());
         }
         if !(0.0 < s0 && s0 <= s1 && s1 <= 1.0) {
-            return Err(format!("crop scale ({s0}, {s1}) must satisfy 0 < min <= max <= 1"));
+            return Err(format!(
+                "crop scale ({s0}, {s1}) must satisfy 0 < min <= max <= 1"
+            ));
         }
         if !(0.0 < r0 && r0 <= r1) {
-            return Err(format!("crop ratio ({r0}, {r1}) must satisfy 0 < min <= max"));
+            return Err(format!(
+                "crop ratio ({r0}, {r1}) must satisfy 0 < min <= max"
+            ));
         }
         if self.std.iter().any(|&s| s <= 0.0) {
             return Err(format!("normalisation std {:?} must be positive", self.std));
@@ -96,13 +100,21 @@ pub struct Crop {
 
 /// torchvision's `RandomResizedCrop.get_params` plus a flip coin, drawn from
 /// the stream of `(seed, epoch, id)`.
-pub fn crop_params(config: &AugmentConfig, seed: u64, epoch: u64, id: u64, width: u32, height: u32) -> Crop {
+pub fn crop_params(
+    config: &AugmentConfig,
+    seed: u64,
+    epoch: u64,
+    id: u64,
+    width: u32,
+    height: u32,
+) -> Crop {
     let mut rng = seed::rng(Domain::Augment, &[seed, epoch, id]);
     let flip = config.flip && seed::unit_f64(&mut rng) < 0.5;
     let area = f64::from(width) * f64::from(height);
     let (log_r0, log_r1) = (config.ratio.0.ln(), config.ratio.1.ln());
     for _ in 0..10 {
-        let target = area * (config.scale.0 + (config.scale.1 - config.scale.0) * seed::unit_f64(&mut rng));
+        let target =
+            area * (config.scale.0 + (config.scale.1 - config.scale.0) * seed::unit_f64(&mut rng));
         let aspect = (log_r0 + (log_r1 - log_r0) * seed::unit_f64(&mut rng)).exp();
         let w = (target * aspect).sqrt().round();
         let h = (target / aspect).sqrt().round();
@@ -110,15 +122,27 @@ pub fn crop_params(config: &AugmentConfig, seed: u64, epoch: u64, id: u64, width
             let (w, h) = (w as u32, h as u32);
             let y = seed::below(&mut rng, u64::from(height - h) + 1) as u32;
             let x = seed::below(&mut rng, u64::from(width - w) + 1) as u32;
-            return Crop { x, y, width: w, height: h, flip };
+            return Crop {
+                x,
+                y,
+                width: w,
+                height: h,
+                flip,
+            };
         }
     }
     // Fallback: the largest centred crop within the ratio bounds.
     let in_ratio = f64::from(width) / f64::from(height);
     let (w, h) = if in_ratio < config.ratio.0 {
-        (width, ((f64::from(width) / config.ratio.0).round() as u32).clamp(1, height))
+        (
+            width,
+            ((f64::from(width) / config.ratio.0).round() as u32).clamp(1, height),
+        )
     } else if in_ratio > config.ratio.1 {
-        (((f64::from(height) * config.ratio.1).round() as u32).clamp(1, width), height)
+        (
+            ((f64::from(height) * config.ratio.1).round() as u32).clamp(1, width),
+            height,
+        )
     } else {
         (width, height)
     };
@@ -144,7 +168,11 @@ pub fn decode(bytes: &[u8], ext: &str) -> Result<Rgb, String> {
     let format = match ext {
         "jpg" | "jpeg" => ImageFormat::Jpeg,
         "png" => ImageFormat::Png,
-        other => return Err(format!("cannot decode field `{other}` (jpg, jpeg and png are supported)")),
+        other => {
+            return Err(format!(
+                "cannot decode field `{other}` (jpg, jpeg and png are supported)"
+            ))
+        }
     };
     let image = image::load_from_memory_with_format(bytes, format)
         .map_err(|e| format!("{ext} does not decode: {e}"))?
@@ -168,7 +196,13 @@ thread_local! {
 }
 
 /// Crops, resizes, flips and normalises `image` into `slot`.
-pub fn augment_into(image: &Rgb, crop: Crop, config: &AugmentConfig, lut: &NormLut, slot: Slot<'_>) -> Result<(), String> {
+pub fn augment_into(
+    image: &Rgb,
+    crop: Crop,
+    config: &AugmentConfig,
+    lut: &NormLut,
+    slot: Slot<'_>,
+) -> Result<(), String> {
     let size = config.size;
     let side = size as usize;
     let src = ImageRef::new(image.width, image.height, &image.pixels, PixelType::U8x3)
@@ -177,17 +211,27 @@ pub fn augment_into(image: &Rgb, crop: Crop, config: &AugmentConfig, lut: &NormL
         let mut scratch = scratch.borrow_mut();
         let (resizer, buf) = &mut *scratch;
         buf.resize(3 * side * side, 0);
-        let mut dst = Image::from_slice_u8(size, size, buf, PixelType::U8x3).map_err(|e| format!("bad output buffer: {e}"))?;
+        let mut dst = Image::from_slice_u8(size, size, buf, PixelType::U8x3)
+            .map_err(|e| format!("bad output buffer: {e}"))?;
         let options = ResizeOptions::new()
-            .crop(f64::from(crop.x), f64::from(crop.y), f64::from(crop.width), f64::from(crop.height))
+            .crop(
+                f64::from(crop.x),
+                f64::from(crop.y),
+                f64::from(crop.width),
+                f64::from(crop.height),
+            )
             .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
-        resizer.resize(&src, &mut dst, &options).map_err(|e| format!("resize failed: {e}"))?;
+        resizer
+            .resize(&src, &mut dst, &options)
+            .map_err(|e| format!("resize failed: {e}"))?;
         let rows = buf.chunks_exact(3 * side);
         match slot {
             Slot::U8(out) => {
                 for (row, out_row) in rows.zip(out.chunks_exact_mut(3 * side)) {
                     if crop.flip {
-                        for (dst_px, src_px) in out_row.chunks_exact_mut(3).zip(row.chunks_exact(3).rev()) {
+                        for (dst_px, src_px) in
+                            out_row.chunks_exact_mut(3).zip(row.chunks_exact(3).rev())
+                        {
                             dst_px.copy_from_slice(src_px);
                         }
                     } else {
@@ -241,7 +285,10 @@ mod tests {
             let (w, h) = (300 + (id as u32 * 7) % 300, 250 + (id as u32 * 13) % 300);
             let crop = crop_params(&config, 1, 0, id, w, h);
             assert!(crop.width >= 1 && crop.height >= 1);
-            assert!(crop.x + crop.width <= w && crop.y + crop.height <= h, "{crop:?} in {w}x{h}");
+            assert!(
+                crop.x + crop.width <= w && crop.y + crop.height <= h,
+                "{crop:?} in {w}x{h}"
+            );
             assert_eq!(crop, crop_params(&config, 1, 0, id, w, h));
         }
         // Degenerate: a 1-pixel-high strip falls back to a centred crop.
@@ -258,18 +305,35 @@ mod tests {
                 pixels.extend_from_slice(&[(x * 4) as u8, (y * 6) as u8, 128]);
             }
         }
-        let image = Rgb { width: 60, height: 40, pixels };
+        let image = Rgb {
+            width: 60,
+            height: 40,
+            pixels,
+        };
         let config = AugmentConfig {
             size: 16,
             layout: Layout::NhwcU8,
             ..AugmentConfig::default()
         };
         let lut = NormLut::new(&config);
-        let crop = Crop { x: 5, y: 5, width: 30, height: 30, flip: false };
+        let crop = Crop {
+            x: 5,
+            y: 5,
+            width: 30,
+            height: 30,
+            flip: false,
+        };
         let mut plain = vec![0u8; config.image_len()];
         let mut flipped = vec![0u8; config.image_len()];
         augment_into(&image, crop, &config, &lut, Slot::U8(&mut plain)).expect("augment");
-        augment_into(&image, Crop { flip: true, ..crop }, &config, &lut, Slot::U8(&mut flipped)).expect("augment");
+        augment_into(
+            &image,
+            Crop { flip: true, ..crop },
+            &config,
+            &lut,
+            Slot::U8(&mut flipped),
+        )
+        .expect("augment");
         for y in 0..16 {
             for x in 0..16 {
                 let a = &plain[(y * 16 + x) * 3..][..3];

@@ -58,7 +58,12 @@ pub fn image_field(sample: &Sample) -> Result<(&str, &[u8])> {
             reason: format!(
                 "has no image field ({}); its fields are: {}",
                 IMAGE_FIELDS.join(", "),
-                sample.fields.iter().map(|f| f.ext.as_str()).collect::<Vec<_>>().join(", ")
+                sample
+                    .fields
+                    .iter()
+                    .map(|f| f.ext.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         })
 }
@@ -74,14 +79,24 @@ pub fn label(sample: &Sample) -> Result<i64> {
         .ok_or_else(|| WorkerError::Sample {
             key: sample.key.clone(),
             id: sample.id,
-            reason: format!("`cls` field {:?} is not an integer", String::from_utf8_lossy(cls)),
+            reason: format!(
+                "`cls` field {:?} is not an integer",
+                String::from_utf8_lossy(cls)
+            ),
         })
 }
 
 /// Decodes and augments `samples` into one batch. Runs on the current rayon
 /// pool; every sample's randomness comes from `(seed, epoch, id)`, so the
 /// result does not depend on the number of threads.
-pub fn decode_batch(index: u64, samples: &[Sample], config: &AugmentConfig, lut: &NormLut, seed: u64, epoch: u64) -> Result<Batch> {
+pub fn decode_batch(
+    index: u64,
+    samples: &[Sample],
+    config: &AugmentConfig,
+    lut: &NormLut,
+    seed: u64,
+    epoch: u64,
+) -> Result<Batch> {
     let n = samples.len();
     let per = config.image_len();
     let s = config.size as usize;

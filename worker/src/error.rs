@@ -21,12 +21,13 @@ pub enum WorkerError {
     #[error(transparent)]
     Format(#[from] FormatError),
     #[error("sample `{key}` (id {id}): {reason}")]
-    Sample { key: String, id: u64, reason: String },
-    #[error("{path}: {error}")]
-    Io {
-        path: String,
-        error: std::io::Error,
+    Sample {
+        key: String,
+        id: u64,
+        reason: String,
     },
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("the pipeline stopped: {0}")]

@@ -67,7 +67,8 @@ pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, max_read_bytes: u64) -> Ve
             let start_sample = first_sample;
             let start_byte = meta.chunk_offsets[chunk];
             while chunk < whole.chunks.end
-                && (chunk == start_chunk || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
+                && (chunk == start_chunk
+                    || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
             {
                 first_sample += meta.samples_in_chunk(chunk);
                 chunk += 1;
@@ -147,7 +148,10 @@ pub fn fetch(
 fn with_range(error: WorkerError, read: &Read) -> WorkerError {
     match error {
         WorkerError::Store { url, error } => WorkerError::Store {
-            url: format!("{url} (bytes {}..{})", read.range.bytes.start, read.range.bytes.end),
+            url: format!(
+                "{url} (bytes {}..{})",
+                read.range.bytes.start, read.range.bytes.end
+            ),
             error,
         },
         WorkerError::NotFound { url, hint } => WorkerError::NotFound { url, hint },

@@ -23,7 +23,11 @@ pub struct IndexSummary {
 
 /// Indexes every `*.tar` object under `location` (in name order) and writes
 /// `manifest.json` beside them. Refuses to replace a manifest unless `force`.
-pub async fn index(location: &Location, force: bool, progress: Arc<dyn Progress>) -> Result<IndexSummary> {
+pub async fn index(
+    location: &Location,
+    force: bool,
+    progress: Arc<dyn Progress>,
+) -> Result<IndexSummary> {
     let objects = location.list().await?;
     if !force && objects.iter().any(|(name, _)| name == MANIFEST_NAME) {
         return Err(WorkerError::Config(format!(
@@ -43,7 +47,10 @@ pub async fn index(location: &Location, force: bool, progress: Arc<dyn Progress>
             unsupported.join(", ")
         )));
     }
-    let shards: Vec<(String, u64)> = objects.into_iter().filter(|(name, _)| name.ends_with(".tar")).collect();
+    let shards: Vec<(String, u64)> = objects
+        .into_iter()
+        .filter(|(name, _)| name.ends_with(".tar"))
+        .collect();
     if shards.is_empty() {
         return Err(WorkerError::NotFound {
             url: format!("{}/*.tar", location.url),
@@ -67,15 +74,22 @@ pub async fn index(location: &Location, force: bool, progress: Arc<dyn Progress>
         .buffered(4)
         .try_collect()
         .await?;
-    let fields: std::collections::BTreeSet<String> = metas.iter().flat_map(|(_, f)| f.iter().cloned()).collect();
+    let fields: std::collections::BTreeSet<String> =
+        metas.iter().flat_map(|(_, f)| f.iter().cloned()).collect();
     let shards: Vec<ShardMeta> = metas.into_iter().map(|(meta, _)| meta).collect();
-    let manifest = Manifest::new(CompressionKind::None, fields.into_iter().collect(), Vec::new(), shards).map_err(|error| {
-        WorkerError::Manifest {
-            url: location.url_of(MANIFEST_NAME),
-            error,
-        }
+    let manifest = Manifest::new(
+        CompressionKind::None,
+        fields.into_iter().collect(),
+        Vec::new(),
+        shards,
+    )
+    .map_err(|error| WorkerError::Manifest {
+        url: location.url_of(MANIFEST_NAME),
+        error,
     })?;
-    location.put(MANIFEST_NAME, Bytes::from(manifest.to_json())).await?;
+    location
+        .put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
+        .await?;
     Ok(IndexSummary {
         shards: manifest.shards.len(),
         samples: manifest.samples,

@@ -45,9 +45,11 @@ pub async fn inspect(dataset: &Dataset, progress: Arc<dyn Progress>) -> InspectR
                 let meta = &manifest.shards[i];
                 let data = dataset.location.get(&meta.name).await?;
                 let len = data.len() as u64;
-                let checked = tokio::task::spawn_blocking(move || verify_shard(&manifest.shards[i], manifest.compression, &data))
-                    .await
-                    .map_err(|e| WorkerError::Stopped(format!("verifier panicked: {e}")))??;
+                let checked = tokio::task::spawn_blocking(move || {
+                    verify_shard(&manifest.shards[i], manifest.compression, &data)
+                })
+                .await
+                .map_err(|e| WorkerError::Stopped(format!("verifier panicked: {e}")))??;
                 progress.advance(u64::from(checked), len);
                 Ok::<_, WorkerError>(checked)
             }

@@ -82,13 +82,24 @@ impl LoaderConfig {
             return bad("batch_size must be at least 1".into());
         }
         if self.world == 0 || self.rank >= self.world {
-            return bad(format!("rank {} is outside a world of {} ranks", self.rank, self.world));
+            return bad(format!(
+                "rank {} is outside a world of {} ranks",
+                self.rank, self.world
+            ));
         }
-        if self.prefetch_batches == 0 || self.decode_batches_in_flight == 0 || self.decode_threads == 0 {
-            return bad("prefetch_batches, decode_batches_in_flight and decode_threads must be at least 1".into());
+        if self.prefetch_batches == 0
+            || self.decode_batches_in_flight == 0
+            || self.decode_threads == 0
+        {
+            return bad(
+                "prefetch_batches, decode_batches_in_flight and decode_threads must be at least 1"
+                    .into(),
+            );
         }
         if self.fetch.max_requests == 0 || self.fetch.max_bytes_in_flight == 0 {
-            return bad("fetch.max_requests and fetch.max_bytes_in_flight must be at least 1".into());
+            return bad(
+                "fetch.max_requests and fetch.max_bytes_in_flight must be at least 1".into(),
+            );
         }
         self.augment.validate().map_err(WorkerError::Config)
     }
@@ -137,11 +148,10 @@ impl LoaderBuilder {
                 tributary_common::plan::Remainder::Drop,
             )
         });
-        if let Some(span) = spans
-            .spans()
-            .iter()
-            .find(|s| s.shard as usize >= manifest.shards.len() || s.end > manifest.shards[s.shard as usize].samples)
-        {
+        if let Some(span) = spans.spans().iter().find(|s| {
+            s.shard as usize >= manifest.shards.len()
+                || s.end > manifest.shards[s.shard as usize].samples
+        }) {
             return Err(WorkerError::Config(format!(
                 "span {}:{}..{} is outside the dataset ({} shards)",
                 span.shard,
@@ -157,15 +167,29 @@ impl LoaderBuilder {
                     .num_threads(config.decode_threads)
                     .thread_name(|i| format!("tributary-decode-{i}"))
                     .build()
-                    .map_err(|e| WorkerError::Config(format!("cannot start the decode pool: {e}")))?,
+                    .map_err(|e| {
+                        WorkerError::Config(format!("cannot start the decode pool: {e}"))
+                    })?,
             ),
         };
         let metrics = Arc::new(Metrics::default());
         let samples = spans.len();
         let (sample_tx, sample_rx) = mpsc::channel(config.decode_batches_in_flight);
         let (batch_tx, batch_rx) = mpsc::channel(config.prefetch_batches);
-        tokio::spawn(produce(self.dataset, spans, config.clone(), Arc::clone(&metrics), sample_tx));
-        tokio::spawn(decode(pool, config.clone(), Arc::clone(&metrics), sample_rx, batch_tx));
+        tokio::spawn(produce(
+            self.dataset,
+            spans,
+            config.clone(),
+            Arc::clone(&metrics),
+            sample_tx,
+        ));
+        tokio::spawn(decode(
+            pool,
+            config.clone(),
+            Arc::clone(&metrics),
+            sample_rx,
+            batch_tx,
+        ));
         Ok(Loader {
             batches: batch_rx,
             metrics,
@@ -315,11 +339,14 @@ async fn decode(
     let lut = Arc::new(NormLut::new(&config.augment));
     let augment = Arc::new(config.augment.clone());
     let (seed, epoch) = (config.seed, config.epoch);
-    let incoming = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let incoming = stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
     let mut ready = pin!(incoming
         .map(|item| {
             let pool = Arc::clone(&pool);
-            let (lut, augment, metrics) = (Arc::clone(&lut), Arc::clone(&augment), Arc::clone(&metrics));
+            let (lut, augment, metrics) =
+                (Arc::clone(&lut), Arc::clone(&augment), Arc::clone(&metrics));
             async move {
                 let (index, samples) = item?;
                 let (done_tx, done_rx) = oneshot::channel();

@@ -128,7 +128,11 @@ pub fn scan_image_folder(src: &Path) -> Result<ImageFolder> {
                 continue;
             }
             // WebDataset keys must not contain dots in their file name part.
-            let key = format!("{}/{}", class_name.replace('.', "_"), stem.replace('.', "_"));
+            let key = format!(
+                "{}/{}",
+                class_name.replace('.', "_"),
+                stem.replace('.', "_")
+            );
             images.push(SourceImage {
                 path,
                 class,
@@ -145,7 +149,10 @@ pub fn scan_image_folder(src: &Path) -> Result<ImageFolder> {
             src.display()
         )));
     }
-    let mut keys: Vec<(&str, &Path)> = images.iter().map(|i| (i.key.as_str(), i.path.as_path())).collect();
+    let mut keys: Vec<(&str, &Path)> = images
+        .iter()
+        .map(|i| (i.key.as_str(), i.path.as_path()))
+        .collect();
     keys.sort_unstable();
     if let Some(pair) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(WorkerError::Config(format!(
@@ -169,7 +176,9 @@ pub fn plan_shards(images: &[SourceImage], options: &PackOptions) -> Vec<Range<u
     for (i, image) in images.iter().enumerate() {
         let sample = (tar::entry_len(image.size as usize) + tar::entry_len(8)) as u64;
         let count = (i - start) as u64;
-        if count > 0 && (bytes + sample > options.max_bytes || count >= u64::from(options.max_samples)) {
+        if count > 0
+            && (bytes + sample > options.max_bytes || count >= u64::from(options.max_samples))
+        {
             shards.push(start..i);
             start = i;
             bytes = 0;
@@ -184,8 +193,14 @@ fn shard_name(index: usize, compression: Compression) -> String {
     format!("shard-{index:06}{}", compression.kind.suffix())
 }
 
-fn build_shard(index: usize, images: &[SourceImage], options: &PackOptions, progress: &dyn Progress) -> Result<(Vec<u8>, ShardMeta)> {
-    let mut writer = ShardWriter::new(shard_name(index, options.compression), options.compression).block_bytes(options.block_bytes);
+fn build_shard(
+    index: usize,
+    images: &[SourceImage],
+    options: &PackOptions,
+    progress: &dyn Progress,
+) -> Result<(Vec<u8>, ShardMeta)> {
+    let mut writer = ShardWriter::new(shard_name(index, options.compression), options.compression)
+        .block_bytes(options.block_bytes);
     for image in images {
         let data = std::fs::read(&image.path).map_err(|e| io_err(&image.path, e))?;
         let class = image.class.to_string();
@@ -197,9 +212,16 @@ fn build_shard(index: usize, images: &[SourceImage], options: &PackOptions, prog
 }
 
 /// Packs the ImageFolder tree `src` into `dest`.
-pub async fn pack(src: &Path, dest: &Location, options: &PackOptions, progress: Arc<dyn Progress>) -> Result<PackSummary> {
+pub async fn pack(
+    src: &Path,
+    dest: &Location,
+    options: &PackOptions,
+    progress: Arc<dyn Progress>,
+) -> Result<PackSummary> {
     if options.max_bytes == 0 || options.max_samples == 0 || options.uploads_in_flight == 0 {
-        return Err(WorkerError::Config("max_bytes, max_samples and uploads_in_flight must be at least 1".into()));
+        return Err(WorkerError::Config(
+            "max_bytes, max_samples and uploads_in_flight must be at least 1".into(),
+        ));
     }
     let folder = {
         let src = src.to_owned();
@@ -210,13 +232,21 @@ pub async fn pack(src: &Path, dest: &Location, options: &PackOptions, progress: 
     let total_bytes: u64 = folder.images.iter().map(|i| i.size).sum();
     progress.total(folder.images.len() as u64, total_bytes);
     if folder.skipped > 0 {
-        tracing::warn!(skipped = folder.skipped, "skipped files that are not JPEG or PNG images");
+        tracing::warn!(
+            skipped = folder.skipped,
+            "skipped files that are not JPEG or PNG images"
+        );
     }
     let plan = plan_shards(&folder.images, options);
     let images = Arc::new(folder.images);
     let (tx, rx) = mpsc::channel::<Result<(usize, Vec<u8>, ShardMeta)>>(options.uploads_in_flight);
     let builder = {
-        let (images, options, progress, plan) = (Arc::clone(&images), options.clone(), Arc::clone(&progress), plan.clone());
+        let (images, options, progress, plan) = (
+            Arc::clone(&images),
+            options.clone(),
+            Arc::clone(&progress),
+            plan.clone(),
+        );
         tokio::task::spawn_blocking(move || {
             use rayon::prelude::*;
             plan.par_iter().enumerate().try_for_each(|(index, range)| {
@@ -232,7 +262,9 @@ pub async fn pack(src: &Path, dest: &Location, options: &PackOptions, progress: 
             })
         })
     };
-    let incoming = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let incoming = stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
     let uploaded: Result<Vec<(usize, ShardMeta)>> = incoming
         .map(|built| async move {
             let (index, data, meta) = built?;
@@ -256,11 +288,13 @@ pub async fn pack(src: &Path, dest: &Location, options: &PackOptions, progress: 
     if !images.iter().any(|i| i.ext == "jpg") {
         fields.retain(|f| f != "jpg");
     }
-    let manifest = Manifest::new(options.compression.kind, fields, folder.classes, shards).map_err(|error| WorkerError::Manifest {
-        url: dest.url_of(MANIFEST_NAME),
-        error,
-    })?;
-    dest.put(MANIFEST_NAME, Bytes::from(manifest.to_json())).await?;
+    let manifest = Manifest::new(options.compression.kind, fields, folder.classes, shards)
+        .map_err(|error| WorkerError::Manifest {
+            url: dest.url_of(MANIFEST_NAME),
+            error,
+        })?;
+    dest.put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
+        .await?;
     Ok(PackSummary {
         shards: manifest.shards.len(),
         samples: manifest.samples,

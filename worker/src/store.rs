@@ -38,7 +38,9 @@ impl StoreOptions {
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Self {
         let options = vars
             .into_iter()
-            .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("GOOGLE_") || k.starts_with("AZURE_"))
+            .filter(|(k, _)| {
+                k.starts_with("AWS_") || k.starts_with("GOOGLE_") || k.starts_with("AZURE_")
+            })
             .map(|(k, v)| (k.to_ascii_lowercase(), v))
             .collect();
         Self { options }
@@ -86,7 +88,8 @@ impl Location {
                     })?;
                 }
                 let absolute = std::path::absolute(path).map_err(|e| bad(e.to_string()))?;
-                Url::from_directory_path(&absolute).map_err(|()| bad("not an absolute path".into()))?
+                Url::from_directory_path(&absolute)
+                    .map_err(|()| bad("not an absolute path".into()))?
             }
         };
         if parsed.scheme() == "file" && create {
@@ -98,8 +101,9 @@ impl Location {
                 error,
             })?;
         }
-        let (store, prefix) = object_store::parse_url_opts(&parsed, options.options.iter().cloned())
-            .map_err(|e| bad(e.to_string()))?;
+        let (store, prefix) =
+            object_store::parse_url_opts(&parsed, options.options.iter().cloned())
+                .map_err(|e| bad(e.to_string()))?;
         Ok(Self {
             store: Arc::from(store),
             prefix,
@@ -118,7 +122,8 @@ impl Location {
 
     /// The path of object `name` under the prefix.
     pub fn path(&self, name: &str) -> Path {
-        name.split('/').fold(self.prefix.clone(), |p, part| p.join(part))
+        name.split('/')
+            .fold(self.prefix.clone(), |p, part| p.join(part))
     }
 
     /// The user-facing URL of object `name`.
@@ -130,7 +135,11 @@ impl Location {
     pub async fn get(&self, name: &str) -> Result<Bytes> {
         let path = self.path(name);
         retry(&self.url_of(name), || async {
-            self.store.get_opts(&path, GetOptions::default()).await?.bytes().await
+            self.store
+                .get_opts(&path, GetOptions::default())
+                .await?
+                .bytes()
+                .await
         })
         .await
     }
@@ -155,7 +164,11 @@ impl Location {
         retry(&self.url_of(name), || {
             let payload = PutPayload::from(data.clone());
             let path = &path;
-            async move { self.store.put_opts(path, payload, PutOptions::default()).await }
+            async move {
+                self.store
+                    .put_opts(path, payload, PutOptions::default())
+                    .await
+            }
         })
         .await
         .map(drop)
@@ -174,7 +187,13 @@ impl Location {
         let mut names: Vec<(String, u64)> = metas
             .into_iter()
             .map(|m| {
-                let name = m.location.parts().skip(prefix_parts).map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/");
+                let name = m
+                    .location
+                    .parts()
+                    .skip(prefix_parts)
+                    .map(|p| p.as_ref().to_owned())
+                    .collect::<Vec<_>>()
+                    .join("/");
                 (name, m.size)
             })
             .collect();
@@ -237,7 +256,10 @@ pub struct IoCounters {
 impl IoCounters {
     /// `(gets, bytes read)` so far.
     pub fn reads(&self) -> (u64, u64) {
-        (self.gets.load(Ordering::Relaxed), self.get_bytes.load(Ordering::Relaxed))
+        (
+            self.gets.load(Ordering::Relaxed),
+            self.get_bytes.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -286,7 +308,11 @@ impl ObjectStore for CountingStore {
         self.inner.put_multipart_opts(location, opts).await
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         let result = self.inner.get_opts(location, options).await?;
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
         let len = result.range.end - result.range.start;
@@ -294,9 +320,15 @@ impl ObjectStore for CountingStore {
         Ok(result)
     }
 
-    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> object_store::Result<Vec<Bytes>> {
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
         let out = self.inner.get_ranges(location, ranges).await?;
-        self.counters.gets.fetch_add(ranges.len() as u64, Ordering::Relaxed);
+        self.counters
+            .gets
+            .fetch_add(ranges.len() as u64, Ordering::Relaxed);
         let bytes: u64 = out.iter().map(|b| b.len() as u64).sum();
         self.counters.get_bytes.fetch_add(bytes, Ordering::Relaxed);
         Ok(out)
@@ -325,7 +357,12 @@ impl ObjectStore for CountingStore {
         self.inner.list_with_delimiter(prefix).await
     }
 
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
         self.inner.copy_opts(from, to, options).await
     }
 }

@@ -24,19 +24,36 @@ fn image_folder(dir: &Path, classes: usize, per_class: usize) {
         for i in 0..per_class {
             let (w, h) = (48 + (i as u32 * 7) % 40, 40 + (i as u32 * 5) % 30);
             let img = image::RgbImage::from_fn(w, h, |x, y| {
-                image::Rgb([(x * 5 + c as u32 * 40) as u8, (y * 6 + i as u32 * 3) as u8, ((x + y) * 2) as u8])
+                image::Rgb([
+                    (x * 5 + c as u32 * 40) as u8,
+                    (y * 6 + i as u32 * 3) as u8,
+                    ((x + y) * 2) as u8,
+                ])
             });
             let ext = if i == 1 { "png" } else { "jpg" };
-            img.save(class_dir.join(format!("{i:04}.{ext}"))).expect("save image");
+            img.save(class_dir.join(format!("{i:04}.{ext}")))
+                .expect("save image");
         }
     }
 }
 
 async fn packed(dir: &Path, compression: Compression, max_samples: u32) -> Dataset {
     image_folder(&dir.join("src"), 3, 20);
-    let dest = Location::open(&dir.join("shards").display().to_string(), &StoreOptions::default(), true).expect("open");
-    let options = PackOptions { max_samples, compression, block_bytes: 4096, ..PackOptions::default() };
-    pack(&dir.join("src"), &dest, &options, Arc::new(NoProgress)).await.expect("pack");
+    let dest = Location::open(
+        &dir.join("shards").display().to_string(),
+        &StoreOptions::default(),
+        true,
+    )
+    .expect("open");
+    let options = PackOptions {
+        max_samples,
+        compression,
+        block_bytes: 4096,
+        ..PackOptions::default()
+    };
+    pack(&dir.join("src"), &dest, &options, Arc::new(NoProgress))
+        .await
+        .expect("pack");
     Dataset::from_location(dest).await.expect("open dataset")
 }
 
@@ -46,7 +63,10 @@ fn config(threads: usize) -> LoaderConfig {
         batch_size: 8,
         shuffle_buffer: 16,
         decode_threads: threads,
-        augment: AugmentConfig { size: 32, ..AugmentConfig::default() },
+        augment: AugmentConfig {
+            size: 32,
+            ..AugmentConfig::default()
+        },
         ..LoaderConfig::default()
     }
 }
@@ -72,7 +92,11 @@ async fn pack_then_read_every_sample_once_both_compressions() {
         let mut ids = Vec::new();
         for rank in 0..2 {
             let loader = Loader::builder(dataset.clone())
-                .config(LoaderConfig { rank, world: 2, ..config(2) })
+                .config(LoaderConfig {
+                    rank,
+                    world: 2,
+                    ..config(2)
+                })
                 .build()
                 .await
                 .expect("build");
@@ -82,7 +106,10 @@ async fn pack_then_read_every_sample_once_both_compressions() {
             for batch in &batches {
                 assert_eq!(batch.shape, [batch.len(), 3, 32, 32]);
                 for (key, label) in batch.keys.iter().zip(&batch.labels) {
-                    assert_eq!(key.split('/').next(), Some(format!("class{label}").as_str()));
+                    assert_eq!(
+                        key.split('/').next(),
+                        Some(format!("class{label}").as_str())
+                    );
                 }
                 ids.extend(&batch.ids);
             }
@@ -99,7 +126,10 @@ async fn same_seed_same_batches_bit_for_bit_on_1_or_8_threads() {
         let dataset = dataset.clone();
         async move {
             let loader = Loader::builder(dataset)
-                .config(LoaderConfig { seed, ..config(threads) })
+                .config(LoaderConfig {
+                    seed,
+                    ..config(threads)
+                })
                 .build()
                 .await
                 .expect("build");
@@ -111,7 +141,10 @@ async fn same_seed_same_batches_bit_for_bit_on_1_or_8_threads() {
     assert_eq!(one.len(), 8);
     assert_eq!(one, eight, "batches differ between 1 and 8 decode threads");
     let other = run(8, 8).await;
-    assert_ne!(one[0].ids, other[0].ids, "another seed must give another order");
+    assert_ne!(
+        one[0].ids, other[0].ids,
+        "another seed must give another order"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,13 +153,26 @@ async fn u8_layout_matches_the_f32_layout_before_normalisation() {
     let dataset = packed(dir.path(), Compression::NONE, 64).await;
     let mut u8_config = config(2);
     u8_config.augment.layout = Layout::NhwcU8;
-    let u8_batches = collect(Loader::builder(dataset.clone()).config(u8_config).build().await.expect("build"))
-        .await
-        .expect("read");
-    let f32_batches = collect(Loader::builder(dataset).config(config(2)).build().await.expect("build"))
-        .await
-        .expect("read");
-    let (tributary_worker::Images::U8(raw), tributary_worker::Images::F32(norm)) = (&u8_batches[0].images, &f32_batches[0].images)
+    let u8_batches = collect(
+        Loader::builder(dataset.clone())
+            .config(u8_config)
+            .build()
+            .await
+            .expect("build"),
+    )
+    .await
+    .expect("read");
+    let f32_batches = collect(
+        Loader::builder(dataset)
+            .config(config(2))
+            .build()
+            .await
+            .expect("build"),
+    )
+    .await
+    .expect("read");
+    let (tributary_worker::Images::U8(raw), tributary_worker::Images::F32(norm)) =
+        (&u8_batches[0].images, &f32_batches[0].images)
     else {
         panic!("unexpected layouts");
     };
@@ -145,13 +191,23 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let dataset = packed(dir.path(), compression, 64).await;
         let counting = Arc::new(CountingStore::new(Arc::new(LocalFileSystem::new())));
-        let location = Location::from_store(counting.clone(), &dataset.location.prefix.to_string(), "counted");
+        let location = Location::from_store(
+            counting.clone(),
+            dataset.location.prefix.as_ref(),
+            "counted",
+        );
         let dataset = Dataset::from_location(location).await.expect("open");
         let (gets_before, bytes_before) = counting.counters.reads();
         let meta = dataset.manifest.shards[0].clone();
         let span = Span::new(0, 37, 45);
         let loader = Loader::builder(dataset)
-            .config(LoaderConfig { fetch: FetchConfig { max_read_bytes: 1 << 30, ..FetchConfig::default() }, ..config(2) })
+            .config(LoaderConfig {
+                fetch: FetchConfig {
+                    max_read_bytes: 1 << 30,
+                    ..FetchConfig::default()
+                },
+                ..config(2)
+            })
             .spans(SpanSet::new([span]))
             .build()
             .await
@@ -163,7 +219,11 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
         let (gets, bytes) = counting.counters.reads();
         let range = tributary_common::shard::chunk_range(&meta, 37..45);
         assert_eq!(gets - gets_before, 1, "{compression}: one range GET");
-        assert_eq!(bytes - bytes_before, range.bytes.end - range.bytes.start, "{compression}: only the chunks' bytes");
+        assert_eq!(
+            bytes - bytes_before,
+            range.bytes.end - range.bytes.start,
+            "{compression}: only the chunks' bytes"
+        );
         if compression == Compression::NONE {
             assert_eq!(range.bytes.start, meta.chunk_offsets[37]);
             assert_eq!(range.bytes.end, meta.chunk_offsets[45]);
@@ -173,7 +233,15 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
 }
 
 async fn first_error(dataset: Dataset) -> String {
-    match collect(Loader::builder(dataset).config(config(2)).build().await.expect("build")).await {
+    match collect(
+        Loader::builder(dataset)
+            .config(config(2))
+            .build()
+            .await
+            .expect("build"),
+    )
+    .await
+    {
         Ok(_) => panic!("reading a damaged dataset succeeded"),
         Err(error) => error.to_string(),
     }
@@ -195,7 +263,10 @@ async fn damaged_shards_are_errors_that_name_shard_chunk_and_offset() {
         std::fs::write(&path, &corrupt).expect("write");
         let message = first_error(dataset.clone()).await;
         assert!(message.contains(&meta.name), "{message}");
-        assert!(message.contains(&format!("chunk 3 at byte {}", meta.chunk_offsets[3])), "{message}");
+        assert!(
+            message.contains(&format!("chunk 3 at byte {}", meta.chunk_offsets[3])),
+            "{message}"
+        );
         assert!(message.contains("checksum mismatch"), "{message}");
 
         // A shard cut short.
@@ -220,34 +291,58 @@ async fn bad_manifests_and_missing_datasets_are_clear_errors() {
     let dataset = packed(dir.path(), Compression::NONE, 64).await;
     let url = dir.path().join("shards").display().to_string();
     let manifest_path = dir.path().join("shards/manifest.json");
-    let original: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).expect("read")).expect("json");
+    let original: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).expect("read")).expect("json");
     drop(dataset);
 
     let open = |json: serde_json::Value| {
         let (url, path) = (url.clone(), manifest_path.clone());
         async move {
             std::fs::write(&path, json.to_string()).expect("write manifest");
-            Dataset::open(&url, &StoreOptions::default()).await.expect_err("must fail").to_string()
+            Dataset::open(&url, &StoreOptions::default())
+                .await
+                .expect_err("must fail")
+                .to_string()
         }
     };
     let mut missing = original.clone();
-    missing["shards"][0].as_object_mut().expect("object").remove("chunk_offsets");
+    missing["shards"][0]
+        .as_object_mut()
+        .expect("object")
+        .remove("chunk_offsets");
     let message = open(missing).await;
-    assert!(message.contains("manifest.json") && message.contains("shards[0]") && message.contains("chunk_offsets"), "{message}");
+    assert!(
+        message.contains("manifest.json")
+            && message.contains("shards[0]")
+            && message.contains("chunk_offsets"),
+        "{message}"
+    );
 
     let mut unknown = original.clone();
     unknown["compression"] = "lz4".into();
     let message = open(unknown).await;
-    assert!(message.contains("compression") && message.contains("lz4"), "{message}");
+    assert!(
+        message.contains("compression") && message.contains("lz4"),
+        "{message}"
+    );
 
     let mut version = original.clone();
     version["version"] = 99.into();
     let message = open(version).await;
     assert!(message.contains("version 99"), "{message}");
 
-    let message = Dataset::open(&format!("{url}/nowhere"), &StoreOptions::default()).await.expect_err("missing").to_string();
-    assert!(message.contains("nowhere/manifest.json") && message.contains("not found"), "{message}");
+    let message = Dataset::open(&format!("{url}/nowhere"), &StoreOptions::default())
+        .await
+        .expect_err("missing")
+        .to_string();
+    assert!(
+        message.contains("nowhere/manifest.json") && message.contains("not found"),
+        "{message}"
+    );
 
-    let message = Dataset::open("s3://", &StoreOptions::default()).await.expect_err("bad url").to_string();
+    let message = Dataset::open("s3://", &StoreOptions::default())
+        .await
+        .expect_err("bad url")
+        .to_string();
     assert!(message.contains("s3://"), "{message}");
 }

@@ -1,0 +1,183 @@
+//! `tributary bench URL`: the loader's throughput against the ceiling of
+//! what the CPU can decode, measured in the same run on the same images with
+//! the same threads.
+//!
+//! 1. Pipeline: one loader reads the first `--samples` samples of epoch 0
+//!    (fetch, verify, shuffle, decode, RandomResizedCrop, flip, resize,
+//!    normalise, batch); the consumer takes batches as fast as they come.
+//! 2. Ceiling: the same samples, already in memory, are only decoded and
+//!    cropped (the crop is a view; no resize, no normalisation, no batching)
+//!    on a pool of the same size.
+//!
+//! Peak RSS is read after the pipeline phase, before the ceiling phase loads
+//! every image into memory.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use rayon::prelude::*;
+use tributary_common::plan::epoch_spans;
+use tributary_worker::augment::{self, AugmentConfig, Layout};
+use tributary_worker::batch::image_field;
+use tributary_worker::fetch::{fetch, FetchConfig};
+use tributary_worker::metrics::Metrics;
+use tributary_worker::{Dataset, Loader, LoaderConfig};
+
+use crate::storage::StoreArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    url: String,
+    /// Samples to load (default: the whole dataset).
+    #[arg(long)]
+    samples: Option<u64>,
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 224)]
+    image_size: u32,
+    /// Decode threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Output u8 NHWC instead of normalised f32 NCHW.
+    #[arg(long)]
+    u8: bool,
+    #[arg(long, default_value_t = 1024)]
+    shuffle_buffer: usize,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let dataset = Dataset::open(&args.url, &args.store.options(&args.url)).await?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let counts: Vec<u32> = dataset.manifest.shards.iter().map(|s| s.samples).collect();
+    let all = epoch_spans(&counts, 0, 0);
+    let wanted = args.samples.unwrap_or(all.len()).min(all.len());
+    let spans = all.split_at(wanted).0;
+    let augment = AugmentConfig {
+        size: args.image_size,
+        layout: if args.u8 {
+            Layout::NhwcU8
+        } else {
+            Layout::NchwF32
+        },
+        ..AugmentConfig::default()
+    };
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?,
+    );
+
+    // 1. The pipeline.
+    let config = LoaderConfig {
+        batch_size: args.batch_size,
+        shuffle_buffer: args.shuffle_buffer,
+        decode_threads: threads,
+        augment: augment.clone(),
+        ..LoaderConfig::default()
+    };
+    let rss_before = peak_rss_kib();
+    let mut loader = Loader::builder(dataset.clone())
+        .config(config)
+        .spans(spans.clone())
+        .decode_pool(Arc::clone(&pool))
+        .build()
+        .await?;
+    let mut checksum = 0f64;
+    while let Some(batch) = loader.next().await {
+        let batch = batch?;
+        // Touch the output so nothing is optimised away.
+        checksum += match &batch.images {
+            tributary_worker::Images::F32(v) => f64::from(v[v.len() / 2]),
+            tributary_worker::Images::U8(v) => f64::from(v[v.len() / 2]),
+        };
+    }
+    let m = loader.metrics();
+    let rss_peak = peak_rss_kib();
+    let pipeline_rate = m.samples_per_sec();
+
+    // 2. The decode-only ceiling on the same images.
+    let mut encoded = Vec::with_capacity(wanted as usize);
+    let mut stream = std::pin::pin!(fetch(
+        dataset.clone(),
+        &spans,
+        &FetchConfig::default(),
+        Arc::new(Metrics::default())
+    ));
+    while let Some(read) = futures::StreamExt::next(&mut stream).await {
+        encoded.extend(read?.samples);
+    }
+    let started = Instant::now();
+    let decoded: usize = pool.install(|| {
+        encoded
+            .par_iter()
+            .with_max_len(1)
+            .map(|sample| -> anyhow::Result<usize> {
+                let (ext, bytes) = image_field(sample)?;
+                let image = augment::decode(bytes, ext)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| sample.key.clone())?;
+                let crop =
+                    augment::crop_params(&augment, 0, 0, sample.id, image.width, image.height);
+                Ok(crop.width as usize)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+            .map(|v| v.len())
+    })?;
+    let ceiling = decoded as f64 / started.elapsed().as_secs_f64();
+
+    println!("tributary bench {}", args.url);
+    println!(
+        "  samples              {} ({} shards in the dataset), batch {}, {}x{} {}",
+        m.samples,
+        dataset.manifest.shards.len(),
+        args.batch_size,
+        args.image_size,
+        args.image_size,
+        if args.u8 { "u8 NHWC" } else { "f32 NCHW" }
+    );
+    println!("  decode threads       {threads}");
+    println!(
+        "  pipeline             {pipeline_rate:.1} samples/s ({:.1} MB/s fetched)",
+        m.bytes_per_sec() / 1e6
+    );
+    println!(
+        "  time to first batch  {:.1} ms",
+        m.first_batch.unwrap_or_default().as_secs_f64() * 1e3
+    );
+    println!(
+        "  consumer waited      {:.2} s of {:.2} s ({:.0}%)",
+        m.consumer_wait.as_secs_f64(),
+        m.elapsed.as_secs_f64(),
+        100.0 * m.consumer_wait.as_secs_f64() / m.elapsed.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "  stage time (summed)  fetch {:.2} s, parse {:.2} s, decode+augment {:.2} s",
+        m.fetch_time.as_secs_f64(),
+        m.parse_time.as_secs_f64(),
+        m.decode_time.as_secs_f64()
+    );
+    match (rss_before, rss_peak) {
+        (Some(before), Some(peak)) => println!(
+            "  peak RSS             {:.0} MiB (process at start {:.0} MiB)",
+            peak as f64 / 1024.0,
+            before as f64 / 1024.0
+        ),
+        _ => println!("  peak RSS             unavailable (no /proc/self/status)"),
+    }
+    println!("  decode-only ceiling  {ceiling:.1} samples/s (decode + crop, same images, {threads} threads)");
+    println!("  pipeline / ceiling   {:.2}", pipeline_rate / ceiling);
+    tracing::debug!(checksum, "output checksum");
+    Ok(())
+}
+
+/// The process's peak resident set (VmHWM) in KiB, on Linux.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}

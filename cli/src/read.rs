@@ -1,0 +1,68 @@
+//! `tributary read`: the samples one rank reads in one epoch, in delivery
+//! order, as `id<TAB>key<TAB>label` lines. A debugging aid, and the way
+//! end-to-end tests see what the loader delivered.
+
+use std::io::Write;
+
+use tributary_worker::augment::{AugmentConfig, Layout};
+use tributary_worker::{Dataset, Loader, LoaderConfig};
+
+use crate::storage::StoreArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    url: String,
+    #[arg(long, default_value_t = 0)]
+    rank: usize,
+    #[arg(long, default_value_t = 1)]
+    world: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long, default_value_t = 0)]
+    epoch: u64,
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 64)]
+    image_size: u32,
+    #[arg(long, default_value_t = 1024)]
+    shuffle_buffer: usize,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let dataset = Dataset::open(&args.url, &args.store.options(&args.url)).await?;
+    let config = LoaderConfig {
+        seed: args.seed,
+        epoch: args.epoch,
+        rank: args.rank,
+        world: args.world,
+        batch_size: args.batch_size,
+        shuffle_buffer: args.shuffle_buffer,
+        augment: AugmentConfig {
+            size: args.image_size,
+            layout: Layout::NhwcU8,
+            ..AugmentConfig::default()
+        },
+        ..LoaderConfig::default()
+    };
+    let mut loader = Loader::builder(dataset).config(config).build().await?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    while let Some(batch) = loader.next().await {
+        let batch = batch?;
+        for ((id, key), label) in batch.ids.iter().zip(&batch.keys).zip(&batch.labels) {
+            writeln!(out, "{id}\t{key}\t{label}")?;
+        }
+    }
+    out.flush()?;
+    let m = loader.metrics();
+    eprintln!(
+        "read {} samples in {} batches, {} range requests, {:.1} MB",
+        m.samples,
+        m.batches,
+        m.fetch_requests,
+        m.fetched_bytes as f64 / 1e6
+    );
+    Ok(())
+}

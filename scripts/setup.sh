@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what building and testing Tributary needs on a fresh Debian machine
+# with a Rust toolchain. Idempotent: a second run only checks.
+#
+#   - the test virtualenv (.venv): moto_server (an S3-compatible server) and
+#     the Python webdataset library, pinned in tests/python/requirements.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v cargo >/dev/null || { echo "setup: cargo is missing: install Rust (rustup) first" >&2; exit 1; }
+command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+command -v cc >/dev/null || need_apt+=(build-essential)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: installing ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+venv=.venv
+requirements=tests/python/requirements.txt
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setup: creating the test virtualenv in $venv"
+    if ! python3 -m venv "$venv" 2>/dev/null; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+        python3 -m venv "$venv"
+    fi
+    "$venv/bin/pip" install -q --disable-pip-version-check --upgrade pip
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+    echo "$want" > "$stamp"
+fi
+echo "setup: ok ($("$venv/bin/python" --version), moto_server at $venv/bin/moto_server)"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need, then runs lints
+# and every test (unit, property, integration, end-to-end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+export TRIBUTARY_VENV="$PWD/.venv"
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo build (the binary the end-to-end tests drive)"
+cargo build --quiet -p tributary-cli
+echo "== cargo test"
+cargo test --workspace

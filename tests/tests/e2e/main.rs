@@ -1,0 +1,12 @@
+//! End-to-end tests: the `tributary` binary, a real S3-compatible server
+//! (moto) on loopback, and the Python `webdataset` library, all started by
+//! the harness. One test binary, as the style guide asks.
+//!
+//! Needs the test virtualenv (`scripts/test.sh` creates it): `moto_server`
+//! and `python` with `webdataset`, found through `TRIBUTARY_VENV` or
+//! `<repo>/.venv`.
+
+mod cli;
+mod harness;
+mod s3;
+mod webdataset;
