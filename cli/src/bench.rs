@@ -18,12 +18,13 @@ use std::time::Instant;
 use anyhow::Context;
 use rayon::prelude::*;
 use tributary_common::plan::epoch_spans;
-use tributary_worker::augment::{self, AugmentConfig, Layout};
+use tributary_worker::augment;
 use tributary_worker::batch::image_field;
 use tributary_worker::fetch::{fetch, FetchConfig};
 use tributary_worker::metrics::Metrics;
-use tributary_worker::{Dataset, Loader, LoaderConfig};
+use tributary_worker::{Dataset, Loader};
 
+use crate::pipeline_args::PipelineArgs;
 use crate::storage::StoreArgs;
 
 #[derive(Debug, clap::Args)]
@@ -32,40 +33,21 @@ pub struct Args {
     /// Samples to load (default: the whole dataset).
     #[arg(long)]
     samples: Option<u64>,
-    #[arg(long, default_value_t = 64)]
-    batch_size: usize,
-    #[arg(long, default_value_t = 224)]
-    image_size: u32,
-    /// Decode threads (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Output u8 NHWC instead of normalised f32 NCHW.
-    #[arg(long)]
-    u8: bool,
-    #[arg(long, default_value_t = 1024)]
-    shuffle_buffer: usize,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
     #[command(flatten)]
     store: StoreArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let dataset = Dataset::open(&args.url, &args.store.options(&args.url)).await?;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let config = args.pipeline.config();
+    let threads = config.decode_threads;
     let counts: Vec<u32> = dataset.manifest.shards.iter().map(|s| s.samples).collect();
     let all = epoch_spans(&counts, 0, 0);
     let wanted = args.samples.unwrap_or(all.len()).min(all.len());
     let spans = all.split_at(wanted).0;
-    let augment = AugmentConfig {
-        size: args.image_size,
-        layout: if args.u8 {
-            Layout::NhwcU8
-        } else {
-            Layout::NchwF32
-        },
-        ..AugmentConfig::default()
-    };
+    let augment = config.augment.clone();
     let pool = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -73,13 +55,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
 
     // 1. The pipeline.
-    let config = LoaderConfig {
-        batch_size: args.batch_size,
-        shuffle_buffer: args.shuffle_buffer,
-        decode_threads: threads,
-        augment: augment.clone(),
-        ..LoaderConfig::default()
-    };
     let rss_before = peak_rss_kib();
     let mut loader = Loader::builder(dataset.clone())
         .config(config)
@@ -135,10 +110,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "  samples              {} ({} shards in the dataset), batch {}, {}x{} {}",
         m.samples,
         dataset.manifest.shards.len(),
-        args.batch_size,
-        args.image_size,
-        args.image_size,
-        if args.u8 { "u8 NHWC" } else { "f32 NCHW" }
+        args.pipeline.batch_size,
+        args.pipeline.image_size,
+        args.pipeline.image_size,
+        if args.pipeline.u8 {
+            "u8 NHWC"
+        } else {
+            "f32 NCHW"
+        }
     );
     println!("  decode threads       {threads}");
     println!(

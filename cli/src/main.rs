@@ -12,6 +12,9 @@
 //! - `quickstart.rs`: the README's first command, end to end.
 //! - `bench.rs`: loader throughput against the decode-only ceiling.
 //! - `read.rs`: one rank's view of an epoch, as keys.
+//! - `pipeline_args.rs`: loader flags shared by `bench` and `read`.
+
+#![allow(clippy::print_stdout, reason = "a command line prints its results")]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +29,7 @@ use tributary_worker::{synth, Dataset, Location};
 
 mod bar;
 mod bench;
+mod pipeline_args;
 mod quickstart;
 mod read;
 mod storage;

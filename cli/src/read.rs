@@ -4,9 +4,9 @@
 
 use std::io::Write;
 
-use tributary_worker::augment::{AugmentConfig, Layout};
 use tributary_worker::{Dataset, Loader, LoaderConfig};
 
+use crate::pipeline_args::PipelineArgs;
 use crate::storage::StoreArgs;
 
 #[derive(Debug, clap::Args)]
@@ -20,12 +20,8 @@ pub struct Args {
     seed: u64,
     #[arg(long, default_value_t = 0)]
     epoch: u64,
-    #[arg(long, default_value_t = 64)]
-    batch_size: usize,
-    #[arg(long, default_value_t = 64)]
-    image_size: u32,
-    #[arg(long, default_value_t = 1024)]
-    shuffle_buffer: usize,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -37,14 +33,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         epoch: args.epoch,
         rank: args.rank,
         world: args.world,
-        batch_size: args.batch_size,
-        shuffle_buffer: args.shuffle_buffer,
-        augment: AugmentConfig {
-            size: args.image_size,
-            layout: Layout::NhwcU8,
-            ..AugmentConfig::default()
-        },
-        ..LoaderConfig::default()
+        ..args.pipeline.config()
     };
     let mut loader = Loader::builder(dataset).config(config).build().await?;
     let stdout = std::io::stdout();

@@ -71,6 +71,11 @@ fn config(threads: usize) -> LoaderConfig {
     }
 }
 
+/// Every batch of one loader over `dataset` with `config`.
+async fn read_with(dataset: Dataset, config: LoaderConfig) -> Result<Vec<Batch>, WorkerError> {
+    collect(Loader::builder(dataset).config(config).build().await?).await
+}
+
 async fn collect(mut loader: Loader) -> Result<Vec<Batch>, WorkerError> {
     let mut batches = Vec::new();
     while let Some(batch) = loader.next().await {
@@ -123,18 +128,12 @@ async fn same_seed_same_batches_bit_for_bit_on_1_or_8_threads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dataset = packed(dir.path(), Compression::ZSTD, 16).await;
     let run = |threads: usize, seed: u64| {
+        let config = LoaderConfig {
+            seed,
+            ..config(threads)
+        };
         let dataset = dataset.clone();
-        async move {
-            let loader = Loader::builder(dataset)
-                .config(LoaderConfig {
-                    seed,
-                    ..config(threads)
-                })
-                .build()
-                .await
-                .expect("build");
-            collect(loader).await.expect("read")
-        }
+        async move { read_with(dataset, config).await.expect("read") }
     };
     let one = run(1, 7).await;
     let eight = run(8, 7).await;
@@ -153,24 +152,8 @@ async fn u8_layout_matches_the_f32_layout_before_normalisation() {
     let dataset = packed(dir.path(), Compression::NONE, 64).await;
     let mut u8_config = config(2);
     u8_config.augment.layout = Layout::NhwcU8;
-    let u8_batches = collect(
-        Loader::builder(dataset.clone())
-            .config(u8_config)
-            .build()
-            .await
-            .expect("build"),
-    )
-    .await
-    .expect("read");
-    let f32_batches = collect(
-        Loader::builder(dataset)
-            .config(config(2))
-            .build()
-            .await
-            .expect("build"),
-    )
-    .await
-    .expect("read");
+    let u8_batches = read_with(dataset.clone(), u8_config).await.expect("read");
+    let f32_batches = read_with(dataset, config(2)).await.expect("read");
     let (tributary_worker::Images::U8(raw), tributary_worker::Images::F32(norm)) =
         (&u8_batches[0].images, &f32_batches[0].images)
     else {
@@ -233,15 +216,7 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
 }
 
 async fn first_error(dataset: Dataset) -> String {
-    match collect(
-        Loader::builder(dataset)
-            .config(config(2))
-            .build()
-            .await
-            .expect("build"),
-    )
-    .await
-    {
+    match read_with(dataset, config(2)).await {
         Ok(_) => panic!("reading a damaged dataset succeeded"),
         Err(error) => error.to_string(),
     }

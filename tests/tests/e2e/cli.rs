@@ -1,7 +1,7 @@
 //! The CLI end to end: the quickstart, and clear errors (never a panic) for
 //! bad input.
 
-use crate::harness::{tributary, tributary_ok};
+use crate::harness::{tributary, tributary_ok, Scratch};
 
 fn fails_with(args: &[&str], needles: &[&str]) {
     let output = tributary(args, &[]);
@@ -41,13 +41,10 @@ fn quickstart_delivers_every_sample_exactly_once() {
 
 #[test]
 fn bad_input_gives_clear_errors() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let images = dir.path().join("images");
-    let shards = dir.path().join("shards");
-    let (images, shards_url) = (
-        images.to_str().expect("utf-8"),
-        shards.to_str().expect("utf-8"),
-    );
+    let scratch = Scratch::new();
+    let images = &scratch.path("images");
+    let shards_url = &scratch.path("shards");
+    let shards = std::path::Path::new(shards_url);
 
     fails_with(&["pack", images, shards_url], &[images]);
     tributary_ok(&["synth", images, "--images", "12", "--classes", "2"], &[]);

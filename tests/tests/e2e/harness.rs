@@ -192,3 +192,38 @@ pub fn parse_read(stdout: &str) -> Vec<(u64, String, i64)> {
         })
         .collect()
 }
+
+/// A temporary working directory whose entries are named by UTF-8 paths,
+/// as command lines want them.
+pub struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    /// The path of entry `name`, as a string.
+    pub fn path(&self, name: &str) -> String {
+        self.dir
+            .path()
+            .join(name)
+            .to_str()
+            .expect("utf-8 temp path")
+            .to_owned()
+    }
+
+    /// Synthesizes `images` images of `classes` classes into entry `name`.
+    pub fn synth(&self, name: &str, images: usize, classes: usize) -> String {
+        let path = self.path(name);
+        let (images, classes) = (images.to_string(), classes.to_string());
+        tributary_ok(
+            &["synth", &path, "--images", &images, "--classes", &classes],
+            &[],
+        );
+        path
+    }
+}

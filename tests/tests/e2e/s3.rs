@@ -4,7 +4,7 @@
 use tributary_worker::augment::AugmentConfig;
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, StoreOptions};
 
-use crate::harness::{tributary, tributary_ok, S3Server, S3_ENV};
+use crate::harness::{tributary, tributary_ok, S3Server, Scratch, S3_ENV};
 
 async fn read_all(url: &str, options: &StoreOptions) -> (Dataset, Vec<Batch>) {
     let dataset = Dataset::open(url, options).await.expect("open dataset");
@@ -36,26 +36,9 @@ async fn read_all(url: &str, options: &StoreOptions) -> (Dataset, Vec<Batch>) {
 
 #[test]
 fn pack_inspect_and_read_through_s3_match_the_local_copy() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let images = dir.path().join("images");
-    let local = dir.path().join("local");
-    let (images, local) = (
-        images.to_str().expect("utf-8"),
-        local.to_str().expect("utf-8"),
-    );
-    tributary_ok(
-        &[
-            "synth",
-            images,
-            "--images",
-            "40",
-            "--classes",
-            "4",
-            "--seed",
-            "5",
-        ],
-        &[],
-    );
+    let scratch = Scratch::new();
+    let images = &scratch.synth("images", 40, 4);
+    let local = &scratch.path("local");
 
     let server = S3Server::start();
     server.create_bucket("datasets");

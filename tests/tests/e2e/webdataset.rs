@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::harness::{parse_read, python, tributary, tributary_ok};
+use crate::harness::{parse_read, python, tributary, tributary_ok, Scratch};
 
 fn class_index(key: &str, classes: &[&str]) -> i64 {
     let class = key.split('/').next().expect("class");
@@ -14,14 +14,9 @@ fn class_index(key: &str, classes: &[&str]) -> i64 {
 
 #[test]
 fn shards_written_by_webdataset_are_indexed_then_read() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let images = dir.path().join("images");
-    let wds = dir.path().join("wds");
-    let (images, wds) = (
-        images.to_str().expect("utf-8"),
-        wds.to_str().expect("utf-8"),
-    );
-    tributary_ok(&["synth", images, "--images", "30", "--classes", "3"], &[]);
+    let scratch = Scratch::new();
+    let images = &scratch.synth("images", 30, 3);
+    let wds = &scratch.path("wds");
     let written = python("make_wds.py", &[images, wds, "8"]);
     assert_eq!(written.trim(), "30");
 
@@ -46,16 +41,12 @@ fn shards_written_by_webdataset_are_indexed_then_read() {
 
 #[test]
 fn webdataset_reads_tributary_shards_as_is() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let images = dir.path().join("images");
-    let shards = dir.path().join("shards");
-    let (images, shards_url) = (
-        images.to_str().expect("utf-8"),
-        shards.to_str().expect("utf-8"),
-    );
-    tributary_ok(&["synth", images, "--images", "25", "--classes", "5"], &[]);
+    let scratch = Scratch::new();
+    let images = &scratch.synth("images", 25, 5);
+    let shards_url = &scratch.path("shards");
+    let shards = std::path::Path::new(shards_url);
     tributary_ok(&["pack", images, shards_url, "--max-samples", "10"], &[]);
-    let mut tars: Vec<String> = std::fs::read_dir(&shards)
+    let mut tars: Vec<String> = std::fs::read_dir(shards)
         .expect("list shards")
         .map(|e| e.expect("entry").path().display().to_string())
         .filter(|p| p.ends_with(".tar"))
@@ -77,4 +68,24 @@ fn webdataset_reads_tributary_shards_as_is() {
             .collect();
     assert_eq!(from_python.len(), 25);
     assert_eq!(from_python, from_tributary);
+
+    // Plain `tar` lists them too: two entries (cls + image) per sample.
+    let listed = std::process::Command::new("tar")
+        .arg("tf")
+        .arg(&tars[0])
+        .output()
+        .expect("run tar");
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let names = String::from_utf8(listed.stdout).expect("utf-8");
+    assert_eq!(names.lines().count(), 20, "{names}");
+    assert!(
+        names
+            .lines()
+            .all(|n| n.ends_with(".cls") || n.ends_with(".jpg") || n.ends_with(".png")),
+        "{names}"
+    );
 }
