@@ -49,7 +49,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Write a photo-like synthetic ImageFolder tree (DIR/<class>/<n>.jpg).
+    /// Write a photo-like synthetic ImageFolder tree (DIR/CLASS/N.jpg).
     Synth {
         dir: PathBuf,
         #[arg(long, default_value_t = 1000)]
