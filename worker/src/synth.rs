@@ -1,30 +1,32 @@
 //! Synthetic, photo-like ImageFolder datasets for benchmarks and tests.
 //!
-//! `tributary synth` needs data whose *decode cost and compressed size* match
-//! real photographs, otherwise a loader benchmark measures the wrong thing:
-//! flat colours compress to nothing and decode too fast, while white noise is
-//! far larger and slower than any photo. So each image is painted like a
-//! (very abstract) photo: a smooth multi-colour gradient background, a handful
-//! of soft-edged ellipses and convex polygons with their own shading, a box
-//! blur for lens softness, multi-scale texture (value noise plus oriented
-//! waves, "grass" and "fabric"), and a little sensor noise. Sizes follow
-//! ImageNet (long side at most 500 px, short side 300-400 px, landscape,
-//! portrait and square); JPEG quality is 85-95 with mixed chroma subsampling,
-//! and about one image in 50 is a PNG. The class of image `i` is
-//! `i % classes` and sets the palette, shape mix and texture grain, so classes
-//! differ visually.
+//! A loader benchmark needs images whose *decode cost and compressed size*
+//! match real photographs: flat colours compress to nothing and decode too
+//! fast, while white noise is larger and slower than any photo. So each image
+//! is painted like an (abstract) detailed photo: a smooth multi-colour
+//! gradient background, soft-edged shaded ellipses and convex polygons (a
+//! scatter of small "pebbles" under a few large shapes), a box blur for lens
+//! softness, fractal value-noise texture ("gravel", "lichen") whose strength
+//! varies from shape to shape, fine grain, and a little sensor noise.
 //!
-//! Image `i` is a pure function of `(seed, i, classes)`: everything is drawn
-//! from [`seed::rng`]`(Domain::Synth, ..)` and integer mixing, with no
-//! platform maths (`sin` is a local polynomial), so the bytes are the same on
-//! any machine and for any number of threads.
+//! Sizes follow ImageNet (long side at most 500 px, short side 300-400 px;
+//! landscape, portrait and square; mean about 400 x 358). JPEG quality is
+//! 85-95 with 4:2:0, 4:4:4 or 4:2:2 chroma subsampling, giving about 100 KB
+//! per JPEG on average; one image in 50 is a PNG. Image `i` belongs to class
+//! `i % classes`, which sets its hue, shape mix and amount of clutter.
+//!
+//! Image `i` is a pure function of `(seed, i, classes)`: every choice comes
+//! from [`seed::rng`]`(Domain::Synth, ..)` or from integer mixing seeded by
+//! it, and `sin` is a local polynomial rather than the platform's libm, so
+//! the bytes are the same on any machine and for any number of threads (given
+//! the same `jpeg-encoder` and `png` versions, and `jpeg-encoder` without its
+//! `simd` feature, whose AVX2 path encodes differently).
 
 use std::cell::RefCell;
 use std::f32::consts::{FRAC_PI_2, PI, TAU};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+use image::codecs::png::{CompressionType::Fast, FilterType::Adaptive, PngEncoder};
 use image::{ExtendedColorType, ImageEncoder};
 use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
 use rand_core::Rng;
@@ -53,10 +55,10 @@ pub struct SynthImage {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {error}", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("cannot encode synthetic image {index}: {message}")]
     Encode { index: usize, message: String },
@@ -76,7 +78,7 @@ pub struct SynthSummary {
 }
 
 /// Class directory name for class `c` of `classes`: `class_007`, zero-padded
-/// to at least three digits and to the width of the largest class index.
+/// to three digits, or to the width of the largest class index if wider.
 pub fn class_dir_name(c: usize, classes: usize) -> String {
     let digits = classes.saturating_sub(1).max(1).ilog10() as usize + 1;
     format!("class_{c:0width$}", width = digits.max(3))
@@ -86,43 +88,53 @@ pub fn class_dir_name(c: usize, classes: usize) -> String {
 pub fn render(seed: u64, index: usize, classes: usize) -> Result<SynthImage, SynthError> {
     if classes == 0 {
         return Err(SynthError::InvalidOptions(
-            "classes must be at least 1".into(),
+            "at least one class is needed".into(),
         ));
     }
     let class = index % classes;
     let mut rng = seed::rng(Domain::Synth, &[seed, index as u64]);
-    let png = seed::below(&mut rng, 50) == 0;
+    let png = seed::below(&mut rng, 50) == 0; // The first draw; a test relies on it.
     let (w, h) = pick_size(&mut rng);
     let style = class_style(seed, class);
     let mut bytes = Vec::with_capacity(w * h * if png { 3 } else { 1 });
     let encoded = CANVAS.with_borrow_mut(|canvas| {
         paint(&mut rng, &style, w, h, canvas);
+        let (rgb, w, h) = (&canvas.rgb, w as u16, h as u16);
         if png {
-            PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, FilterType::Adaptive)
-                .write_image(&canvas.rgb, w as u32, h as u32, ExtendedColorType::Rgb8)
-                .map_err(|e| e.to_string())
-        } else {
-            let quality = 85 + seed::below(&mut rng, 11) as u8;
-            let sampling = match unit(&mut rng) {
-                u if u < 0.60 => SamplingFactor::R_4_2_0,
-                u if u < 0.85 => SamplingFactor::R_4_4_4,
-                _ => SamplingFactor::R_4_2_2,
-            };
-            let mut encoder = Encoder::new(&mut bytes, quality);
-            encoder.set_sampling_factor(sampling);
-            encoder
-                .encode(&canvas.rgb, w as u16, h as u16, ColorType::Rgb)
-                .map_err(|e| e.to_string())
+            let encoder = PngEncoder::new_with_quality(&mut bytes, Fast, Adaptive);
+            let encoded = encoder.write_image(rgb, w.into(), h.into(), ExtendedColorType::Rgb8);
+            return encoded.map_err(|e| e.to_string());
         }
+        let mut encoder = Encoder::new(&mut bytes, 85 + seed::below(&mut rng, 11) as u8);
+        encoder.set_sampling_factor(match unit(&mut rng) {
+            u if u < 0.60 => SamplingFactor::R_4_2_0,
+            u if u < 0.85 => SamplingFactor::R_4_4_4,
+            _ => SamplingFactor::R_4_2_2,
+        });
+        let encoded = encoder.encode(rgb, w, h, ColorType::Rgb);
+        encoded.map_err(|e| e.to_string())
     });
     encoded.map_err(|message| SynthError::Encode { index, message })?;
+    let file_name = format!("{index:06}.{}", if png { "png" } else { "jpg" });
+    let (width, height) = (w as u32, h as u32);
     Ok(SynthImage {
         class,
-        file_name: format!("{index:06}.{}", if png { "png" } else { "jpg" }),
-        width: w as u32,
-        height: h as u32,
+        file_name,
+        width,
+        height,
         bytes,
     })
+}
+
+fn check(images: usize, classes: usize) -> Result<(), SynthError> {
+    let problem = match (images, classes) {
+        (0, _) => "at least one image is needed",
+        (_, 0) => "at least one class is needed",
+        _ if classes > images => "every class needs an image, so classes cannot exceed images",
+        _ => return Ok(()),
+    };
+    let message = format!("{problem} (got {images} images, {classes} classes)");
+    Err(SynthError::InvalidOptions(message))
 }
 
 /// Writes the ImageFolder tree under `dir` (created if missing), in parallel on the current rayon pool.
@@ -132,118 +144,85 @@ pub fn write_image_folder(
     options: &SynthOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SynthSummary, SynthError> {
-    let SynthOptions {
-        images,
-        classes,
-        seed,
-    } = *options;
-    if images == 0 {
-        return Err(SynthError::InvalidOptions(
-            "images must be at least 1".into(),
-        ));
-    }
-    if classes == 0 {
-        return Err(SynthError::InvalidOptions(
-            "classes must be at least 1".into(),
-        ));
-    }
-    if classes > images {
-        return Err(SynthError::InvalidOptions(format!(
-            "classes ({classes}) must not exceed images ({images}), or some classes would be empty"
-        )));
-    }
+    let (images, classes, seed) = (options.images, options.classes, options.seed);
+    check(images, classes)?;
     let class_dirs: Vec<PathBuf> = (0..classes)
         .map(|c| dir.join(class_dir_name(c, classes)))
         .collect();
     for path in &class_dirs {
-        std::fs::create_dir_all(path).map_err(|source| SynthError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        std::fs::create_dir_all(path).map_err(io_error(path.clone()))?;
     }
-    let (bytes, pngs) = (AtomicU64::new(0), AtomicUsize::new(0));
-    let (widths, heights) = (AtomicU64::new(0), AtomicU64::new(0));
-    (0..images).into_par_iter().try_for_each(|index| {
+    // Per image: [bytes, is PNG, width, height], summed.
+    let totals = (0..images).into_par_iter().map(|index| {
         let image = render(seed, index, classes)?;
         let path = class_dirs[image.class].join(&image.file_name);
-        std::fs::write(&path, &image.bytes).map_err(|source| SynthError::Io { path, source })?;
-        let len = image.bytes.len() as u64;
-        bytes.fetch_add(len, Ordering::Relaxed);
-        pngs.fetch_add(
-            usize::from(image.file_name.ends_with(".png")),
-            Ordering::Relaxed,
-        );
-        widths.fetch_add(u64::from(image.width), Ordering::Relaxed);
-        heights.fetch_add(u64::from(image.height), Ordering::Relaxed);
+        std::fs::write(&path, &image.bytes).map_err(io_error(path))?;
+        let (len, png) = (image.bytes.len() as u64, image.file_name.ends_with(".png"));
         progress(len);
-        Ok(())
-    })?;
+        Ok([len, png.into(), image.width.into(), image.height.into()])
+    });
+    let [bytes, pngs, widths, heights] =
+        totals.try_reduce(|| [0; 4], |a, b| Ok(std::array::from_fn(|k| a[k] + b[k])))?;
+    let mean = |sum: u64| sum as f64 / images as f64;
+    let (mean_width, mean_height) = (mean(widths), mean(heights));
     Ok(SynthSummary {
         images,
-        bytes: bytes.into_inner(),
-        pngs: pngs.into_inner(),
-        mean_width: widths.into_inner() as f64 / images as f64,
-        mean_height: heights.into_inner() as f64 / images as f64,
+        bytes,
+        pngs: pngs as usize,
+        mean_width,
+        mean_height,
     })
 }
 
-/// What a class looks like: a dominant hue, a preference between round and
-/// angular shapes, and the orientation and grain of its texture.
+fn io_error(path: PathBuf) -> impl FnOnce(std::io::Error) -> SynthError {
+    |error| SynthError::Io { path, error }
+}
+
+/// What a class looks like: a dominant hue, round versus angular shapes,
+/// how much small clutter, and the grain of its texture.
 #[derive(Debug)]
 struct Style {
     hue: f32,
     ellipse_share: f32,
-    wave_angle: f32,
-    wave_period: f32,
     clutter: f32,
+    grain: f32,
 }
 
 fn class_style(seed: u64, class: usize) -> Style {
-    // A three-part path never collides with the two-part per-image paths.
+    // A three-part path, apart from the two-part per-image paths.
     let mut rng = seed::rng(Domain::Synth, &[seed, u64::MAX, class as u64]);
+    let (hue, ellipse_share) = (unit(&mut rng), uniform(&mut rng, 0.15, 0.85));
+    let (clutter, grain) = (unit(&mut rng), uniform(&mut rng, 2.0, 3.0));
     Style {
-        hue: unit(&mut rng),
-        ellipse_share: uniform(&mut rng, 0.15, 0.85),
-        wave_angle: uniform(&mut rng, 0.0, PI),
-        wave_period: uniform(&mut rng, 3.0, 14.0),
-        clutter: uniform(&mut rng, 0.0, 1.0),
+        hue,
+        ellipse_share,
+        clutter,
+        grain,
     }
 }
 
-/// ImageNet-like `(width, height)`: the long side at most 500 px, the short
-/// side 300-400 px skewed low; means come to about 400 x 358.
+/// ImageNet-like `(width, height)`: long side at most 500, short side
+/// 300-400 skewed low; landscape 4:3 and 3:2, square, portrait 3:4 and 2:3.
 fn pick_size(rng: &mut impl Rng) -> (usize, usize) {
-    // (long / short, portrait, cumulative probability)
-    const ASPECTS: [(f32, bool, f32); 5] = [
-        (4.0 / 3.0, false, 0.45),
-        (1.5, false, 0.60),
-        (1.0, false, 0.75),
-        (4.0 / 3.0, true, 0.95),
-        (1.5, true, 1.0),
-    ];
-    let u = unit(rng);
-    let (ratio, portrait, _) = *ASPECTS
-        .iter()
-        .find(|a| u < a.2)
-        .unwrap_or(&ASPECTS[ASPECTS.len() - 1]);
-    let max_short = (500.0 / ratio).min(400.0);
+    let (ratio, portrait) = match unit(rng) {
+        u if u < 0.45 => (4.0 / 3.0_f32, false),
+        u if u < 0.60 => (1.5, false),
+        u if u < 0.75 => (1.0, false),
+        u if u < 0.95 => (4.0 / 3.0, true),
+        _ => (1.5, true),
+    };
     let v = unit(rng);
-    let short = 300.0 + (max_short - 300.0) * v * v.sqrt();
-    let long = (short * ratio).round().min(500.0);
-    let (short, long) = (short.round() as usize, long as usize);
-    if portrait {
-        (short, long)
-    } else {
-        (long, short)
-    }
+    let short = 300.0 + ((500.0 / ratio).min(400.0) - 300.0) * v * v.sqrt();
+    let long = ((short * ratio).round() as usize).min(500);
+    let short = short.round() as usize;
+    [(long, short), (short, long)][usize::from(portrait)]
 }
 
-/// Working memory of one thread, reused from image to image so that
-/// rendering does not fault in and zero fresh megabytes every time.
+/// Working memory of one thread, reused from image to image so rendering
+/// does not fault in and zero several fresh megabytes every time.
 #[derive(Default)]
 struct Canvas {
-    /// Red, green and blue planes of `w * h` values each (planar, so the
-    /// inner loops vectorise).
+    /// Red, green and blue planes of `w * h` values (planar, so loops vectorise).
     planes: Vec<f32>,
     /// How strongly the texture shows at each pixel.
     gain: Vec<f32>,
@@ -257,281 +236,208 @@ thread_local! {
     static CANVAS: RefCell<Canvas> = RefCell::default();
 }
 
-/// Entries in each precomputed noise table; a row reads `w` of them from a
-/// random offset.
+/// Entries per precomputed noise table; each row reads from a random offset.
 const NOISE_LEN: usize = 4096;
 
 /// Paints one `w` x `h` image into `canvas.rgb`.
-#[inline(never)]
 fn paint(rng: &mut impl Rng, style: &Style, w: usize, h: usize, canvas: &mut Canvas) {
-    let n = w * h;
-    let short = w.min(h) as f32;
-    let Canvas {
-        planes,
-        gain,
-        scratch,
-        rgb,
-    } = canvas;
+    let (n, short) = (w * h, w.min(h) as f32);
+    let (planes, gain, scratch) = (&mut canvas.planes, &mut canvas.gain, &mut canvas.scratch);
     // Background: a coarse lattice of colours, smoothly interpolated.
     let cell = short * uniform(rng, 0.35, 0.8);
     let lattice: Vec<[f32; 3]> = (0..lattice_len(w, h, cell))
         .map(|_| colour(rng, style))
         .collect();
-    reset(planes, 3 * n);
+    planes.clear();
+    planes.resize(3 * n, 0.0);
     for (c, plane) in planes.chunks_exact_mut(n).enumerate() {
         add_value_noise(plane, w, cell, |k| lattice[k][c]);
     }
     gain.clear();
     gain.resize(n, uniform(rng, 0.5, 1.0));
-    // Clutter (pebbles, leaves) under a few large shapes.
+    let centres: Vec<f32> = (0..w).map(|x| x as f32 + 0.5).collect();
     for _ in 0..(style.clutter * 300.0 * unit(rng)) as usize {
-        draw_shape(rng, style, w, planes, gain, (0.01, 0.05));
+        draw_shape(rng, style, &centres, planes, gain, (0.01, 0.05));
     }
     for _ in 0..3 + seed::below(rng, 6) {
-        draw_shape(rng, style, w, planes, gain, (0.08, 0.45));
+        draw_shape(rng, style, &centres, planes, gain, (0.08, 0.45));
     }
-    reset(scratch, 3 * n);
+    // `scratch` and `rgb` are fully overwritten before they are read.
+    scratch.resize(3 * n, 0.0);
+    scratch.truncate(3 * n);
     let radius = seed::below(rng, 3) as usize;
     if radius > 0 {
         box_blur(planes, scratch, w, radius);
     }
-    // Texture: fractal value noise (illumination, then four octaves from a
-    // few pixels up), oriented waves and pixel-scale grain, applied through
-    // `gain` by lightening towards white or darkening towards black.
+    // Texture: illumination plus four octaves of value noise from the class
+    // grain up, and per-pixel grain; applied through `gain` by lightening
+    // towards white or darkening towards black, so it never clips.
     let mut mix = Mix(rng.next_u64());
     let detail = uniform(rng, 0.6, 1.4);
     let tex = &mut scratch[..n];
     tex.fill(0.0);
-    let (fine, amp) = (uniform(rng, 2.0, 3.0), 0.4 * detail);
-    let octaves = [
-        (short * uniform(rng, 1.0, 3.0), 0.25),
+    let (fine, amp) = (style.grain * uniform(rng, 0.8, 1.2), 0.45 * detail);
+    let illumination = short * uniform(rng, 1.0, 3.0);
+    for (cell, amp) in [
+        (illumination, 0.25),
         (fine, amp),
         (2.0 * fine, 0.8 * amp),
         (4.0 * fine, 0.64 * amp),
         (8.0 * fine, 0.5 * amp),
-    ];
-    for (cell, amp) in octaves {
+    ] {
         let lattice: Vec<f32> = (0..lattice_len(w, h, cell))
             .map(|_| (mix.unit() * 2.0 - 1.0) * amp)
             .collect();
         add_value_noise(tex, w, cell, |k| lattice[k]);
     }
-    add_waves(rng, style, tex, w, 0.1 * detail);
     // Noise tables: sensor noise per channel (triangular luma, weaker uniform
     // chroma) and grain, all from one 64-bit draw per entry.
     let luma_sigma = uniform(rng, 1.5, 3.0);
     let (luma_k, chroma_k) = (luma_sigma / 104.1, luma_sigma * 0.35 / 73.9);
-    let grain_k = 0.8 * detail / 255.0;
+    let grain_k = detail / 255.0;
     let mut noise = vec![0f32; 4 * NOISE_LEN];
     for i in 0..NOISE_LEN {
         let r = mix.next();
         let byte = |k: usize| ((r >> (8 * k)) & 0xff) as f32;
-        let luma = byte(0) + byte(1) - 255.0;
         for c in 0..3 {
-            noise[c * NOISE_LEN + i] = luma * luma_k + (byte(2 + c) - 127.5) * chroma_k + 0.5;
+            noise[c * NOISE_LEN + i] =
+                (byte(0) + byte(1) - 255.0) * luma_k + (byte(2 + c) - 127.5) * chroma_k;
         }
         noise[3 * NOISE_LEN + i] = (byte(5) + byte(6) - 255.0) * grain_k;
     }
-    rgb.clear();
+    let rgb = &mut canvas.rgb;
     rgb.resize(3 * n, 0);
-    let mut m = vec![0f32; w];
+    rgb.truncate(3 * n);
+    let (mut rows, mut m) = (vec![0u8; 3 * w], vec![0f32; w]);
     for (y, out) in rgb.chunks_exact_mut(3 * w).enumerate() {
         let at = y * w;
-        let (z, e) = (
-            (mix.next() % (NOISE_LEN - w) as u64) as usize,
-            (mix.next() % (NOISE_LEN - w) as u64) as usize,
-        );
-        let texture = tex[at..at + w]
-            .iter()
-            .zip(&gain[at..at + w])
-            .zip(&noise[3 * NOISE_LEN + e..]);
+        let z = (mix.next() % (NOISE_LEN - w) as u64) as usize;
+        let e = 3 * NOISE_LEN + (mix.next() % (NOISE_LEN - w) as u64) as usize;
+        let texture = tex[at..at + w].iter().zip(&gain[at..]).zip(&noise[e..]);
         for (m, ((&t, &g), &e)) in m.iter_mut().zip(texture) {
             *m = (g * (t + e)).clamp(-1.0, 1.0);
         }
-        let channel = |c: usize| {
-            planes[c * n + at..c * n + at + w]
+        for (c, row) in rows.chunks_exact_mut(w).enumerate() {
+            let sources = planes[c * n + at..c * n + at + w]
                 .iter()
-                .zip(&noise[c * NOISE_LEN + z..])
-        };
+                .zip(&noise[c * NOISE_LEN + z..]);
+            for ((o, &m), (&p, &z)) in row.iter_mut().zip(&m).zip(sources) {
+                let v = (p + m.max(0.0) * (255.0 - p) + m.min(0.0) * p + z).clamp(0.0, 255.0);
+                // Adding 2^23 leaves round(v) in the low mantissa bits: a
+                // conversion that vectorises, unlike `as u8`.
+                *o = (v + 8_388_608.0).to_bits() as u8;
+            }
+        }
+        let (r, gb) = rows.split_at(w);
         let pixels = out
             .chunks_exact_mut(3)
-            .zip(&m)
-            .zip(channel(0).zip(channel(1)).zip(channel(2)));
-        for ((o, &m), (((r, zr), (g, zg)), (b, zb))) in pixels {
-            let (up, down) = (m.max(0.0), m.min(0.0));
-            o[0] = (r + up * (255.0 - r) + down * r + zr) as u8;
-            o[1] = (g + up * (255.0 - g) + down * g + zg) as u8;
-            o[2] = (b + up * (255.0 - b) + down * b + zb) as u8;
+            .zip(r.iter().zip(&gb[..w]).zip(&gb[w..]));
+        for (o, ((&r, &g), &b)) in pixels {
+            o.copy_from_slice(&[r, g, b]);
         }
     }
 }
 
-/// Empties `buffer` and refills it with `len` zeros, keeping its allocation.
-fn reset(buffer: &mut Vec<f32>, len: usize) {
-    buffer.clear();
-    buffer.resize(len, 0.0);
-}
-
-/// Composites one soft-edged, shaded, filled ellipse or convex polygon into
-/// the planar image (`planes` holds three `gain`-sized planes).
-#[inline(never)]
+/// Composites one soft-edged, shaded ellipse or convex polygon, with its own
+/// texture gain, into the planar image (`centres` are the pixel centres of a row).
 fn draw_shape(
     rng: &mut impl Rng,
     style: &Style,
-    w: usize,
+    centres: &[f32],
     planes: &mut [f32],
     gain: &mut [f32],
     size: (f32, f32),
 ) {
-    let (n, h) = (gain.len(), gain.len() / w);
+    let (n, w) = (gain.len(), centres.len());
+    let h = n / w;
     let a = w.min(h) as f32 * uniform(rng, size.0, size.1);
     let b = a * uniform(rng, 0.35, 1.0);
-    let (cx, cy) = (
-        uniform(rng, -0.1, 1.1) * w as f32,
-        uniform(rng, -0.1, 1.1) * h as f32,
-    );
-    let fill = colour(rng, style);
-    let texture_gain = uniform(rng, 0.0, 1.3);
-    let soft = if unit(rng) < 0.15 {
-        uniform(rng, 6.0, 25.0)
-    } else {
-        uniform(rng, 0.6, 2.5)
-    }
-    .min(0.5 * a)
-    .max(0.5);
+    let cx = uniform(rng, -0.1, 1.1) * w as f32;
+    let cy = uniform(rng, -0.1, 1.1) * h as f32;
+    let (fill, texture_gain) = (colour(rng, style), uniform(rng, 0.0, 1.3));
+    let soft = if unit(rng) < 0.15 { 12.0 } else { 1.2 } * uniform(rng, 0.5, 2.0);
+    let soft = soft.min(0.5 * a).max(0.5);
     let shade = uniform(rng, -0.5, 0.5) / a;
     let (sin, cos) = sin_cos(uniform(rng, 0.0, TAU));
-    // Convex polygons: vertices on the ellipse, in angular order; edges as
-    // half-planes (unit normal, offset) so `max(n.p - c)` is a distance.
-    let mut edges = Vec::new();
-    if unit(rng) >= style.ellipse_share {
-        let sides = 3 + seed::below(rng, 5) as usize;
-        let jitter = if sides == 4 && unit(rng) < 0.5 {
-            0.0
-        } else {
-            0.3
-        };
-        let vertices: Vec<(f32, f32)> = (0..sides)
-            .map(|k| {
-                let (s, c) =
-                    sin_cos((k as f32 + 0.5 + uniform(rng, -jitter, jitter)) * TAU / sides as f32);
-                let (u, v) = (a * c, b * s);
-                (u * cos - v * sin, u * sin + v * cos)
-            })
-            .collect();
-        for (k, &(x0, y0)) in vertices.iter().enumerate() {
-            let (x1, y1) = vertices[(k + 1) % sides];
-            let len = (x1 - x0).hypot(y1 - y0).max(1e-3);
-            let (mut nx, mut ny) = ((y1 - y0) / len, (x0 - x1) / len);
-            if nx * x0 + ny * y0 < 0.0 {
-                (nx, ny) = (-nx, -ny);
-            }
-            edges.push((nx, ny, nx * x0 + ny * y0));
-        }
-    }
-    // A pixel is touched where distance < reach; the ellipse distance is
-    // (sqrt(q) - 1) * b, q being the squared normalised radius, quadratic in x.
-    let (reach, inv_soft, inv_a, inv_b) = (0.5 * soft, 1.0 / soft, 1.0 / a, 1.0 / b);
-    let big = 1.0 + reach * inv_b;
-    let (ia2, ib2) = (inv_a * inv_a, inv_b * inv_b);
-    let (qa, qb, qc) = (
-        cos * cos * ia2 + sin * sin * ib2,
-        2.0 * cos * sin * (ia2 - ib2),
-        sin * sin * ia2 + cos * cos * ib2,
-    );
-    let extent = a * big + 1.0;
-    let (y0, y1) = (
-        (cy - extent).max(0.0) as usize,
-        ((cy + extent).max(0.0) as usize).min(h),
-    );
-    let (mut alpha, mut lit) = (vec![0f32; w], vec![0f32; w]);
-    for y in y0..y1 {
+    // Work in the shape's frame scaled to the unit circle, where a polygon
+    // is inscribed in the circle (convex; four sides make a rectangle) and
+    // each edge is a half-plane n.p <= c, so max(n.p - c) is a distance; the
+    // normals are mapped back to pixel space and distances scaled by `b`.
+    let sides = usize::from(unit(rng) > style.ellipse_share) * (3 + seed::below(rng, 5) as usize);
+    let step = TAU / sides as f32;
+    let jitter = if sides == 4 { 0.0 } else { 0.6 * step };
+    let corners: Vec<f32> = (0..sides)
+        .map(|k| (k as f32 + 0.5) * step + jitter * (unit(rng) - 0.5))
+        .collect();
+    let edges: Vec<[f32; 3]> = (0..sides)
+        .map(|k| {
+            let next = corners.get(k + 1).copied().unwrap_or(corners[0] + TAU);
+            let (s, c) = sin_cos(0.5 * (corners[k] + next));
+            let (nx, ny) = (c * cos / a - s * sin / b, c * sin / a + s * cos / b);
+            [b * nx, b * ny, b * sin_cos(0.5 * (next - corners[k])).1]
+        })
+        .collect();
+    let lo = |c: f32| (c - a - soft).max(0.0) as usize;
+    let hi = |c: f32, len: usize| ((c + a + soft).max(0.0) as usize).min(len);
+    let (x0, x1, y0, y1) = (lo(cx), hi(cx, w), lo(cy), hi(cy, h));
+    let mut alpha = vec![0f32; x1.saturating_sub(x0)];
+    let mut lit = alpha.clone();
+    for y in (y0..y1).filter(|_| x0 < x1) {
         let py = y as f32 + 0.5 - cy;
-        // The span of `px = x + 0.5 - cx` where the pixel is touched.
-        let (mut lo, mut hi) = (f32::MIN, f32::MAX);
-        if edges.is_empty() {
-            let (b1, c1) = (qb * py, qc * py * py - big * big);
-            let disc = b1 * b1 - 4.0 * qa * c1;
-            if disc <= 0.0 {
-                continue;
-            }
-            (lo, hi) = (
-                (-b1 - disc.sqrt()) / (2.0 * qa),
-                (-b1 + disc.sqrt()) / (2.0 * qa),
-            );
-        }
-        for &(nx, ny, c) in &edges {
-            let m = reach + c - ny * py;
-            if nx > 1e-6 {
-                hi = hi.min(m / nx);
-            } else if nx < -1e-6 {
-                lo = lo.max(m / nx);
-            } else if m <= 0.0 {
-                hi = lo;
-            }
-        }
-        let x0 = (cx + lo - 0.5).clamp(0.0, w as f32).ceil() as usize;
-        let x1 = ((cx + hi - 0.5).clamp(-1.0, w as f32 - 1.0).floor() + 1.0) as usize;
-        if x0 >= x1 {
-            continue;
-        }
-        let (alpha, lit) = (&mut alpha[x0..x1], &mut lit[x0..x1]);
-        let px0 = x0 as f32 + 0.5 - cx;
-        for (k, (d, l)) in alpha.iter_mut().zip(lit.iter_mut()).enumerate() {
-            let px = px0 + k as f32;
-            let u = px * cos + py * sin;
+        for ((d, l), &x) in alpha.iter_mut().zip(lit.iter_mut()).zip(&centres[x0..x1]) {
+            let (u, v) = ((x - cx) * cos + py * sin, py * cos - (x - cx) * sin);
             *l = 1.0 + shade * u.clamp(-a, a);
-            *d = if edges.is_empty() {
-                let v = py * cos - px * sin;
-                (((u * inv_a) * (u * inv_a) + (v * inv_b) * (v * inv_b)).sqrt() - 1.0) * b
+            let radius = ((u / a) * (u / a) + (v / b) * (v / b)).sqrt();
+            *d = if sides == 0 {
+                (radius - 1.0) * b
             } else {
                 f32::MIN
             };
         }
-        for &(nx, ny, c) in &edges {
-            for (k, d) in alpha.iter_mut().enumerate() {
-                *d = d.max(nx * (px0 + k as f32) + ny * py - c);
+        for &[nx, ny, c] in &edges {
+            for (d, &x) in alpha.iter_mut().zip(&centres[x0..x1]) {
+                *d = d.max(nx * (x - cx) + ny * py - c);
             }
         }
         alpha
             .iter_mut()
-            .for_each(|d| *d = (0.5 - *d * inv_soft).clamp(0.0, 1.0));
-        let row = y * w + x0..y * w + x1;
+            .for_each(|d| *d = (0.5 - *d / soft).clamp(0.0, 1.0));
+        // Blend only the span the shape covers in this row.
+        let first = alpha.iter().position(|&d| d > 0.0).unwrap_or(alpha.len());
+        let last = alpha
+            .iter()
+            .rposition(|&d| d > 0.0)
+            .map_or(first, |k| k + 1);
+        let (lit, alpha) = (&lit[first..last], &alpha[first..last]);
+        let row = y * w + x0 + first..y * w + x0 + last;
         for (c, plane) in planes.chunks_exact_mut(n).enumerate() {
-            for ((p, &l), &a) in plane[row.clone()]
-                .iter_mut()
-                .zip(lit.iter())
-                .zip(alpha.iter())
-            {
-                *p += (fill[c] * l - *p) * a;
+            for ((p, &l), &d) in plane[row.clone()].iter_mut().zip(lit).zip(alpha) {
+                *p += (fill[c] * l - *p) * d;
             }
         }
-        for (g, &a) in gain[row].iter_mut().zip(alpha.iter()) {
-            *g += (texture_gain - *g) * a;
+        for (g, &d) in gain[row].iter_mut().zip(alpha) {
+            *g += (texture_gain - *g) * d;
         }
     }
 }
 
-/// Box blur of radius `r` over every plane (rows of `w`; `tmp` as large as
-/// `planes`), edges clamped: direct sums, which vectorise, for small radii.
-#[inline(never)]
+/// Box blur of radius `r` over every row-of-`w` plane in `planes` (`tmp` is
+/// as large), edges clamped; direct sums, which vectorise for small radii.
 fn box_blur(planes: &mut [f32], tmp: &mut [f32], w: usize, r: usize) {
-    let norm = 1.0 / ((2 * r + 1) * (2 * r + 1)) as f32;
     let mut padded = vec![0f32; w + 2 * r];
     for (src, dst) in planes.chunks_exact(w).zip(tmp.chunks_exact_mut(w)) {
         padded[..r].fill(src[0]);
         padded[r..r + w].copy_from_slice(src);
         padded[r + w..].fill(src[w - 1]);
         dst.copy_from_slice(&padded[..w]);
-        for k in 1..=2 * r {
-            dst.iter_mut().zip(&padded[k..]).for_each(|(d, &s)| *d += s);
-        }
+        (1..=2 * r).for_each(|k| dst.iter_mut().zip(&padded[k..]).for_each(|(d, &s)| *d += s));
     }
     let h = planes.len() / w / 3;
+    let norm = 1.0 / ((2 * r + 1) * (2 * r + 1)) as f32;
     for (src, dst) in tmp.chunks_exact(w * h).zip(planes.chunks_exact_mut(w * h)) {
         for (y, out) in dst.chunks_exact_mut(w).enumerate() {
-            out.fill(0.0);
-            for k in 0..=2 * r {
+            out.copy_from_slice(&src[y.saturating_sub(r) * w..][..w]);
+            for k in 1..=2 * r {
                 let from = (y + k).saturating_sub(r).min(h - 1) * w;
                 out.iter_mut()
                     .zip(&src[from..from + w])
@@ -542,104 +448,63 @@ fn box_blur(planes: &mut [f32], tmp: &mut [f32], w: usize, r: usize) {
     }
 }
 
-/// Number of lattice nodes `add_value_noise` needs for a `w` x `h` plane.
+/// Number of lattice nodes `add_value_noise` reads for a `w` x `h` plane.
 fn lattice_len(w: usize, h: usize, cell: f32) -> usize {
     ((w as f32 / cell) as usize + 2) * ((h as f32 / cell) as usize + 2)
 }
 
-/// Adds value noise to `plane` (rows of `w`): `node(k)` is the value of
-/// lattice node `k` (row-major, `lattice_len` nodes, one every `cell`
-/// pixels), smoothstep-interpolated in between.
-#[inline(never)]
+/// Adds value noise to `plane` (rows of `w`): `node(k)` is lattice node `k`
+/// (row-major, one every `cell` pixels), smoothstep-interpolated. Lattice
+/// rows are expanded to full width once, so each image row is one blend.
 fn add_value_noise(plane: &mut [f32], w: usize, cell: f32, node: impl Fn(usize) -> f32) {
-    let inv = 1.0 / cell;
+    let (inv, smooth) = (1.0 / cell, |t: f32| t * t * (3.0 - 2.0 * t));
     let gw = (w as f32 * inv) as usize + 2;
-    let smooth = |t: f32| t * t * (3.0 - 2.0 * t);
-    let weights: Vec<f32> = (0..w).map(|x| smooth((x as f32 * inv).fract())).collect();
-    // Runs of pixels between the same two lattice columns: (column, start, end).
-    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-    for x in 0..w {
-        let i = (x as f32 * inv) as usize;
-        match runs.last_mut() {
-            Some(run) if run.0 == i => run.2 = x + 1,
-            _ => runs.push((i, x, x + 1)),
+    let columns: Vec<(usize, f32)> = (0..w)
+        .map(|x| ((x as f32 * inv) as usize, smooth((x as f32 * inv).fract())))
+        .collect();
+    let expand = |gy: usize, out: &mut [f32]| {
+        for (o, &(i, t)) in out.iter_mut().zip(&columns) {
+            *o = lerp(node(gy * gw + i), node(gy * gw + i + 1), t);
         }
-    }
-    let mut row = vec![0f32; gw];
-    for (y, line) in plane.chunks_exact_mut(w).enumerate() {
-        let f = y as f32 * inv;
-        let (gy, t) = (f as usize, smooth(f.fract()));
-        for (i, r) in row.iter_mut().enumerate() {
-            *r = lerp(node(gy * gw + i), node((gy + 1) * gw + i), t);
-        }
-        for &(i, start, end) in &runs {
-            let (p, d) = (row[i], row[i + 1] - row[i]);
-            for (v, &t) in line[start..end].iter_mut().zip(&weights[start..end]) {
-                *v += p + d * t;
-            }
-        }
-    }
-}
-
-/// Adds three plane waves near the class's texture orientation and period
-/// ("fabric"), using `sin(a + b) = sin a cos b + cos a sin b` so the inner
-/// loop is two multiply-adds per pixel.
-#[inline(never)]
-fn add_waves(rng: &mut impl Rng, style: &Style, tex: &mut [f32], w: usize, amp: f32) {
-    let mut sines = vec![0f32; w];
-    let mut cosines = vec![0f32; w];
-    for _ in 0..3 {
-        let (ky, kx) = sin_cos(style.wave_angle + uniform(rng, -0.4, 0.4));
-        let k = TAU / (style.wave_period * uniform(rng, 0.6, 1.6));
-        let (phase, a) = (uniform(rng, 0.0, TAU), amp * uniform(rng, 0.3, 1.0));
-        for (x, (s, c)) in sines.iter_mut().zip(cosines.iter_mut()).enumerate() {
-            let (sx, cx) = sin_cos(k * kx * x as f32 + phase);
-            (*s, *c) = (sx * a, cx * a);
-        }
-        for (y, line) in tex.chunks_exact_mut(w).enumerate() {
-            let (sy, cy) = sin_cos(k * ky * y as f32);
-            for ((v, &s), &c) in line.iter_mut().zip(&sines).zip(&cosines) {
-                *v += s * cy + c * sy;
-            }
-        }
-    }
-}
-
-/// A colour near the class hue (sometimes any hue), as 0-255 RGB.
-fn colour(rng: &mut impl Rng, style: &Style) -> [f32; 3] {
-    let hue = if unit(rng) < 0.7 {
-        style.hue + uniform(rng, -0.08, 0.08)
-    } else {
-        unit(rng)
     };
-    let (sat, val) = (uniform(rng, 0.2, 0.75), uniform(rng, 0.3, 0.8) * 255.0);
-    let h6 = (hue - hue.floor()) * 6.0;
-    let f = h6 - h6.floor();
-    let (p, q, t) = (
-        val * (1.0 - sat),
-        val * (1.0 - sat * f),
-        val * (1.0 - sat * (1.0 - f)),
-    );
-    match h6 as u32 {
-        0 => [val, t, p],
-        1 => [q, val, p],
-        2 => [p, val, t],
-        3 => [p, q, val],
-        4 => [t, p, val],
-        _ => [val, p, q],
+    let (mut top, mut bottom, mut current) = (vec![0f32; w], vec![0f32; w], None);
+    for (y, line) in plane.chunks_exact_mut(w).enumerate() {
+        let (gy, t) = ((y as f32 * inv) as usize, smooth((y as f32 * inv).fract()));
+        if current != Some(gy) {
+            if current == Some(gy.wrapping_sub(1)) {
+                std::mem::swap(&mut top, &mut bottom);
+            } else {
+                expand(gy, &mut top);
+            }
+            expand(gy + 1, &mut bottom);
+            current = Some(gy);
+        }
+        for ((v, &p), &q) in line.iter_mut().zip(&top).zip(&bottom) {
+            *v += lerp(p, q, t);
+        }
     }
+}
+
+/// A colour near the class hue (sometimes any hue) as 0-255 RGB, from a
+/// cosine hue wheel.
+fn colour(rng: &mut impl Rng, style: &Style) -> [f32; 3] {
+    let other = if unit(rng) < 0.3 { unit(rng) } else { 0.0 };
+    let hue = style.hue + other + uniform(rng, -0.08, 0.08);
+    let (sat, val) = (uniform(rng, 0.2, 0.75), uniform(rng, 0.3, 0.8) * 255.0);
+    let wheel = |c: usize| 0.5 - 0.5 * sin_cos(TAU * (hue + c as f32 / 3.0)).1;
+    std::array::from_fn(|c| val * (1.0 - sat * wheel(c)))
 }
 
 /// `(sin x, cos x)` from a Taylor polynomial (error below 1e-5), so images do
 /// not depend on the platform's libm.
 fn sin_cos(x: f32) -> (f32, f32) {
     fn sin(x: f32) -> f32 {
-        let mut x = x - TAU * (x / TAU).round();
-        if x > FRAC_PI_2 {
-            x = PI - x;
-        } else if x < -FRAC_PI_2 {
-            x = -PI - x;
-        }
+        let x = x - TAU * (x / TAU).round();
+        let x = if x.abs() > FRAC_PI_2 {
+            PI.copysign(x) - x
+        } else {
+            x
+        };
         let x2 = x * x;
         x * (1.0 - x2 / 6.0 * (1.0 - x2 / 20.0 * (1.0 - x2 / 42.0 * (1.0 - x2 / 72.0))))
     }
@@ -658,20 +523,119 @@ fn uniform(rng: &mut impl Rng, lo: f32, hi: f32) -> f32 {
     lo + (hi - lo) * unit(rng)
 }
 
-/// SplitMix64, for the bulk values (lattices, pixel noise) where a ChaCha
-/// draw each would dominate the cost; seeded from the image's ChaCha stream.
+/// SplitMix64 for bulk values (lattices, noise tables, offsets), where a
+/// ChaCha draw each would cost too much; seeded from the image's stream.
 struct Mix(u64);
 
 impl Mix {
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        let z = (self.0 ^ (self.0 >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
 
     fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn render_is_deterministic_across_threads_and_reused_buffers() {
+        let first = render(7, 3, 10).expect("renders");
+        render(7, 4, 10).expect("renders"); // Leaves other data in this thread's canvas.
+        assert_eq!(render(7, 3, 10).expect("renders").bytes, first.bytes);
+        let elsewhere = std::thread::spawn(|| render(7, 3, 10).expect("renders"));
+        assert_eq!(elsewhere.join().expect("thread").bytes, first.bytes);
+        assert_ne!(render(8, 3, 10).expect("renders").bytes, first.bytes);
+    }
+
+    #[test]
+    fn images_decode_with_imagenet_like_sizes() {
+        for index in 0..6 {
+            let image = render(1, index, 4).expect("renders");
+            let (w, h) = (image.width, image.height);
+            assert!((300..=400).contains(&w.min(h)), "{w}x{h}");
+            assert!(w.max(h) <= 500, "{w}x{h}");
+            assert_eq!(image.class, index % 4);
+            assert!(image.file_name.starts_with(&format!("{index:06}.")));
+            let decoded = image::load_from_memory(&image.bytes).expect("decodes");
+            assert_eq!((decoded.width(), decoded.height()), (w, h));
+        }
+    }
+
+    #[test]
+    fn about_one_image_in_fifty_is_a_png() {
+        // Whether image `i` is a PNG is the first draw of its stream.
+        let is_png = |i: u64| seed::below(&mut seed::rng(Domain::Synth, &[5, i]), 50) == 0;
+        let pngs: Vec<u64> = (0..5000).filter(|&i| is_png(i)).collect();
+        assert!((60..140).contains(&pngs.len()), "{} pngs", pngs.len());
+        let image = render(5, pngs[0] as usize, 2).expect("renders");
+        assert!(image.file_name.ends_with(".png") && image.bytes.starts_with(b"\x89PNG"));
+        image::load_from_memory(&image.bytes).expect("decodes");
+    }
+
+    #[test]
+    fn class_dirs_are_zero_padded() {
+        assert_eq!(class_dir_name(0, 1), "class_000");
+        assert_eq!(class_dir_name(999, 1000), "class_999");
+        assert_eq!(class_dir_name(42, 1001), "class_0042");
+    }
+
+    fn options(images: usize, classes: usize) -> SynthOptions {
+        let seed = 9;
+        SynthOptions {
+            images,
+            classes,
+            seed,
+        }
+    }
+
+    #[test]
+    fn writes_an_image_folder_tree() {
+        let dir = std::env::temp_dir().join(format!("tributary-synth-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let calls = AtomicUsize::new(0);
+        let count = |_: u64| {
+            calls.fetch_add(1, Ordering::Relaxed);
+        };
+        let summary = write_image_folder(&dir, &options(7, 3), &count).expect("writes");
+        assert_eq!((summary.images, calls.into_inner()), (7, 7));
+        assert_eq!(std::fs::read_dir(&dir).expect("dir").count(), 3);
+        let mut on_disk = 0;
+        for index in 0..7 {
+            let stem = dir
+                .join(class_dir_name(index % 3, 3))
+                .join(format!("{index:06}"));
+            let file = ["jpg", "png"]
+                .map(|e| stem.with_extension(e))
+                .into_iter()
+                .find(|p| p.exists());
+            on_disk += std::fs::metadata(file.expect("written"))
+                .expect("metadata")
+                .len();
+        }
+        assert_eq!(on_disk, summary.bytes);
+        assert!((300.0..=500.0).contains(&summary.mean_width));
+        std::fs::remove_dir_all(&dir).expect("cleans up");
+    }
+
+    #[test]
+    fn rejects_invalid_options() {
+        let dir = std::env::temp_dir().join("tributary-synth-never-created");
+        for (images, classes) in [(0, 1), (5, 0), (3, 4)] {
+            let err = write_image_folder(&dir, &options(images, classes), &|_| {});
+            assert!(matches!(err, Err(SynthError::InvalidOptions(_))));
+        }
+        assert!(!dir.exists());
+        assert!(matches!(
+            render(0, 0, 0),
+            Err(SynthError::InvalidOptions(_))
+        ));
     }
 }
