@@ -2,7 +2,10 @@
 //!
 //! Items enter in a deterministic order (span order); once the buffer holds
 //! `capacity` items, each new item makes it emit one resident chosen by its
-//! ChaCha stream. The emission order is therefore a pure function of the
+//! ChaCha stream. So that the first batch does not wait for a full buffer,
+//! emission starts once `initial` items are in, and until the buffer is full
+//! it emits on every second item only, so the buffer keeps growing (the
+//! scheme of WebDataset's `shuffle(bufsize, initial)`). The emission order is therefore a pure function of the
 //! input order and the seed `(seed, epoch, generation, rank)`: given a rank's
 //! span set and how many samples it emitted, anyone can recompute which ones.
 
@@ -14,8 +17,13 @@ use tributary_common::seed::{self, Domain};
 pub struct ShuffleBuffer<T> {
     items: Vec<T>,
     capacity: usize,
+    initial: usize,
+    pushed: u64,
     rng: ChaCha8Rng,
 }
+
+/// Items held before the first emission, unless the capacity is smaller.
+pub const DEFAULT_INITIAL: usize = 128;
 
 impl<T> ShuffleBuffer<T> {
     /// A buffer of `capacity` items seeded by `(seed, epoch, generation, rank)`.
@@ -23,8 +31,16 @@ impl<T> ShuffleBuffer<T> {
         Self {
             items: Vec::with_capacity(capacity + 1),
             capacity,
+            initial: DEFAULT_INITIAL.min(capacity),
+            pushed: 0,
             rng: seed::rng(Domain::ShuffleBuffer, &[seed, epoch, generation, rank]),
         }
+    }
+
+    /// Sets how many items are held before the first emission.
+    pub fn initial(mut self, initial: usize) -> Self {
+        self.initial = initial.clamp(1, self.capacity.max(1));
+        self
     }
 
     /// Items currently held.
@@ -43,7 +59,10 @@ impl<T> ShuffleBuffer<T> {
             return Some(item);
         }
         self.items.push(item);
-        (self.items.len() > self.capacity).then(|| self.take())
+        self.pushed += 1;
+        let full = self.items.len() > self.capacity;
+        let growing = self.items.len() >= self.initial && self.pushed % 2 == 0;
+        (full || growing).then(|| self.take())
     }
 
     fn take(&mut self) -> T {
@@ -77,14 +96,18 @@ mod tests {
         let mut sorted = a.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, (0..200).collect::<Vec<_>>());
-        // Bounded: nothing is emitted before the buffer fills, and an item
-        // never leaves before its predecessors entered.
-        let mut buffer = ShuffleBuffer::new(16, 1, 0, 0, 0);
-        for i in 0..16 {
-            assert!(buffer.push(i).is_none());
-        }
-        assert!(buffer.push(16).is_some());
+        // Bounded, and growing: nothing leaves before `initial` items are
+        // in; then every second push emits until the buffer is full; then
+        // every push emits and the buffer stays at capacity.
+        let mut buffer = ShuffleBuffer::new(16, 1, 0, 0, 0).initial(4);
+        let emitted: Vec<bool> = (0..40).map(|i| buffer.push(i).is_some()).collect();
+        assert!(emitted[..3].iter().all(|e| !e));
+        assert!(
+            emitted[3],
+            "the 4th push reaches `initial` on an even count"
+        );
         assert_eq!(buffer.len(), 16);
+        assert!(emitted[30..].iter().all(|&e| e), "full: every push emits");
         assert_eq!(run(0, 1, 5), vec![0, 1, 2, 3, 4]);
     }
 }
