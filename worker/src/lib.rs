@@ -9,7 +9,9 @@
 //! ## Layout
 //!
 //! - [`store`]: URLs to object stores (local, `file://`, `s3://`, `gs://`,
-//!   `az://`, `memory://`), retries, and a request-counting wrapper.
+//!   `az://`, `memory://`) and retries.
+//! - [`intercept`]: a store wrapper with hooks: request counting for tests
+//!   that assert I/O, fault injection for tests that break uploads.
 //! - [`dataset`]: a dataset's location plus its parsed manifest.
 //! - [`fetch`]: range reads of whole chunks, many in flight under a byte
 //!   budget, verified and parsed, in span order.
@@ -46,6 +48,7 @@ pub mod error;
 pub mod fetch;
 pub mod index;
 pub mod inspect;
+pub mod intercept;
 pub mod loader;
 pub mod metrics;
 pub mod pack;

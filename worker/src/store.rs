@@ -1,5 +1,4 @@
-//! Opening object stores from URLs, retrying transient failures, and counting
-//! requests.
+//! Opening object stores from URLs and retrying transient failures.
 //!
 //! URLs: a local path (`data/ds`), `file:///abs/path`, `memory:///name`,
 //! `s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix`. Store
@@ -9,17 +8,12 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::{GetOptions, ObjectMeta, ObjectStore, PutOptions, PutPayload};
 use url::Url;
 
 use crate::error::{Result, WorkerError};
@@ -242,127 +236,4 @@ where
         }
     }
     unreachable!("the retry loop returns")
-}
-
-/// Request and byte counters of a [`CountingStore`].
-#[derive(Debug, Default)]
-pub struct IoCounters {
-    pub gets: AtomicU64,
-    pub get_bytes: AtomicU64,
-    pub puts: AtomicU64,
-    pub put_bytes: AtomicU64,
-}
-
-impl IoCounters {
-    /// `(gets, bytes read)` so far.
-    pub fn reads(&self) -> (u64, u64) {
-        (
-            self.gets.load(Ordering::Relaxed),
-            self.get_bytes.load(Ordering::Relaxed),
-        )
-    }
-}
-
-/// Wraps a store and counts its GET and PUT requests and bytes, so tests can
-/// assert on the I/O a read causes.
-#[derive(Debug)]
-pub struct CountingStore {
-    inner: Arc<dyn ObjectStore>,
-    pub counters: Arc<IoCounters>,
-}
-
-impl CountingStore {
-    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self {
-            inner,
-            counters: Arc::default(),
-        }
-    }
-}
-
-impl fmt::Display for CountingStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Counting({})", self.inner)
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for CountingStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.counters.puts.fetch_add(1, Ordering::Relaxed);
-        let len = payload.content_length() as u64;
-        self.counters.put_bytes.fetch_add(len, Ordering::Relaxed);
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        let result = self.inner.get_opts(location, options).await?;
-        self.counters.gets.fetch_add(1, Ordering::Relaxed);
-        let len = result.range.end - result.range.start;
-        self.counters.get_bytes.fetch_add(len, Ordering::Relaxed);
-        Ok(result)
-    }
-
-    async fn get_ranges(
-        &self,
-        location: &Path,
-        ranges: &[Range<u64>],
-    ) -> object_store::Result<Vec<Bytes>> {
-        let out = self.inner.get_ranges(location, ranges).await?;
-        self.counters
-            .gets
-            .fetch_add(ranges.len() as u64, Ordering::Relaxed);
-        let bytes: u64 = out.iter().map(|b| b.len() as u64).sum();
-        self.counters.get_bytes.fetch_add(bytes, Ordering::Relaxed);
-        Ok(out)
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
 }

@@ -10,9 +10,9 @@ use tributary_common::manifest::Compression;
 use tributary_common::span::{Span, SpanSet};
 use tributary_worker::augment::{AugmentConfig, Layout};
 use tributary_worker::fetch::FetchConfig;
+use tributary_worker::intercept::CountingStore;
 use tributary_worker::pack::{pack, PackOptions};
 use tributary_worker::progress::NoProgress;
-use tributary_worker::store::CountingStore;
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
 
 /// A small ImageFolder tree: `classes` classes of `per_class` JPEG images
@@ -173,14 +173,14 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
     for compression in [Compression::NONE, Compression::ZSTD] {
         let dir = tempfile::tempdir().expect("tempdir");
         let dataset = packed(dir.path(), compression, 64).await;
-        let counting = Arc::new(CountingStore::new(Arc::new(LocalFileSystem::new())));
+        let counting = Arc::new(CountingStore::counting(Arc::new(LocalFileSystem::new())));
         let location = Location::from_store(
             counting.clone(),
             dataset.location.prefix.as_ref(),
             "counted",
         );
         let dataset = Dataset::from_location(location).await.expect("open");
-        let (gets_before, bytes_before) = counting.counters.reads();
+        let (gets_before, bytes_before) = counting.hooks.reads();
         let meta = dataset.manifest.shards[0].clone();
         let span = Span::new(0, 37, 45);
         let loader = Loader::builder(dataset)
@@ -199,7 +199,7 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
         let mut ids: Vec<u64> = batches.iter().flat_map(|b| b.ids.clone()).collect();
         ids.sort_unstable();
         assert_eq!(ids, (37..45).collect::<Vec<_>>());
-        let (gets, bytes) = counting.counters.reads();
+        let (gets, bytes) = counting.hooks.reads();
         let range = tributary_common::shard::chunk_range(&meta, 37..45);
         assert_eq!(gets - gets_before, 1, "{compression}: one range GET");
         assert_eq!(

@@ -2,111 +2,47 @@
 //! retried, and a run that fails for good leaves no manifest behind.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use futures::stream::BoxStream;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::ObjectStoreExt;
+use tributary_worker::intercept::{Intercept, InterceptStore};
 use tributary_worker::pack::{pack, PackOptions};
 use tributary_worker::progress::NoProgress;
 use tributary_worker::{Dataset, Location};
 
 /// Fails the first `n` PUTs of each object whose name contains a pattern.
-#[derive(Debug)]
-struct FlakyStore {
-    inner: InMemory,
-    failures: Mutex<HashMap<String, u32>>,
+#[derive(Debug, Default)]
+struct Flaky {
     rules: Vec<(&'static str, u32)>,
+    failures: Mutex<HashMap<String, u32>>,
 }
 
-impl fmt::Display for FlakyStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("FlakyStore")
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for FlakyStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
+impl Intercept for Flaky {
+    fn before_put(&self, location: &Path, _bytes: u64) -> object_store::Result<()> {
         let name = location.to_string();
-        if let Some((_, limit)) = self
+        let Some((_, limit)) = self
             .rules
             .iter()
             .find(|(pattern, _)| name.contains(pattern))
-        {
-            let mut failures = self.failures.lock().expect("lock");
-            let count = failures.entry(name.clone()).or_default();
-            if *count < *limit {
-                *count += 1;
-                return Err(object_store::Error::Generic {
-                    store: "flaky",
-                    source: format!("injected failure {count} for {name}").into(),
-                });
-            }
+        else {
+            return Ok(());
+        };
+        let mut failures = self.failures.lock().expect("lock");
+        let count = failures.entry(name.clone()).or_default();
+        if *count == *limit {
+            return Ok(());
         }
-        self.inner.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    async fn get_ranges(
-        &self,
-        location: &Path,
-        ranges: &[Range<u64>],
-    ) -> object_store::Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
+        *count += 1;
+        Err(object_store::Error::Generic {
+            store: "flaky",
+            source: format!("injected failure {count} for {name}").into(),
+        })
     }
 }
+
+type FlakyStore = InterceptStore<Flaky>;
 
 fn image_folder(dir: &std::path::Path) {
     for class in ["a", "b"] {
@@ -122,11 +58,13 @@ fn image_folder(dir: &std::path::Path) {
 }
 
 fn flaky(rules: Vec<(&'static str, u32)>) -> (Arc<FlakyStore>, Location) {
-    let store = Arc::new(FlakyStore {
-        inner: InMemory::new(),
-        failures: Mutex::default(),
-        rules,
-    });
+    let store = Arc::new(FlakyStore::new(
+        Arc::new(InMemory::new()),
+        Flaky {
+            rules,
+            ..Flaky::default()
+        },
+    ));
     let location = Location::from_store(store.clone(), "ds", "memory:///ds");
     (store, location)
 }
@@ -145,7 +83,7 @@ async fn transient_upload_failures_are_retried() {
         .await
         .expect("pack survives");
     assert_eq!((summary.shards, summary.samples), (3, 10));
-    let failures = store.failures.lock().expect("lock").clone();
+    let failures = store.hooks.failures.lock().expect("lock").clone();
     assert_eq!(failures.len(), 4, "{failures:?}");
     assert!(failures.values().all(|&n| n == 2));
     let dataset = Dataset::from_location(location)
@@ -168,7 +106,7 @@ async fn a_failed_pack_leaves_no_manifest() {
         .expect_err("must fail");
     assert!(error.to_string().contains("shard-000001.tar"), "{error}");
     assert!(error.to_string().contains("injected failure"), "{error}");
-    let manifest = store.inner.head(&Path::from("ds/manifest.json")).await;
+    let manifest = store.head(&Path::from("ds/manifest.json")).await;
     assert!(
         matches!(manifest, Err(object_store::Error::NotFound { .. })),
         "{manifest:?}"
