@@ -222,8 +222,10 @@ async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<ExitCode> {
     let m = &dataset.manifest;
     println!("dataset      {url}");
     println!(
-        "format       {} v{}, compression {:?}",
-        m.format, m.version, m.compression
+        "format       {} v{}, compression {}",
+        m.format,
+        m.version,
+        m.compression.as_str()
     );
     println!("fields       {}", m.fields.join(", "));
     println!("classes      {}", m.classes.len());

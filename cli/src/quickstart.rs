@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tributary_common::invariants;
-use tributary_common::plan::{epoch_spans, Remainder};
+use tributary_common::plan::epoch_spans;
 use tributary_worker::pack::PackOptions;
 use tributary_worker::progress::NoProgress;
 use tributary_worker::{synth, Dataset, Loader, LoaderConfig, Location, StoreOptions};
@@ -151,7 +151,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     invariants::check_exactly_once(expected.iter().copied(), delivered.iter().copied())
         .context("exactly-once check failed")?;
     anyhow::ensure!(equal, "ranks received unequal sample counts: {per_rank:?}");
-    let _ = Remainder::Drop;
     println!(
         "exactly once   ok: {} of {} samples delivered once across {} ranks ({} each), {} dropped by drop-last",
         delivered.len(),

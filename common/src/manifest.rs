@@ -40,6 +40,14 @@ pub enum CompressionKind {
 }
 
 impl CompressionKind {
+    /// The manifest's name for this kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Zstd => "zstd",
+        }
+    }
+
     /// File-name suffix of shards of this kind.
     pub fn suffix(self) -> &'static str {
         match self {

@@ -154,7 +154,6 @@ fn with_range(error: WorkerError, read: &Read) -> WorkerError {
             ),
             error,
         },
-        WorkerError::NotFound { url, hint } => WorkerError::NotFound { url, hint },
         other => other,
     }
 }

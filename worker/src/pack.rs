@@ -281,13 +281,9 @@ pub async fn pack(
         .map_err(|()| WorkerError::Stopped("shard building stopped early".into()))?;
     uploaded.sort_by_key(|(index, _)| *index);
     let shards: Vec<ShardMeta> = uploaded.into_iter().map(|(_, meta)| meta).collect();
-    let mut fields = vec!["cls".to_owned(), "jpg".to_owned()];
-    if images.iter().any(|i| i.ext == "png") {
-        fields.push("png".into());
-    }
-    if !images.iter().any(|i| i.ext == "jpg") {
-        fields.retain(|f| f != "jpg");
-    }
+    let fields: std::collections::BTreeSet<&str> =
+        images.iter().map(|i| i.ext).chain(["cls"]).collect();
+    let fields = fields.into_iter().map(str::to_owned).collect();
     let manifest = Manifest::new(options.compression.kind, fields, folder.classes, shards)
         .map_err(|error| WorkerError::Manifest {
             url: dest.url_of(MANIFEST_NAME),
