@@ -92,7 +92,6 @@ pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, max_read_bytes: u64) -> Ve
 #[derive(Debug)]
 pub struct Fetched {
     pub samples: Vec<Sample>,
-    pub bytes: u64,
     _budget: OwnedSemaphorePermit,
 }
 
@@ -137,7 +136,6 @@ pub fn fetch(
                 metrics.record_parse(started.elapsed());
                 Ok(Fetched {
                     samples,
-                    bytes: len,
                     _budget: permit,
                 })
             }
