@@ -15,6 +15,7 @@
 //! - [`manifest`]: the versioned JSON manifest beside the shards.
 //! - [`span`]: spans and span sets, the unit of every assignment.
 //! - [`plan`]: seeded shard order per epoch and the equal split of a cut.
+//! - [`proto`]: the coordinator protocol (tonic), generated from `proto/`.
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
 //! - [`invariants`]: "nothing lost, nothing twice" and "equal parts", written once.
 //! - [`error`]: format and manifest errors that name shard, chunk and offset.
@@ -52,6 +53,7 @@ pub mod error;
 pub mod invariants;
 pub mod manifest;
 pub mod plan;
+pub mod proto;
 pub mod sample;
 pub mod seed;
 pub mod shard;
