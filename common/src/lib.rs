@@ -15,6 +15,7 @@
 //! - [`manifest`]: the versioned JSON manifest beside the shards.
 //! - [`span`]: spans and span sets, the unit of every assignment.
 //! - [`plan`]: seeded shard order per epoch and the equal split of a cut.
+//! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
 //! - [`invariants`]: "nothing lost, nothing twice" and "equal parts", written once.
 //! - [`error`]: format and manifest errors that name shard, chunk and offset.
@@ -49,6 +50,7 @@
 //! ```
 
 pub mod error;
+pub mod ids;
 pub mod invariants;
 pub mod manifest;
 pub mod plan;
@@ -59,3 +61,4 @@ pub mod span;
 pub mod tar;
 
 pub use error::{FormatError, ManifestError};
+pub use ids::{Epoch, Generation, JobId, MemberId};
