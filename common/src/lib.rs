@@ -15,6 +15,8 @@
 //! - [`manifest`]: the versioned JSON manifest beside the shards.
 //! - [`span`]: spans and span sets, the unit of every assignment.
 //! - [`plan`]: seeded shard order per epoch and the equal split of a cut.
+//! - [`shuffle`]: the seeded, bounded shuffle buffer every rank runs; here so
+//!   the planner can replay it.
 //! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
 //! - [`invariants`]: "nothing lost, nothing twice" and "equal parts", written once.
@@ -57,6 +59,7 @@ pub mod plan;
 pub mod sample;
 pub mod seed;
 pub mod shard;
+pub mod shuffle;
 pub mod span;
 pub mod tar;
 

@@ -7,10 +7,45 @@
 //! it emits on every second item only, so the buffer keeps growing (the
 //! scheme of WebDataset's `shuffle(bufsize, initial)`). The emission order is therefore a pure function of the
 //! input order and the seed `(seed, epoch, generation, rank)`: given a rank's
-//! span set and how many samples it emitted, anyone can recompute which ones.
+//! span set and how many samples it emitted, anyone can recompute which ones
+//! (`generation::emitted` does, in the coordinator, for ranks that died).
+//!
+//! It lives in `common` rather than in the worker so that the buffer that
+//! shuffles samples and the replay that recomputes its output are the same
+//! code and cannot drift apart.
 
 use rand_chacha::ChaCha8Rng;
-use tributary_common::seed::{self, Domain};
+use serde::{Deserialize, Serialize};
+
+use crate::seed::{self, Domain};
+
+/// The shape of a rank's shuffle buffer: part of a job's configuration,
+/// needed by anyone who recomputes what a rank emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleSpec {
+    /// Items held at most (0 or 1: no shuffling).
+    pub capacity: usize,
+    /// Items held before the first emission.
+    pub initial: usize,
+}
+
+impl ShuffleSpec {
+    /// A buffer of `capacity` items that starts emitting at
+    /// [`DEFAULT_INITIAL`] items (or when full, if smaller).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            initial: DEFAULT_INITIAL.min(capacity),
+        }
+    }
+
+    /// Sets how many items are held before the first emission (clamped to
+    /// `1..=capacity`, as [`ShuffleBuffer::initial`] does).
+    pub fn with_initial(mut self, initial: usize) -> Self {
+        self.initial = initial.clamp(1, self.capacity.max(1));
+        self
+    }
+}
 
 /// The shuffle buffer. A capacity of 0 or 1 passes items straight through.
 #[derive(Debug)]
@@ -37,6 +72,15 @@ impl<T> ShuffleBuffer<T> {
         }
     }
 
+    /// A buffer shaped by `spec` (its fields used as they are) seeded by
+    /// `(seed, epoch, generation, rank)`.
+    pub fn with_spec(spec: ShuffleSpec, seed: u64, epoch: u64, generation: u64, rank: u64) -> Self {
+        Self {
+            initial: spec.initial,
+            ..Self::new(spec.capacity, seed, epoch, generation, rank)
+        }
+    }
+
     /// Sets how many items are held before the first emission.
     pub fn initial(mut self, initial: usize) -> Self {
         self.initial = initial.clamp(1, self.capacity.max(1));
@@ -50,6 +94,11 @@ impl<T> ShuffleBuffer<T> {
 
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
+    }
+
+    /// The items currently held, in no meaningful order.
+    pub fn residents(&self) -> &[T] {
+        &self.items
     }
 
     /// Adds `item`; when the buffer is over capacity, returns a uniformly
@@ -109,5 +158,36 @@ mod tests {
         assert_eq!(buffer.len(), 16);
         assert!(emitted[30..].iter().all(|&e| e), "full: every push emits");
         assert_eq!(run(0, 1, 5), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_spec_builds_the_same_buffer_as_new_and_initial() {
+        let stream = |mut buffer: ShuffleBuffer<u32>| {
+            let mut out: Vec<u32> = (0..300).filter_map(|i| buffer.push(i)).collect();
+            out.extend(buffer.drain());
+            out
+        };
+        for capacity in [0, 1, 2, 50, 200] {
+            assert_eq!(
+                stream(ShuffleBuffer::with_spec(
+                    ShuffleSpec::new(capacity),
+                    3,
+                    1,
+                    2,
+                    5
+                )),
+                stream(ShuffleBuffer::new(capacity, 3, 1, 2, 5))
+            );
+            assert_eq!(
+                stream(ShuffleBuffer::with_spec(
+                    ShuffleSpec::new(capacity).with_initial(7),
+                    3,
+                    1,
+                    2,
+                    5
+                )),
+                stream(ShuffleBuffer::new(capacity, 3, 1, 2, 5).initial(7))
+            );
+        }
     }
 }
