@@ -14,7 +14,8 @@
 //!   run of their chunks; indexing foreign WebDataset tars.
 //! - [`manifest`]: the versioned JSON manifest beside the shards.
 //! - [`span`]: spans and span sets, the unit of every assignment.
-//! - [`plan`]: seeded shard order per epoch and the equal split of a cut.
+//! - [`plan`]: seeded shard order per epoch, the equal split of a cut and
+//!   its dropped remainder.
 //! - [`shuffle`]: the seeded, bounded shuffle buffer every rank runs; here so
 //!   the planner can replay it.
 //! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
