@@ -1,6 +1,8 @@
-//! Errors of the shard format and manifest. Every message names the shard,
-//! chunk and byte offset (or the manifest field) it is about.
+//! Errors of the shard format, the manifest and the planner. Every message
+//! names what it is about: the shard, chunk and byte offset, the manifest
+//! field, the generation, or the unit and member.
 
+use crate::ids::Generation;
 use crate::tar::TarError;
 
 /// A shard whose bytes disagree with the format or with its manifest entry.
@@ -62,4 +64,26 @@ pub enum ManifestError {
     Version { found: u32, supported: u32 },
     #[error("field `{field}`: {reason}")]
     Invalid { field: String, reason: String },
+}
+
+/// A generation history the planner cannot replay.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("generation {generation} is not in the history")]
+    UnknownGeneration { generation: Generation },
+    #[error(
+        "generation history out of order: generation {generation} follows generation {previous}"
+    )]
+    OutOfOrder {
+        generation: Generation,
+        previous: Generation,
+    },
+    #[error("generation {generation} has no members")]
+    EmptyWorld { generation: Generation },
+    #[error("generation {generation} resumes from generation {from}, {reason}")]
+    BadResume {
+        generation: Generation,
+        from: Generation,
+        reason: String,
+    },
 }

@@ -18,10 +18,14 @@
 //!   its dropped remainder.
 //! - [`shuffle`]: the seeded, bounded shuffle buffer every rank runs; here so
 //!   the planner can replay it.
+//! - [`generation`]: synchronous elasticity: which samples a rank emitted,
+//!   what is left of a cut after a commit, every generation's cut replayed
+//!   from its small stored record.
 //! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
 //! - [`invariants`]: "nothing lost, nothing twice" and "equal parts", written once.
-//! - [`error`]: format and manifest errors that name shard, chunk and offset.
+//! - [`error`]: format and manifest errors that name shard, chunk and offset;
+//!   planner and lease-pool errors that name the generation, unit and member.
 //!
 //! ## Example
 //!
@@ -53,6 +57,7 @@
 //! ```
 
 pub mod error;
+pub mod generation;
 pub mod ids;
 pub mod invariants;
 pub mod manifest;
@@ -64,5 +69,5 @@ pub mod shuffle;
 pub mod span;
 pub mod tar;
 
-pub use error::{FormatError, ManifestError};
+pub use error::{FormatError, ManifestError, PlanError};
 pub use ids::{Epoch, Generation, JobId, MemberId};
