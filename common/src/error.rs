@@ -2,7 +2,7 @@
 //! names what it is about: the shard, chunk and byte offset, the manifest
 //! field, the generation, or the unit and member.
 
-use crate::ids::Generation;
+use crate::ids::{Generation, MemberId};
 use crate::tar::TarError;
 
 /// A shard whose bytes disagree with the format or with its manifest entry.
@@ -86,4 +86,22 @@ pub enum PlanError {
         from: Generation,
         reason: String,
     },
+}
+
+/// A lease-pool operation that contradicts the pool's state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    #[error("unit {unit} is not in this epoch's pool")]
+    UnknownUnit { unit: u32 },
+    #[error(
+        "unit {unit} is not leased to member {member} (holder: {})",
+        holder.as_ref().map_or("none", MemberId::as_str)
+    )]
+    NotLeasedTo {
+        unit: u32,
+        member: MemberId,
+        holder: Option<MemberId>,
+    },
+    #[error("unit {unit} was already acknowledged by member {by}")]
+    AlreadyAcked { unit: u32, by: MemberId },
 }

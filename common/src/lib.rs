@@ -21,6 +21,8 @@
 //! - [`generation`]: synchronous elasticity: which samples a rank emitted,
 //!   what is left of a cut after a commit, every generation's cut replayed
 //!   from its small stored record.
+//! - [`lease`]: dynamic elasticity: the epoch cut into units and the pool
+//!   that leases them and records acknowledgements exactly once.
 //! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
 //! - [`invariants`]: "nothing lost, nothing twice" and "equal parts", written once.
@@ -60,6 +62,7 @@ pub mod error;
 pub mod generation;
 pub mod ids;
 pub mod invariants;
+pub mod lease;
 pub mod manifest;
 pub mod plan;
 pub mod sample;
@@ -69,5 +72,5 @@ pub mod shuffle;
 pub mod span;
 pub mod tar;
 
-pub use error::{FormatError, ManifestError, PlanError};
+pub use error::{FormatError, ManifestError, PlanError, PoolError};
 pub use ids::{Epoch, Generation, JobId, MemberId};
