@@ -25,7 +25,8 @@
 //!   that leases them and records acknowledgements exactly once.
 //! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
-//! - [`invariants`]: "nothing lost, nothing twice" and "equal parts", written once.
+//! - [`invariants`]: "nothing lost, nothing twice", "equal parts" and an
+//!   epoch's commits, written once.
 //! - [`error`]: format and manifest errors that name shard, chunk and offset;
 //!   planner and lease-pool errors that name the generation, unit and member.
 //!
