@@ -1,6 +1,8 @@
-//! Errors of the shard format and manifest. Every message names the shard,
-//! chunk and byte offset (or the manifest field) it is about.
+//! Errors of the shard format, the manifest and the planner. Every message
+//! names what it is about: the shard, chunk and byte offset, the manifest
+//! field, the generation, or the unit and member.
 
+use crate::ids::{Generation, MemberId};
 use crate::tar::TarError;
 
 /// A shard whose bytes disagree with the format or with its manifest entry.
@@ -62,4 +64,44 @@ pub enum ManifestError {
     Version { found: u32, supported: u32 },
     #[error("field `{field}`: {reason}")]
     Invalid { field: String, reason: String },
+}
+
+/// A generation history the planner cannot replay.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("generation {generation} is not in the history")]
+    UnknownGeneration { generation: Generation },
+    #[error(
+        "generation history out of order: generation {generation} follows generation {previous}"
+    )]
+    OutOfOrder {
+        generation: Generation,
+        previous: Generation,
+    },
+    #[error("generation {generation} has no members")]
+    EmptyWorld { generation: Generation },
+    #[error("generation {generation} resumes from generation {from}, {reason}")]
+    BadResume {
+        generation: Generation,
+        from: Generation,
+        reason: String,
+    },
+}
+
+/// A lease-pool operation that contradicts the pool's state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    #[error("unit {unit} is not in this epoch's pool")]
+    UnknownUnit { unit: u32 },
+    #[error(
+        "unit {unit} is not leased to member {member} (holder: {})",
+        holder.as_ref().map_or("none", MemberId::as_str)
+    )]
+    NotLeasedTo {
+        unit: u32,
+        member: MemberId,
+        holder: Option<MemberId>,
+    },
+    #[error("unit {unit} was already acknowledged by member {by}")]
+    AlreadyAcked { unit: u32, by: MemberId },
 }

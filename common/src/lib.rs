@@ -14,11 +14,22 @@
 //!   run of their chunks; indexing foreign WebDataset tars.
 //! - [`manifest`]: the versioned JSON manifest beside the shards.
 //! - [`span`]: spans and span sets, the unit of every assignment.
-//! - [`plan`]: seeded shard order per epoch and the equal split of a cut.
+//! - [`plan`]: seeded shard order per epoch, the equal split of a cut and
+//!   its dropped remainder.
 //! - [`proto`]: the coordinator protocol (tonic), generated from `proto/`.
+//! - [`shuffle`]: the seeded, bounded shuffle buffer every rank runs; here so
+//!   the planner can replay it.
+//! - [`generation`]: synchronous elasticity: which samples a rank emitted,
+//!   what is left of a cut after a commit, every generation's cut replayed
+//!   from its small stored record.
+//! - [`lease`]: dynamic elasticity: the epoch cut into units and the pool
+//!   that leases them and records acknowledgements exactly once.
+//! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
-//! - [`invariants`]: "nothing lost, nothing twice" and "equal parts", written once.
-//! - [`error`]: format and manifest errors that name shard, chunk and offset.
+//! - [`invariants`]: "nothing lost, nothing twice", "equal parts" and an
+//!   epoch's commits, written once.
+//! - [`error`]: format and manifest errors that name shard, chunk and offset;
+//!   planner and lease-pool errors that name the generation, unit and member.
 //!
 //! ## Example
 //!
@@ -50,14 +61,19 @@
 //! ```
 
 pub mod error;
+pub mod generation;
+pub mod ids;
 pub mod invariants;
+pub mod lease;
 pub mod manifest;
 pub mod plan;
 pub mod proto;
 pub mod sample;
 pub mod seed;
 pub mod shard;
+pub mod shuffle;
 pub mod span;
 pub mod tar;
 
-pub use error::{FormatError, ManifestError};
+pub use error::{FormatError, ManifestError, PlanError, PoolError};
+pub use ids::{Epoch, Generation, JobId, MemberId};

@@ -70,6 +70,21 @@ pub fn split_equal(cut: &SpanSet, parts: usize, remainder: Remainder) -> Vec<Spa
     out
 }
 
+/// The samples of `cut` that no part of `split_equal(cut, parts, remainder)`
+/// holds: with [`Remainder::Drop`] the last `len % parts` samples (fewer than
+/// `parts`), with [`Remainder::Pad`] none. This is the documented remainder
+/// of an epoch when `cut` is the cut of its final generation.
+pub fn dropped(cut: &SpanSet, parts: usize, remainder: Remainder) -> SpanSet {
+    assert!(parts > 0, "cannot split a cut over zero parts");
+    match remainder {
+        Remainder::Drop => {
+            let total = cut.len();
+            cut.split_at(total - total % parts as u64).1
+        }
+        Remainder::Pad => SpanSet::default(),
+    }
+}
+
 /// Moves up to `need` samples from `source` (resuming `current`) into `part`;
 /// returns how many are still needed.
 fn take(
@@ -140,6 +155,15 @@ mod tests {
             prop_assert_eq!(split.len(), parts);
             invariants::check_split(&cut, &split, remainder).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(&split, &split_equal(&cut, parts, remainder));
+            // Under Drop, the parts and the dropped tail are the cut.
+            let tail = dropped(&cut, parts, remainder);
+            prop_assert!(tail.len() < parts as u64);
+            if remainder == Remainder::Drop {
+                let joined: Vec<_> = split.iter().chain([&tail]).flat_map(|p| p.samples()).collect();
+                prop_assert_eq!(joined, cut.samples().collect::<Vec<_>>());
+            } else {
+                prop_assert!(tail.is_empty());
+            }
         }
     }
 }

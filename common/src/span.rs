@@ -92,6 +92,50 @@ impl SpanSet {
         (head, tail)
     }
 
+    /// The samples of `self` that are not in `other`, in `self`'s order.
+    ///
+    /// `other` may list its samples in any order and more than once. Cost is
+    /// `O((s + o) log o)` for `s` spans in `self` and `o` in `other`: `other`
+    /// is sorted and merged into disjoint intervals per shard, and each span
+    /// of `self` looks up the intervals it meets.
+    pub fn subtract(&self, other: &SpanSet) -> SpanSet {
+        let mut holes: Vec<Span> = other.spans.clone();
+        holes.sort_unstable_by_key(|h| (h.shard, h.start));
+        let mut merged: Vec<Span> = Vec::with_capacity(holes.len());
+        for hole in holes {
+            match merged.last_mut() {
+                Some(last) if last.shard == hole.shard && hole.start <= last.end => {
+                    last.end = last.end.max(hole.end);
+                }
+                _ => merged.push(hole),
+            }
+        }
+        // Within a shard the merged intervals are disjoint and sorted, so
+        // their ends are sorted too: the first interval that can meet `span`
+        // is found by binary search on `(shard, end)`.
+        let mut out = SpanSet::default();
+        for &span in &self.spans {
+            let mut i = merged.partition_point(|h| (h.shard, h.end) <= (span.shard, span.start));
+            let mut start = span.start;
+            while start < span.end {
+                match merged.get(i) {
+                    Some(hole) if hole.shard == span.shard && hole.start < span.end => {
+                        if hole.start > start {
+                            out.push(Span::new(span.shard, start, hole.start));
+                        }
+                        start = start.max(hole.end);
+                        i += 1;
+                    }
+                    _ => {
+                        out.push(Span::new(span.shard, start, span.end));
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// `(shard, index)` of every sample, in order. Per-sample: for tests,
     /// invariant checks and small sets only.
     pub fn samples(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
@@ -104,6 +148,8 @@ impl SpanSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
 
     #[test]
     fn push_merges_and_split_at_cuts_inside_spans() {
@@ -120,5 +166,29 @@ mod tests {
         let (all, none) = set.split_at(100);
         assert_eq!(all, set);
         assert!(none.is_empty());
+    }
+
+    fn arb_set(shards: u32) -> impl Strategy<Value = SpanSet> {
+        proptest::collection::vec((0..shards, 0u32..30, 0u32..12), 0..12).prop_map(|v| {
+            SpanSet::new(
+                v.into_iter()
+                    .map(|(shard, start, len)| Span::new(shard, start, start + len)),
+            )
+        })
+    }
+
+    proptest! {
+        /// `subtract` agrees with a per-sample model: keep, in order, every
+        /// sample of `a` that `b` does not hold.
+        #[test]
+        fn subtract_matches_a_per_sample_model(a in arb_set(4), b in arb_set(4)) {
+            let holes: HashSet<(u32, u32)> = b.samples().collect();
+            let expected: Vec<(u32, u32)> = a.samples().filter(|s| !holes.contains(s)).collect();
+            let result = a.subtract(&b);
+            prop_assert_eq!(result.samples().collect::<Vec<_>>(), expected);
+            prop_assert!(result.spans().iter().all(|s| !s.is_empty()));
+            prop_assert_eq!(a.subtract(&SpanSet::default()), a.clone());
+            prop_assert!(a.subtract(&a).is_empty());
+        }
     }
 }
