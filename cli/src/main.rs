@@ -12,6 +12,7 @@
 //! - `quickstart.rs`: the README's first command, end to end.
 //! - `bench.rs`: loader throughput against the decode-only ceiling.
 //! - `read.rs`: one rank's view of an epoch, as keys.
+//! - `serve.rs`: `tributary coordinator`, one coordinator replica.
 //! - `pipeline_args.rs`: loader flags shared by `bench` and `read`.
 
 #![allow(clippy::print_stdout, reason = "a command line prints its results")]
@@ -32,6 +33,7 @@ mod bench;
 mod pipeline_args;
 mod quickstart;
 mod read;
+mod serve;
 mod storage;
 
 use storage::StoreArgs;
@@ -96,6 +98,8 @@ enum Command {
     Bench(bench::Args),
     /// Print the sample keys one rank reads in one epoch, in order.
     Read(read::Args),
+    /// Run a coordinator replica (state in etcd with --etcd, else in memory).
+    Coordinator(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -213,6 +217,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Quickstart(args) => quickstart::run(args).await?,
         Command::Bench(args) => bench::run(args).await?,
         Command::Read(args) => read::run(args).await?,
+        Command::Coordinator(args) => serve::run(args).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,49 +1,39 @@
 //! # tributary-coordinator
 //!
 //! The coordinator hands each trainer rank its part of every epoch and keeps
-//! that assignment correct while ranks come and go.
+//! that assignment correct while ranks come and go. It is a tonic gRPC
+//! service whose state lives in a metadata store (etcd in production, an
+//! in-memory store for single-node runs); replicas elect a leader through
+//! the store, and the leader alone serves.
 //!
-//! Today a single process plans locally: [`local_assignment`] gives rank `r`
-//! of `n` its part of an epoch with the pure planner of `tributary-common`,
-//! which is exactly the split the networked coordinator (tonic gRPC, state in
-//! etcd, leader election) will serve.
+//! The coordinator stores small facts (job config, members under leases,
+//! each generation's world and the commit it resumed from, acked units) and
+//! recomputes plans from them with the pure planner of `tributary-common`.
 //!
 //! ## Layout
 //!
-//! - [`local_assignment`]: the static, single-process assignment used by the
-//!   quickstart and by ranks that run without a coordinator.
+//! - [`store`]: the metadata-store and election traits, their in-memory and
+//!   etcd implementations, and the conformance suite both pass.
+//! - [`keys`]: where each fact lives under `/tributary/<job>/`.
+//! - [`config`]: job configuration, raw then validated.
+//! - [`model`]: each job's state and every change to it (sync generations,
+//!   the dynamic lease pool), returning the writes that make it durable.
+//! - [`writer`]: group commit, so store writes per second stay bounded.
+//! - [`leader`]: the leader's state, loaded from the store on election.
+//! - [`service`]: the gRPC handlers.
+//! - [`server`]: one replica: server, health, election loop.
+//! - [`error`]: errors and their mapping to gRPC status codes.
 
-use tributary_common::manifest::Manifest;
-use tributary_common::plan::{epoch_spans, split_equal, Remainder};
-use tributary_common::span::SpanSet;
+pub mod config;
+pub mod error;
+pub mod keys;
+pub mod leader;
+pub mod model;
+pub mod server;
+pub mod service;
+pub mod store;
+pub mod writer;
 
-/// Rank `rank`'s spans of epoch `epoch` when `world` ranks share the dataset
-/// statically: the epoch's seeded shard order, split into equal parts.
-///
-/// ```
-/// # use tributary_common::manifest::{CompressionKind, Manifest, ShardMeta};
-/// # use tributary_common::plan::Remainder;
-/// # let shard = |name: &str, n: u32| ShardMeta { name: name.into(), samples: n, bytes: 2048 * u64::from(n),
-/// #     crc32c: 0, chunk_offsets: (0..=u64::from(n)).map(|i| i * 1024).collect(),
-/// #     chunk_samples: vec![], chunk_crc32c: vec![0; n as usize] };
-/// # let manifest = Manifest::new(CompressionKind::None, vec![], vec![], vec![shard("a.tar", 10), shard("b.tar", 7)])?;
-/// let parts: Vec<_> = (0..2)
-///     .map(|rank| tributary_coordinator::local_assignment(&manifest, 42, 0, rank, 2, Remainder::Drop))
-///     .collect();
-/// assert_eq!(parts[0].len(), 8);
-/// assert_eq!(parts[1].len(), 8);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn local_assignment(
-    manifest: &Manifest,
-    seed: u64,
-    epoch: u64,
-    rank: usize,
-    world: usize,
-    remainder: Remainder,
-) -> SpanSet {
-    assert!(rank < world, "rank {rank} is outside a world of {world}");
-    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
-    let cut = epoch_spans(&counts, seed, epoch);
-    split_equal(&cut, world, remainder).swap_remove(rank)
-}
+pub use config::{JobConfig, Mode};
+pub use error::CoordError;
+pub use server::{run, ServerConfig};

@@ -32,6 +32,8 @@ pub enum WorkerError {
     Config(String),
     #[error("the pipeline stopped: {0}")]
     Stopped(String),
+    #[error("coordinator: {message} ({code})")]
+    Coordinator { code: String, message: String },
 }
 
 impl WorkerError {

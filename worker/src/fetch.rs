@@ -17,7 +17,7 @@ use futures::stream::{self, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tributary_common::sample::{Field, Sample};
 use tributary_common::shard::{chunk_range, decode_chunks, ChunkRange};
-use tributary_common::span::SpanSet;
+use tributary_common::span::{Span, SpanSet};
 
 use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
@@ -58,6 +58,14 @@ pub struct Read {
 pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, max_read_bytes: u64) -> Vec<Read> {
     let mut reads = Vec::new();
     for span in spans.spans() {
+        plan_span(dataset, span, max_read_bytes, &mut reads);
+    }
+    reads
+}
+
+/// Appends the range reads for one span.
+fn plan_span(dataset: &Dataset, span: &Span, max_read_bytes: u64, reads: &mut Vec<Read>) {
+    {
         let meta = &dataset.manifest.shards[span.shard as usize];
         let whole = chunk_range(meta, span.start..span.end);
         let mut chunk = whole.chunks.start;
@@ -85,7 +93,6 @@ pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, max_read_bytes: u64) -> Ve
             });
         }
     }
-    reads
 }
 
 /// Samples of one read, with the byte budget they hold until dropped.
@@ -100,6 +107,22 @@ fn budget_units(bytes: u64) -> u32 {
     bytes.div_ceil(1024).min(u64::from(u32::MAX)) as u32
 }
 
+/// What the fetch stage reads: spans, and flush markers that pass through
+/// in order (a dynamic loader uses them to empty its shuffle buffer when no
+/// more work is coming for now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    Span(Span),
+    Flush,
+}
+
+/// What the fetch stage yields, in input order.
+#[derive(Debug)]
+pub enum Output {
+    Samples(Fetched),
+    Flush,
+}
+
 /// Streams the samples of `spans`, in span order.
 pub fn fetch(
     dataset: Dataset,
@@ -107,15 +130,48 @@ pub fn fetch(
     config: &FetchConfig,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
-    let reads = plan_reads(&dataset, spans, config.max_read_bytes);
+    let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
+    fetch_input(dataset, input, config, metrics).filter_map(|out| async move {
+        match out {
+            Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
+            Ok(Output::Flush) => None,
+            Err(e) => Some(Err(e)),
+        }
+    })
+}
+
+/// Streams the samples of spans as they arrive, in input order.
+pub fn fetch_input(
+    dataset: Dataset,
+    input: impl Stream<Item = Input> + Send + 'static,
+    config: &FetchConfig,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<Output>> + Send + 'static {
     let total_units = budget_units(config.max_bytes_in_flight).max(1);
     let budget = Arc::new(Semaphore::new(total_units as usize));
-    stream::iter(reads)
+    let max_read_bytes = config.max_read_bytes;
+    let planner = dataset.clone();
+    input
+        .flat_map(move |input| {
+            let mut work = Vec::new();
+            match input {
+                Input::Span(span) => {
+                    let mut reads = Vec::new();
+                    plan_span(&planner, &span, max_read_bytes, &mut reads);
+                    work.extend(reads.into_iter().map(Some));
+                }
+                Input::Flush => work.push(None),
+            }
+            stream::iter(work)
+        })
         .map(move |read| {
             let dataset = dataset.clone();
             let budget = Arc::clone(&budget);
             let metrics = Arc::clone(&metrics);
             async move {
+                let Some(read) = read else {
+                    return Ok(Output::Flush);
+                };
                 let len = read.range.bytes.end - read.range.bytes.start;
                 let permit = budget
                     .acquire_many_owned(budget_units(len).min(total_units))
@@ -134,10 +190,10 @@ pub fn fetch(
                     .await
                     .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
                 metrics.record_parse(started.elapsed());
-                Ok(Fetched {
+                Ok(Output::Samples(Fetched {
                     samples,
                     _budget: permit,
-                })
+                }))
             }
         })
         .buffered(config.max_requests.max(1))

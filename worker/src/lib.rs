@@ -20,6 +20,9 @@
 //!   batch slot.
 //! - [`batch`]: the batch type and the rayon decode of a whole batch.
 //! - [`loader`]: the pipeline wiring, its bounds and its public API.
+//! - [`coordinated`]: loading under a coordinator: join, keep-alive, the
+//!   sync loader (equal parts per generation, checkpoints) and the dynamic
+//!   loader (leased units, acks).
 //! - [`metrics`]: throughput, per-stage time, consumer wait.
 //! - [`pack`], [`index`], [`inspect`]: writing shards and manifests from an
 //!   ImageFolder tree, indexing foreign WebDataset shards, verifying datasets.
@@ -43,6 +46,7 @@
 
 pub mod augment;
 pub mod batch;
+pub mod coordinated;
 pub mod dataset;
 pub mod error;
 pub mod fetch;

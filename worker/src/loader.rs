@@ -15,9 +15,12 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::stream::{self, StreamExt};
+use futures::stream::{self, BoxStream, StreamExt};
 use rayon::ThreadPool;
 use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tributary_common::manifest::Manifest;
+use tributary_common::plan::{epoch_spans, split_equal, Remainder};
 use tributary_common::sample::Sample;
 use tributary_common::span::SpanSet;
 
@@ -25,7 +28,7 @@ use crate::augment::{AugmentConfig, NormLut};
 use crate::batch::{decode_batch, Batch};
 use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
-use crate::fetch::{fetch, FetchConfig};
+use crate::fetch::{fetch_input, FetchConfig, Input, Output};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::shuffle::ShuffleBuffer;
 
@@ -110,6 +113,7 @@ impl LoaderConfig {
 pub struct LoaderBuilder {
     dataset: Dataset,
     spans: Option<SpanSet>,
+    input: Option<mpsc::Receiver<Input>>,
     config: LoaderConfig,
     pool: Option<Arc<ThreadPool>>,
 }
@@ -127,6 +131,15 @@ impl LoaderBuilder {
         self
     }
 
+    /// Reads spans as they arrive on `input` (dynamic mode) instead of a
+    /// fixed span set; the epoch ends when the sender is dropped. A
+    /// [`Input::Flush`] empties the shuffle buffer and sends the partial
+    /// batch, so that every sample read so far reaches the consumer.
+    pub fn input(mut self, input: mpsc::Receiver<Input>) -> Self {
+        self.input = Some(input);
+        self
+    }
+
     /// Decodes on this pool (shared between loaders) instead of a new one.
     pub fn decode_pool(mut self, pool: Arc<ThreadPool>) -> Self {
         self.pool = Some(pool);
@@ -139,13 +152,12 @@ impl LoaderBuilder {
         config.validate()?;
         let manifest = &self.dataset.manifest;
         let spans = self.spans.unwrap_or_else(|| {
-            tributary_coordinator::local_assignment(
+            static_assignment(
                 manifest,
                 config.seed,
                 config.epoch,
                 config.rank,
                 config.world,
-                tributary_common::plan::Remainder::Drop,
             )
         });
         if let Some(span) = spans.spans().iter().find(|s| {
@@ -173,12 +185,18 @@ impl LoaderBuilder {
             ),
         };
         let metrics = Arc::new(Metrics::default());
-        let samples = spans.len();
+        let samples = if self.input.is_some() { 0 } else { spans.len() };
+        let input = match self.input {
+            Some(rx) => ReceiverStream::new(rx).boxed(),
+            None => stream::iter(spans.spans().to_vec())
+                .map(Input::Span)
+                .boxed(),
+        };
         let (sample_tx, sample_rx) = mpsc::channel(config.decode_batches_in_flight);
         let (batch_tx, batch_rx) = mpsc::channel(config.prefetch_batches);
         tokio::spawn(produce(
             self.dataset,
-            spans,
+            input,
             config.clone(),
             Arc::clone(&metrics),
             sample_tx,
@@ -201,6 +219,21 @@ impl LoaderBuilder {
     }
 }
 
+/// Rank `rank`'s spans of epoch `epoch` when `world` ranks share the dataset
+/// without a coordinator: the epoch's seeded shard order, split into equal
+/// parts (the last `samples % world` samples dropped).
+pub fn static_assignment(
+    manifest: &Manifest,
+    seed: u64,
+    epoch: u64,
+    rank: usize,
+    world: usize,
+) -> SpanSet {
+    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
+    let cut = epoch_spans(&counts, seed, epoch);
+    split_equal(&cut, world, Remainder::Drop).swap_remove(rank)
+}
+
 /// One rank's stream of batches for one epoch.
 #[derive(Debug)]
 pub struct Loader {
@@ -218,6 +251,7 @@ impl Loader {
         LoaderBuilder {
             dataset,
             spans: None,
+            input: None,
             config: LoaderConfig::default(),
             pool: None,
         }
@@ -261,7 +295,7 @@ impl Loader {
 /// Fetch, parse and shuffle, sending batches of samples downstream.
 async fn produce(
     dataset: Dataset,
-    spans: SpanSet,
+    input: BoxStream<'static, Input>,
     config: LoaderConfig,
     metrics: Arc<Metrics>,
     tx: mpsc::Sender<Result<(u64, Vec<Sample>)>>,
@@ -279,10 +313,21 @@ async fn produce(
         index: 0,
         tx: &tx,
     };
-    let mut fetched = pin!(fetch(dataset, &spans, &config.fetch, metrics));
+    let mut fetched = pin!(fetch_input(dataset, input, &config.fetch, metrics));
     while let Some(item) = fetched.next().await {
         let read = match item {
-            Ok(read) => read,
+            Ok(Output::Samples(read)) => read,
+            Ok(Output::Flush) => {
+                for sample in shuffle.drain().collect::<Vec<_>>() {
+                    if !batcher.push(sample).await {
+                        return;
+                    }
+                }
+                if !batcher.flush().await {
+                    return;
+                }
+                continue;
+            }
             Err(error) => {
                 let _ = tx.send(Err(error)).await;
                 return;
@@ -315,6 +360,17 @@ struct Batcher<'a> {
 }
 
 impl Batcher<'_> {
+    /// Sends the partial batch, if any; false once the consumer is gone.
+    async fn flush(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return true;
+        }
+        let part = std::mem::replace(&mut self.pending, Vec::with_capacity(self.size));
+        let index = self.index;
+        self.index += 1;
+        self.tx.send(Ok((index, part))).await.is_ok()
+    }
+
     /// Adds a sample, sending a full batch; false once the consumer is gone.
     async fn push(&mut self, sample: Sample) -> bool {
         self.pending.push(sample);

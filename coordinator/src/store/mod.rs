@@ -46,7 +46,7 @@ pub enum StoreError {
     Other(String),
 }
 
-pub type StoreResult<T> = std::result::Result<T, StoreError>;
+pub type StoreResult<T> = Result<T, StoreError>;
 
 /// One key with its value and revisions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +100,10 @@ pub struct TxnOutcome {
 pub enum WatchEvent {
     Put(KeyValue),
     /// The key was deleted, explicitly or because its lease expired.
-    Delete { key: String, mod_revision: i64 },
+    Delete {
+        key: String,
+        mod_revision: i64,
+    },
 }
 
 /// A key-value store with revisions, leases, transactions and watches.

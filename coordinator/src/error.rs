@@ -1,0 +1,55 @@
+//! The coordinator's errors and their one mapping to gRPC statuses.
+
+use tonic::{Code, Status};
+use tributary_common::proto::LEADER_METADATA;
+
+use crate::store::StoreError;
+
+/// Every way a coordinator request can fail. Messages name the job, member,
+/// rank, generation or field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordError {
+    #[error("unknown job {0:?}")]
+    UnknownJob(String),
+    #[error("unknown member {member:?} of job {job:?} (its lease expired or it left: join again)")]
+    UnknownMember { job: String, member: String },
+    #[error("rank {rank} is outside a world of {world} ranks")]
+    RankOutOfRange { rank: u32, world: u32 },
+    #[error("stale generation: {0}")]
+    Stale(String),
+    #[error("job {job:?} exists with a different config: {diff}")]
+    ConflictingConfig { job: String, diff: String },
+    #[error("{0}")]
+    Precondition(String),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("cannot read the dataset of job {job:?}: {error}")]
+    Dataset { job: String, error: String },
+    #[error("not the leader (leader: {})", .0.as_deref().unwrap_or("none elected yet"))]
+    NotLeader(Option<String>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type Result<T> = std::result::Result<T, CoordError>;
+
+impl From<CoordError> for Status {
+    fn from(error: CoordError) -> Self {
+        let code = match &error {
+            CoordError::UnknownJob(_) | CoordError::UnknownMember { .. } => Code::NotFound,
+            CoordError::RankOutOfRange { .. } => Code::OutOfRange,
+            CoordError::Stale(_) | CoordError::Precondition(_) => Code::FailedPrecondition,
+            CoordError::ConflictingConfig { .. } => Code::AlreadyExists,
+            CoordError::Invalid(_) => Code::InvalidArgument,
+            CoordError::Dataset { .. } => Code::FailedPrecondition,
+            CoordError::NotLeader(_) | CoordError::Store(_) => Code::Unavailable,
+        };
+        let mut status = Status::new(code, error.to_string());
+        if let CoordError::NotLeader(leader) = &error {
+            if let Ok(value) = leader.as_deref().unwrap_or("").parse() {
+                status.metadata_mut().insert(LEADER_METADATA, value);
+            }
+        }
+        status
+    }
+}

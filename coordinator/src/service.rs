@@ -1,0 +1,484 @@
+//! The gRPC service: thin handlers that find the leader's job, call the
+//! model, write what it returns, and answer.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tokio::sync::RwLock;
+use tokio::time::Instant;
+use tokio_stream::wrappers::BroadcastStream;
+use tonic::{Request, Response, Status};
+use tributary_common::proto::v1::{self, coordinator_server::Coordinator};
+
+use crate::config::JobConfig;
+use crate::error::{CoordError, Result};
+use crate::keys;
+use crate::leader::{open_dataset, JobHandle, Leader};
+use crate::model::sync::Rank;
+use crate::model::{Identity, MemberRecord, State, StoredJob};
+use crate::store::Election;
+
+/// What a replica is right now.
+#[derive(Debug, Clone, Default)]
+pub enum Role {
+    #[default]
+    Follower,
+    Leader(Arc<Leader>),
+}
+
+/// The tonic service of one replica.
+#[derive(Debug, Clone)]
+pub struct Service {
+    pub role: Arc<RwLock<Role>>,
+    pub election: Arc<dyn Election>,
+}
+
+/// The longest an `Acquire` waits for units.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+
+impl Service {
+    async fn leader(&self) -> Result<Arc<Leader>> {
+        if let Role::Leader(leader) = &*self.role.read().await {
+            if !*leader.failed.borrow() {
+                return Ok(Arc::clone(leader));
+            }
+        }
+        let address = self.election.leader().await.ok().flatten();
+        Err(CoordError::NotLeader(address))
+    }
+
+    async fn job(&self, name: &str) -> Result<(Arc<Leader>, Arc<JobHandle>)> {
+        let leader = self.leader().await?;
+        let job = leader.job(name).await?;
+        Ok((leader, job))
+    }
+}
+
+fn rank_of(identity: &Identity) -> Result<Rank<'_>> {
+    match identity {
+        Identity::Torchrun {
+            rank,
+            world,
+            run_id,
+            restart,
+        } => Ok(Rank {
+            rank: *rank,
+            world: *world,
+            run_id,
+            restart: *restart,
+        }),
+        Identity::Name(name) => Err(CoordError::Invalid(format!(
+            "member {name:?} joined by name; sync jobs need a torchrun identity (RANK, WORLD_SIZE)"
+        ))),
+    }
+}
+
+fn dynamic_only(job: &str) -> CoordError {
+    CoordError::Precondition(format!(
+        "job {job:?} is a sync job; Acquire is for dynamic jobs"
+    ))
+}
+
+fn sync_only(job: &str) -> CoordError {
+    CoordError::Precondition(format!(
+        "job {job:?} is a dynamic job; use Acquire and acks instead of assignments and commits"
+    ))
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = std::result::Result<v1::JobEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Coordinator for Service {
+    async fn create_job(
+        &self,
+        request: Request<v1::CreateJobRequest>,
+    ) -> std::result::Result<Response<v1::CreateJobResponse>, Status> {
+        let request = request.into_inner();
+        let name = request.job;
+        if !keys::valid_name(&name) {
+            return Err(CoordError::Invalid(format!(
+                "job name {name:?} must be 1-128 characters of [A-Za-z0-9_.-], not starting with '.'"
+            ))
+            .into());
+        }
+        let config = JobConfig::from_proto(request.config)?;
+        let leader = self.leader().await?;
+        let mut jobs = leader.jobs.lock().await;
+        if let Some(handle) = jobs.get(&name) {
+            let job = handle.job.lock().await;
+            if job.stored.config != config {
+                return Err(CoordError::ConflictingConfig {
+                    job: name,
+                    diff: job.stored.config.diff(&config),
+                }
+                .into());
+            }
+            return Ok(Response::new(v1::CreateJobResponse {
+                config: Some(config.to_proto()),
+                created: false,
+                samples: job.stored.samples,
+                shards: job.stored.shards,
+            }));
+        }
+        let (dataset, crc, samples) =
+            open_dataset(&name, &config.manifest_url, &leader.options).await?;
+        let stored = StoredJob {
+            config: config.clone(),
+            manifest_crc32c: crc,
+            samples,
+            shards: dataset.shard_samples.len() as u32,
+        };
+        let job = leader.create_stored(&name, stored, dataset).await?;
+        let (_, revision) = leader
+            .store
+            .range(&keys::members(&name))
+            .await
+            .map_err(CoordError::from)?;
+        let shards = job.stored.shards;
+        jobs.insert(name.clone(), leader.start_job(job, revision + 1));
+        tracing::info!(job = name, samples, shards, "created job");
+        Ok(Response::new(v1::CreateJobResponse {
+            config: Some(config.to_proto()),
+            created: true,
+            samples,
+            shards,
+        }))
+    }
+
+    async fn join(
+        &self,
+        request: Request<v1::JoinRequest>,
+    ) -> std::result::Result<Response<v1::JoinResponse>, Status> {
+        let request = request.into_inner();
+        let (leader, handle) = self.job(&request.job).await?;
+        let identity = match request.identity {
+            Some(v1::join_request::Identity::Torchrun(t)) => {
+                if !keys::valid_name(&t.run_id) {
+                    return Err(CoordError::Invalid(format!(
+                        "torchrun.run_id {:?} must be 1-128 characters of [A-Za-z0-9_.-]",
+                        t.run_id
+                    ))
+                    .into());
+                }
+                Identity::Torchrun {
+                    rank: t.rank,
+                    world: t.world_size,
+                    run_id: t.run_id,
+                    restart: t.restart_count,
+                }
+            }
+            Some(v1::join_request::Identity::Name(name)) => {
+                if !keys::valid_name(&name) {
+                    return Err(CoordError::Invalid(format!(
+                        "member name {name:?} must be 1-128 characters of [A-Za-z0-9_.-]"
+                    ))
+                    .into());
+                }
+                Identity::Name(name)
+            }
+            None => return Err(CoordError::Invalid("identity is missing".into()).into()),
+        };
+        let member = match &identity {
+            Identity::Torchrun {
+                rank,
+                run_id,
+                restart,
+                ..
+            } => format!("{run_id}.{restart}.{rank}"),
+            Identity::Name(name) => name.clone(),
+        };
+        let mut job = handle.job.lock().await;
+        let ttl = Duration::from_secs(u64::from(job.stored.config.member_ttl_s));
+        let mut ops = Vec::new();
+        let mut response = v1::JoinResponse {
+            member: member.clone(),
+            config: Some(job.stored.config.to_proto()),
+            ttl_ms: ttl.as_millis() as u32,
+            ..v1::JoinResponse::default()
+        };
+        let job_name = job.name.clone();
+        let config = job.stored.config.clone();
+        let dataset = job.dataset.clone();
+        match &mut job.state {
+            State::Sync(model) => {
+                let rank = rank_of(&identity)?;
+                let (gen, gen_ops) = model.join(&job_name, &config, &dataset, rank)?;
+                ops.extend(gen_ops);
+                response.generation = gen.record.generation.0;
+                response.epoch = gen.record.epoch.0;
+                response.rank = rank.rank;
+                response.world = gen.record.world;
+            }
+            State::Dynamic(model) => {
+                if let Identity::Torchrun { rank, world, .. } = &identity {
+                    if rank >= world {
+                        return Err(CoordError::RankOutOfRange {
+                            rank: *rank,
+                            world: *world,
+                        }
+                        .into());
+                    }
+                }
+                response.epoch = model.epoch();
+            }
+        }
+        let old_lease = job.members.get(&member).map(|m| m.lease);
+        if old_lease.is_some() {
+            let (removed, _) = job.remove_member(&member);
+            ops.extend(removed);
+            handle.notify.notify_waiters();
+        }
+        let lease = leader.store.grant(ttl).await.map_err(CoordError::from)?;
+        ops.push(job.add_member(&member, MemberRecord { identity, lease }));
+        leader.write(ops).await?;
+        drop(job);
+        if let Some(old) = old_lease {
+            let _ = leader.store.revoke(old).await;
+        }
+        if let Some(event) = generation_event(&response) {
+            let _ = handle.job.lock().await.events.send(event);
+        }
+        tracing::info!(
+            job = request.job,
+            member,
+            generation = response.generation,
+            "joined"
+        );
+        Ok(Response::new(response))
+    }
+
+    async fn keep_alive(
+        &self,
+        request: Request<v1::MemberRequest>,
+    ) -> std::result::Result<Response<v1::KeepAliveResponse>, Status> {
+        let request = request.into_inner();
+        let (leader, handle) = self.job(&request.job).await?;
+        let lease = handle.job.lock().await.member(&request.member)?.lease;
+        match leader.store.keep_alive(lease).await {
+            Ok(ttl) => Ok(Response::new(v1::KeepAliveResponse {
+                ttl_ms: ttl.as_millis() as u32,
+            })),
+            Err(crate::store::StoreError::LeaseNotFound(_)) => {
+                let mut job = handle.job.lock().await;
+                job.remove_member(&request.member);
+                drop(job);
+                handle.notify.notify_waiters();
+                Err(CoordError::UnknownMember {
+                    job: request.job,
+                    member: request.member,
+                }
+                .into())
+            }
+            Err(e) => Err(CoordError::from(e).into()),
+        }
+    }
+
+    async fn get_assignment(
+        &self,
+        request: Request<v1::AssignmentRequest>,
+    ) -> std::result::Result<Response<v1::Assignment>, Status> {
+        let request = request.into_inner();
+        let (leader, handle) = self.job(&request.job).await?;
+        let mut job = handle.job.lock().await;
+        let identity = job.member(&request.member)?.identity.clone();
+        let (name, config, dataset) = (
+            job.name.clone(),
+            job.stored.config.clone(),
+            job.dataset.clone(),
+        );
+        let State::Sync(model) = &mut job.state else {
+            return Err(sync_only(&request.job).into());
+        };
+        let (assignment, ops) =
+            model.assignment(&name, &config, &dataset, rank_of(&identity)?, request.epoch)?;
+        let new_generation = !ops.is_empty();
+        leader.write(ops).await?;
+        if new_generation {
+            let _ = job.events.send(v1::JobEvent {
+                event: Some(v1::job_event::Event::Generation(assignment.generation)),
+            });
+        }
+        Ok(Response::new(assignment))
+    }
+
+    type WatchStream = EventStream;
+
+    async fn watch(
+        &self,
+        request: Request<v1::MemberRequest>,
+    ) -> std::result::Result<Response<Self::WatchStream>, Status> {
+        let request = request.into_inner();
+        let (_, handle) = self.job(&request.job).await?;
+        let job = handle.job.lock().await;
+        job.member(&request.member)?;
+        let events = BroadcastStream::new(job.events.subscribe())
+            .filter_map(|e| async move { e.ok().map(Ok) });
+        Ok(Response::new(Box::pin(events)))
+    }
+
+    async fn acquire(
+        &self,
+        request: Request<v1::AcquireRequest>,
+    ) -> std::result::Result<Response<v1::AcquireResponse>, Status> {
+        let request = request.into_inner();
+        let (leader, handle) = self.job(&request.job).await?;
+        let deadline =
+            Instant::now() + Duration::from_millis(u64::from(request.wait_ms)).min(MAX_WAIT);
+        let max = request.max_units.clamp(1, 1024) as usize;
+        loop {
+            let notified = handle.notify.notified();
+            let mut job = handle.job.lock().await;
+            let lease = job.member(&request.member)?.lease;
+            let (name, dataset) = (job.name.clone(), job.dataset.clone());
+            let State::Dynamic(model) = &mut job.state else {
+                return Err(dynamic_only(&request.job).into());
+            };
+            if model.finished() {
+                return Ok(Response::new(v1::AcquireResponse {
+                    finished: true,
+                    epoch: model.epoch(),
+                    ..v1::AcquireResponse::default()
+                }));
+            }
+            if let Some(ops) = model.advance(&name, &dataset) {
+                let epoch = model.epoch();
+                leader.write(ops).await?;
+                let _ = job.events.send(v1::JobEvent {
+                    event: Some(v1::job_event::Event::PoolChanged(epoch)),
+                });
+                handle.notify.notify_waiters();
+                continue;
+            }
+            let epoch = model.epoch();
+            let (units, ops) = model.acquire(&name, &request.member, lease, max);
+            if !units.is_empty() {
+                leader.write(ops).await?;
+                return Ok(Response::new(v1::AcquireResponse {
+                    units,
+                    epoch,
+                    ..v1::AcquireResponse::default()
+                }));
+            }
+            drop(job);
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Ok(Response::new(v1::AcquireResponse {
+                    drained: true,
+                    epoch,
+                    ..v1::AcquireResponse::default()
+                }));
+            }
+        }
+    }
+
+    async fn report(
+        &self,
+        request: Request<v1::ReportRequest>,
+    ) -> std::result::Result<Response<v1::ReportResponse>, Status> {
+        let request = request.into_inner();
+        let (leader, handle) = self.job(&request.job).await?;
+        let mut job = handle.job.lock().await;
+        let identity = job.member(&request.member)?.identity.clone();
+        let (name, dataset) = (job.name.clone(), job.dataset.clone());
+        let (ops, error) = match &mut job.state {
+            State::Sync(model) => (
+                model.report(
+                    &name,
+                    rank_of(&identity)?,
+                    request.generation,
+                    request.samples,
+                ),
+                None,
+            ),
+            State::Dynamic(model) => {
+                let (mut ops, error) = model.ack(&name, &request.member, &request.acked);
+                let advanced = model.advance(&name, &dataset);
+                if let Some(more) = advanced {
+                    ops.extend(more);
+                    let _ = job.events.send(v1::JobEvent {
+                        event: Some(v1::job_event::Event::PoolChanged(match &job.state {
+                            State::Dynamic(m) => m.epoch(),
+                            State::Sync(_) => 0,
+                        })),
+                    });
+                    handle.notify.notify_waiters();
+                }
+                (ops, error)
+            }
+        };
+        drop(job);
+        leader.write(ops).await?;
+        match error {
+            Some(error) => Err(error.into()),
+            None => Ok(Response::new(v1::ReportResponse {})),
+        }
+    }
+
+    async fn commit(
+        &self,
+        request: Request<v1::CommitRequest>,
+    ) -> std::result::Result<Response<v1::CommitResponse>, Status> {
+        let request = request.into_inner();
+        let (leader, handle) = self.job(&request.job).await?;
+        let mut job = handle.job.lock().await;
+        let identity = job.member(&request.member)?.identity.clone();
+        let (name, config, dataset) = (
+            job.name.clone(),
+            job.stored.config.clone(),
+            job.dataset.clone(),
+        );
+        let State::Sync(model) = &mut job.state else {
+            return Err(sync_only(&request.job).into());
+        };
+        let ops = model.commit(
+            &name,
+            &config,
+            &dataset,
+            rank_of(&identity)?,
+            request.generation,
+            request.samples,
+        )?;
+        leader.write(ops).await?;
+        tracing::info!(
+            job = name,
+            generation = request.generation,
+            samples = request.samples,
+            "commit"
+        );
+        Ok(Response::new(v1::CommitResponse {}))
+    }
+
+    async fn leave(
+        &self,
+        request: Request<v1::MemberRequest>,
+    ) -> std::result::Result<Response<v1::LeaveResponse>, Status> {
+        let request = request.into_inner();
+        let (leader, handle) = self.job(&request.job).await?;
+        let mut job = handle.job.lock().await;
+        let lease = job.member(&request.member)?.lease;
+        let (ops, _) = job.remove_member(&request.member);
+        drop(job);
+        leader.write(ops).await?;
+        let _ = leader.store.revoke(lease).await;
+        handle.notify.notify_waiters();
+        Ok(Response::new(v1::LeaveResponse {}))
+    }
+
+    async fn get_status(
+        &self,
+        request: Request<v1::JobRequest>,
+    ) -> std::result::Result<Response<v1::JobStatus>, Status> {
+        let request = request.into_inner();
+        let (leader, handle) = self.job(&request.job).await?;
+        let job = handle.job.lock().await;
+        Ok(Response::new(job.status(&leader.address)))
+    }
+}
+
+fn generation_event(response: &v1::JoinResponse) -> Option<v1::JobEvent> {
+    let config = response.config.as_ref()?;
+    (config.mode != v1::Mode::Dynamic as i32).then_some(v1::JobEvent {
+        event: Some(v1::job_event::Event::Generation(response.generation)),
+    })
+}

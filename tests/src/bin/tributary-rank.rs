@@ -1,0 +1,209 @@
+//! A trainer rank for the end-to-end tests: joins a coordinator job with the
+//! worker library (torchrun identity from the environment, or `--name`),
+//! reads its assignment from the object store, and prints what it does, one
+//! line per event, flushed, so a test that kills it knows how far it got:
+//!
+//! ```text
+//! gen GENERATION EPOCH RANK WORLD SAMPLES     sync: an assignment
+//! batch GENERATION EMITTED ID...              sync: a batch delivered
+//! commit GENERATION SAMPLES                   sync: a commit the coordinator accepted
+//! lease EPOCH UNIT UNIX_MS                    dynamic: a unit leased
+//! ack EPOCH UNIT...                           dynamic: acks the coordinator confirmed
+//! done
+//! ```
+
+#![allow(clippy::print_stdout, reason = "the test reads stdout")]
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::Parser;
+use tributary_common::proto::v1;
+use tributary_worker::augment::AugmentConfig;
+use tributary_worker::coordinated::{self, Client, DynamicLoader, Identity, Session, SyncLoader};
+use tributary_worker::{Dataset, LoaderConfig, StoreOptions};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Coordinator addresses, comma-separated.
+    #[arg(long)]
+    coordinator: String,
+    #[arg(long)]
+    job: String,
+    #[arg(long)]
+    dataset: String,
+    /// S3 endpoint of the dataset.
+    #[arg(long)]
+    s3_endpoint: Option<String>,
+    /// Join by name (dynamic jobs) instead of the torchrun environment.
+    #[arg(long)]
+    name: Option<String>,
+    #[arg(long, default_value = "sync")]
+    mode: String,
+    #[arg(long, default_value_t = 1)]
+    epochs: u64,
+    #[arg(long, default_value_t = 16)]
+    batch_size: u32,
+    #[arg(long, default_value_t = 64)]
+    shuffle_buffer: u32,
+    #[arg(long, default_value_t = 32)]
+    unit_samples: u32,
+    #[arg(long, default_value_t = 3)]
+    member_ttl_s: u32,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Sync: commit every this many samples (0: never).
+    #[arg(long, default_value_t = 64)]
+    commit_every: u64,
+    /// Simulated training time per batch.
+    #[arg(long, default_value_t = 0)]
+    step_ms: u64,
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+fn emit(line: String) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let identity = match &args.name {
+        Some(name) => Identity::Name(name.clone()),
+        None => Identity::from_torchrun_env(&env)?
+            .context("set RANK/WORLD_SIZE (torchrun) or pass --name")?,
+    };
+    let mut options = StoreOptions::from_vars(std::env::vars());
+    if let Some(endpoint) = &args.s3_endpoint {
+        options.set("aws_endpoint", endpoint.clone());
+        options.set("aws_allow_http", "true");
+        options.set("aws_virtual_hosted_style_request", "false");
+    }
+    let dataset = Dataset::open(&args.dataset, &options).await?;
+    let client = Arc::new(Client::new(&[args.coordinator.clone()])?);
+    let mode = match args.mode.as_str() {
+        "dynamic" => v1::Mode::Dynamic,
+        _ => v1::Mode::Sync,
+    };
+    let config = v1::JobConfig {
+        manifest_url: args.dataset.clone(),
+        seed: args.seed,
+        batch_size: args.batch_size,
+        epochs: args.epochs,
+        remainder: v1::RemainderPolicy::RemainderDrop as i32,
+        mode: mode as i32,
+        shuffle_buffer: args.shuffle_buffer,
+        unit_samples: args.unit_samples,
+        member_ttl_s: args.member_ttl_s,
+    };
+    coordinated::create_job(&client, &args.job, config).await?;
+    let session = Arc::new(Session::join(client, &args.job, &identity).await?);
+    let base = LoaderConfig {
+        decode_threads: 1,
+        augment: AugmentConfig {
+            size: 16,
+            ..AugmentConfig::default()
+        },
+        ..LoaderConfig::default()
+    };
+    let step = Duration::from_millis(args.step_ms);
+    match mode {
+        v1::Mode::Dynamic => run_dynamic(session, dataset, base, step).await?,
+        _ => run_sync(session, dataset, base, step, args.commit_every).await?,
+    }
+    emit("done".into());
+    Ok(())
+}
+
+async fn run_sync(
+    session: Arc<Session>,
+    dataset: Dataset,
+    base: LoaderConfig,
+    step: Duration,
+    commit_every: u64,
+) -> anyhow::Result<()> {
+    let mut loader = SyncLoader::start(session, dataset, base).await?;
+    while !loader.finished() {
+        emit(format!(
+            "gen {} {} {} {} {}",
+            loader.generation(),
+            loader.epoch(),
+            loader.rank(),
+            loader.world(),
+            loader.samples()
+        ));
+        let mut next_commit = commit_every;
+        while let Some(batch) = loader.next().await {
+            let batch = batch?;
+            tokio::time::sleep(step).await;
+            let state = loader.state_dict();
+            let ids: Vec<String> = batch.ids.iter().map(u64::to_string).collect();
+            emit(format!(
+                "batch {} {} {}",
+                state.generation,
+                state.samples,
+                ids.join(" ")
+            ));
+            if commit_every > 0 && state.samples >= next_commit {
+                next_commit += commit_every;
+                loader.commit(&state).await?;
+                emit(format!("commit {} {}", state.generation, state.samples));
+            }
+        }
+        if !loader.next_epoch().await? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+async fn run_dynamic(
+    session: Arc<Session>,
+    dataset: Dataset,
+    base: LoaderConfig,
+    step: Duration,
+) -> anyhow::Result<()> {
+    let on_lease: coordinated::dynamic::OnLease =
+        Arc::new(|unit: &v1::Unit| emit(format!("lease {} {} {}", unit.epoch, unit.id, now_ms())));
+    let on_ack: coordinated::dynamic::OnAck = Arc::new(|units: &[v1::UnitRef]| {
+        for unit in units {
+            emit(format!("ack {} {}", unit.epoch, unit.id));
+        }
+    });
+    let mut loader = DynamicLoader::start(
+        Arc::clone(&session),
+        dataset,
+        base,
+        Some(on_lease),
+        Some(on_ack),
+    )
+    .await?;
+    loop {
+        while let Some(batch) = loader.next().await {
+            batch?;
+            tokio::time::sleep(step).await;
+        }
+        if !loader.next_epoch().await? {
+            break;
+        }
+    }
+    session.leave().await?;
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! A real etcd on loopback for tests: one member ([`EtcdServer`]) or a
+//! cluster ([`EtcdCluster`]), on free ports, with data in a temporary
+//! directory, killed on drop.
+//!
+//! The binary is `$TRIBUTARY_ETCD`, else `etcd` on `PATH` (Debian's
+//! `etcd-server`, installed by `scripts/setup.sh`).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// How long a cluster may take to elect a leader and answer `/health`.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+/// Start attempts: a free port can be taken between probing and binding.
+const ATTEMPTS: usize = 3;
+
+/// The etcd binary: `$TRIBUTARY_ETCD`, else `etcd` from `PATH`.
+pub fn etcd_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("TRIBUTARY_ETCD") {
+        return bin.into();
+    }
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("etcd"))
+                .find(|bin| bin.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!("etcd is not on PATH: run scripts/setup.sh, or set TRIBUTARY_ETCD to the binary")
+        })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("bind a free loopback port")
+        .port()
+}
+
+/// One running member.
+struct Member {
+    child: Child,
+    client_port: u16,
+    log: PathBuf,
+}
+
+impl Member {
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// Whether `/health` answers `"health":"true"` (the member serves and
+    /// the cluster has a leader).
+    fn healthy(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let request = format!(
+            "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.client_port
+        );
+        let mut response = String::new();
+        stream.write_all(request.as_bytes()).is_ok()
+            && stream.read_to_string(&mut response).is_ok()
+            && response.contains(r#""health":"true""#)
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let start = log.len().saturating_sub(4000);
+        log.get(start..).unwrap_or(&log).to_owned()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `n` members of one new cluster in `dir`; `None` if one exited
+/// early (a port was taken), after killing the others.
+fn try_start(dir: &Path, n: usize, attempt: usize) -> Option<Vec<Member>> {
+    let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+    let name = |i: usize| format!("m{i}");
+    let cluster = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (_, peer))| format!("{}=http://127.0.0.1:{peer}", name(i)))
+        .collect::<Vec<_>>()
+        .join(",");
+    // A single member never re-elects: tick fast, so the minimum lease TTL
+    // is 1 s. A cluster on a busy machine keeps etcd's defaults (2 s).
+    let (heartbeat, election) = if n == 1 { ("50", "500") } else { ("100", "1000") };
+    let bin = etcd_bin();
+    let mut members = Vec::new();
+    for (i, (client, peer)) in ports.iter().enumerate() {
+        let data = dir.join(format!("{}-{attempt}", name(i)));
+        let log = dir.join(format!("{}-{attempt}.log", name(i)));
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let stderr = std::fs::File::create(&log).expect("create the etcd log file");
+        let child = Command::new(&bin)
+            .arg("--name")
+            .arg(name(i))
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--listen-client-urls", &client_url])
+            .args(["--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &cluster])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", "tributary-test"])
+            .args(["--heartbeat-interval", heartbeat])
+            .args(["--election-timeout", election])
+            .args(["--logger", "zap", "--log-level", "error"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run {}: {e} (run scripts/setup.sh, or set TRIBUTARY_ETCD)", bin.display())
+            });
+        members.push(Member {
+            child,
+            client_port: *client,
+            log,
+        });
+    }
+    let start = Instant::now();
+    loop {
+        if let Some(exited) = members
+            .iter_mut()
+            .position(|m| m.child.try_wait().ok().flatten().is_some())
+        {
+            let tail = members[exited].log_tail();
+            members.iter_mut().for_each(Member::kill);
+            assert!(attempt + 1 < ATTEMPTS, "etcd member {exited} exited at start:\n{tail}");
+            return None;
+        }
+        if members.iter().all(Member::healthy) {
+            return Some(members);
+        }
+        if start.elapsed() > START_DEADLINE {
+            let tail = members[0].log_tail();
+            members.iter_mut().for_each(Member::kill);
+            panic!("etcd did not become healthy within {START_DEADLINE:?}:\n{tail}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start_members(n: usize) -> (TempDir, Vec<Member>) {
+    assert!(n > 0, "a cluster needs a member");
+    let dir = tempfile::Builder::new()
+        .prefix("tributary-etcd-")
+        .tempdir()
+        .expect("create a temporary directory for etcd");
+    for attempt in 0..ATTEMPTS {
+        if let Some(members) = try_start(dir.path(), n, attempt) {
+            return (dir, members);
+        }
+    }
+    unreachable!("try_start panics on its last attempt")
+}
+
+/// One etcd member on loopback; killed on drop.
+pub struct EtcdServer {
+    member: Member,
+    _dir: TempDir,
+}
+
+impl EtcdServer {
+    /// Starts etcd and waits until it answers `/health`.
+    pub fn start() -> Self {
+        let (dir, mut members) = start_members(1);
+        let member = members.pop().expect("one member");
+        Self { member, _dir: dir }
+    }
+
+    /// The client URL, `http://127.0.0.1:<port>`.
+    pub fn endpoint(&self) -> String {
+        self.member.endpoint()
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.member.kill();
+    }
+}
+
+/// A cluster of etcd members on loopback; killed on drop.
+pub struct EtcdCluster {
+    members: Vec<Member>,
+    _dir: TempDir,
+}
+
+impl EtcdCluster {
+    /// Starts `members` members and waits until all answer `/health`.
+    pub fn start(members: usize) -> Self {
+        let (dir, members) = start_members(members);
+        Self { members, _dir: dir }
+    }
+
+    /// Every member's client URL.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(Member::endpoint).collect()
+    }
+
+    /// Kills member `member` with SIGKILL; the rest keep a quorum if a
+    /// majority remains.
+    pub fn kill(&mut self, member: usize) {
+        self.members[member].kill();
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        self.members.iter_mut().for_each(Member::kill);
+    }
+}

@@ -1,0 +1,217 @@
+//! Loading under a coordinator: join a job, keep the membership alive, and
+//! read what the coordinator assigns.
+//!
+//! - [`client`]: a leader-following gRPC client.
+//! - [`Session`]: one membership of one job, renewed in the background.
+//! - [`sync`]: [`SyncLoader`], equal parts per generation (torchrun, DDP),
+//!   with `state_dict()` / `commit()` / `load_state_dict()` for checkpoints.
+//! - [`dynamic`]: [`DynamicLoader`], units leased from the pool and acked
+//!   once every sample of a unit has reached the consumer.
+
+pub mod client;
+pub mod dynamic;
+pub mod sync;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tributary_common::proto::v1;
+
+pub use client::Client;
+pub use dynamic::DynamicLoader;
+pub use sync::{LoaderState, SyncLoader};
+
+use crate::error::{Result, WorkerError};
+
+/// How a member identifies itself when it joins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// A torchrun rank: `RANK`, `WORLD_SIZE`, `TORCHELASTIC_RUN_ID`,
+    /// `TORCHELASTIC_RESTART_COUNT`.
+    Torchrun {
+        rank: u32,
+        world: u32,
+        run_id: String,
+        restart: u64,
+    },
+    /// A free-form member name (dynamic jobs).
+    Name(String),
+}
+
+impl Identity {
+    /// The torchrun identity in `env` (passed in, read once at the edge), or
+    /// `None` when `RANK` is unset. Errors name the bad variable.
+    pub fn from_torchrun_env(env: &HashMap<String, String>) -> Result<Option<Self>> {
+        let Some(rank) = env.get("RANK") else {
+            return Ok(None);
+        };
+        let number = |name: &str, value: &str| {
+            value
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| WorkerError::Config(format!("{name}={value:?} is not a number")))
+        };
+        let world = env
+            .get("WORLD_SIZE")
+            .ok_or_else(|| WorkerError::Config("RANK is set but WORLD_SIZE is not".into()))?;
+        let restart = match env.get("TORCHELASTIC_RESTART_COUNT") {
+            Some(v) => number("TORCHELASTIC_RESTART_COUNT", v)?,
+            None => 0,
+        };
+        Ok(Some(Self::Torchrun {
+            rank: number("RANK", rank)? as u32,
+            world: number("WORLD_SIZE", world)? as u32,
+            run_id: env
+                .get("TORCHELASTIC_RUN_ID")
+                .cloned()
+                .unwrap_or_else(|| "none".into()),
+            restart,
+        }))
+    }
+
+    fn to_proto(&self) -> v1::join_request::Identity {
+        match self {
+            Identity::Torchrun {
+                rank,
+                world,
+                run_id,
+                restart,
+            } => v1::join_request::Identity::Torchrun(v1::TorchrunIdentity {
+                rank: *rank,
+                world_size: *world,
+                run_id: run_id.clone(),
+                restart_count: *restart,
+            }),
+            Identity::Name(name) => v1::join_request::Identity::Name(name.clone()),
+        }
+    }
+}
+
+/// Creates `job` (or checks that it exists with this config).
+pub async fn create_job(
+    client: &Client,
+    job: &str,
+    config: v1::JobConfig,
+) -> Result<v1::CreateJobResponse> {
+    client
+        .call(|mut c| {
+            let request = v1::CreateJobRequest {
+                job: job.to_owned(),
+                config: Some(config.clone()),
+            };
+            async move { c.create_job(request).await }
+        })
+        .await
+}
+
+/// One membership of a job, kept alive in the background until dropped.
+#[derive(Debug)]
+pub struct Session {
+    pub client: Arc<Client>,
+    pub job: String,
+    pub joined: v1::JoinResponse,
+    lost: Arc<AtomicBool>,
+    keepalive: JoinHandle<()>,
+}
+
+impl Session {
+    /// Joins `job` as `identity`.
+    pub async fn join(client: Arc<Client>, job: &str, identity: &Identity) -> Result<Self> {
+        let joined = client
+            .call(|mut c| {
+                let request = v1::JoinRequest {
+                    job: job.to_owned(),
+                    identity: Some(identity.to_proto()),
+                };
+                async move { c.join(request).await }
+            })
+            .await?;
+        let lost = Arc::new(AtomicBool::new(false));
+        let keepalive = tokio::spawn(keep_alive(
+            Arc::clone(&client),
+            job.to_owned(),
+            joined.member.clone(),
+            Duration::from_millis(u64::from(joined.ttl_ms.max(300))),
+            Arc::clone(&lost),
+        ));
+        tracing::info!(
+            job,
+            member = joined.member,
+            generation = joined.generation,
+            "joined"
+        );
+        Ok(Self {
+            client,
+            job: job.to_owned(),
+            joined,
+            lost,
+            keepalive,
+        })
+    }
+
+    pub fn member(&self) -> &str {
+        &self.joined.member
+    }
+
+    pub fn config(&self) -> v1::JobConfig {
+        self.joined.config.clone().unwrap_or_default()
+    }
+
+    /// Whether the membership expired (the coordinator forgot this member).
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    fn member_request(&self) -> v1::MemberRequest {
+        v1::MemberRequest {
+            job: self.job.clone(),
+            member: self.joined.member.clone(),
+        }
+    }
+
+    /// Leaves the job: a dynamic member's unacked units return to the pool.
+    pub async fn leave(&self) -> Result<()> {
+        self.keepalive.abort();
+        let request = self.member_request();
+        self.client
+            .call(|mut c| {
+                let request = request.clone();
+                async move { c.leave(request).await }
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.keepalive.abort();
+    }
+}
+
+async fn keep_alive(
+    client: Arc<Client>,
+    job: String,
+    member: String,
+    ttl: Duration,
+    lost: Arc<AtomicBool>,
+) {
+    let request = v1::MemberRequest { job, member };
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        let result = client
+            .call(|mut c| {
+                let request = request.clone();
+                async move { c.keep_alive(request).await }
+            })
+            .await;
+        if let Err(error) = result {
+            tracing::error!(%error, member = request.member, "membership lost");
+            lost.store(true, Ordering::Relaxed);
+            return;
+        }
+    }
+}

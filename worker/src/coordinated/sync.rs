@@ -1,0 +1,250 @@
+//! Sync mode: this rank's equal part of each generation.
+//!
+//! The loader reads the part the coordinator assigns, shuffled with the
+//! seed `(seed, epoch, generation, rank)`, so the coordinator can recompute
+//! which samples it emitted from a count alone. A checkpoint saves
+//! [`SyncLoader::state_dict`] and, once the checkpoint is durable, calls
+//! [`SyncLoader::commit`]; after a torchrun restart the new generation
+//! resumes from that commit.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tributary_common::proto::{spans_from_proto, v1};
+
+use super::Session;
+use crate::batch::Batch;
+use crate::dataset::Dataset;
+use crate::error::{Result, WorkerError};
+use crate::loader::{Loader, LoaderConfig};
+
+/// Where a rank stands: saved with a checkpoint, committed once durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoaderState {
+    pub epoch: u64,
+    pub generation: u64,
+    /// Samples this rank's loader has handed to the trainer in the
+    /// generation (equal on every rank in sync mode).
+    pub samples: u64,
+}
+
+/// Progress reaches the coordinator at most this often.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// A rank's loader under a sync-mode coordinator.
+#[derive(Debug)]
+pub struct SyncLoader {
+    session: Arc<Session>,
+    dataset: Dataset,
+    base: LoaderConfig,
+    assignment: v1::Assignment,
+    loader: Option<Loader>,
+    emitted: u64,
+    reported: Instant,
+}
+
+impl SyncLoader {
+    /// Reads the member's part of the epoch it joined in. `base` supplies
+    /// everything but what the job fixes (seed, batch size, shuffle buffer,
+    /// rank, world, epoch, generation).
+    pub async fn start(
+        session: Arc<Session>,
+        dataset: Dataset,
+        base: LoaderConfig,
+    ) -> Result<Self> {
+        let epoch = session.joined.epoch;
+        let mut loader = Self {
+            session,
+            dataset,
+            base,
+            assignment: v1::Assignment::default(),
+            loader: None,
+            emitted: 0,
+            reported: Instant::now(),
+        };
+        loader.begin(epoch).await?;
+        Ok(loader)
+    }
+
+    async fn begin(&mut self, epoch: u64) -> Result<()> {
+        let request = v1::AssignmentRequest {
+            job: self.session.job.clone(),
+            member: self.session.member().to_owned(),
+            epoch,
+        };
+        let assignment = self
+            .session
+            .client
+            .call(|mut c| {
+                let request = request.clone();
+                async move { c.get_assignment(request).await }
+            })
+            .await?;
+        self.emitted = 0;
+        self.loader = None;
+        if !assignment.finished {
+            let job = self.session.config();
+            let config = LoaderConfig {
+                seed: job.seed,
+                epoch: assignment.epoch,
+                generation: assignment.generation,
+                rank: assignment.rank as usize,
+                world: assignment.world as usize,
+                batch_size: job.batch_size as usize,
+                shuffle_buffer: job.shuffle_buffer as usize,
+                drop_last: false,
+                ..self.base.clone()
+            };
+            let spans = spans_from_proto(assignment.spans.clone());
+            tracing::info!(
+                epoch = assignment.epoch,
+                generation = assignment.generation,
+                rank = assignment.rank,
+                samples = spans.len(),
+                "assignment"
+            );
+            self.loader = Some(
+                Loader::builder(self.dataset.clone())
+                    .config(config)
+                    .spans(spans)
+                    .build()
+                    .await?,
+            );
+        }
+        self.assignment = assignment;
+        Ok(())
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.assignment.epoch
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.assignment.generation
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.assignment.rank
+    }
+
+    pub fn world(&self) -> u32 {
+        self.assignment.world
+    }
+
+    /// Samples of this rank's part of the generation.
+    pub fn samples(&self) -> u64 {
+        self.loader.as_ref().map_or(0, Loader::samples)
+    }
+
+    /// Whether every epoch of the job is done.
+    pub fn finished(&self) -> bool {
+        self.assignment.finished
+    }
+
+    /// The next batch of the epoch; `None` at its end (then call
+    /// [`SyncLoader::next_epoch`]).
+    pub async fn next(&mut self) -> Option<Result<Batch>> {
+        if self.session.is_lost() {
+            return Some(Err(WorkerError::Stopped(
+                "the coordinator forgot this member (its lease expired)".into(),
+            )));
+        }
+        let item = self.loader.as_mut()?.next().await;
+        if let Some(Ok(batch)) = &item {
+            self.emitted += batch.len() as u64;
+            if self.reported.elapsed() >= REPORT_EVERY || self.emitted == self.samples() {
+                self.reported = Instant::now();
+                self.report();
+            }
+        }
+        item
+    }
+
+    /// Sends progress without waiting (best effort; commits are what count).
+    fn report(&self) {
+        let session = Arc::clone(&self.session);
+        let request = v1::ReportRequest {
+            job: session.job.clone(),
+            member: session.member().to_owned(),
+            generation: self.assignment.generation,
+            samples: self.emitted,
+            ..v1::ReportRequest::default()
+        };
+        tokio::spawn(async move {
+            let result = session
+                .client
+                .call(|mut c| {
+                    let request = request.clone();
+                    async move { c.report(request).await }
+                })
+                .await;
+            if let Err(error) = result {
+                tracing::warn!(%error, "progress report failed");
+            }
+        });
+    }
+
+    /// Moves to the next epoch; false when the job is finished.
+    pub async fn next_epoch(&mut self) -> Result<bool> {
+        if self.assignment.finished {
+            return Ok(false);
+        }
+        self.begin(self.assignment.epoch + 1).await?;
+        Ok(!self.assignment.finished)
+    }
+
+    /// The state to save with a checkpoint.
+    pub fn state_dict(&self) -> LoaderState {
+        LoaderState {
+            epoch: self.assignment.epoch,
+            generation: self.assignment.generation,
+            samples: self.emitted,
+        }
+    }
+
+    /// Tells the coordinator a checkpoint holding `state` is durable: a
+    /// restart resumes after it.
+    pub async fn commit(&self, state: &LoaderState) -> Result<()> {
+        let request = v1::CommitRequest {
+            job: self.session.job.clone(),
+            member: self.session.member().to_owned(),
+            generation: state.generation,
+            samples: state.samples,
+        };
+        self.session
+            .client
+            .call(|mut c| {
+                let request = request.clone();
+                async move { c.commit(request).await }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Checks a restored checkpoint against the coordinator: the generation
+    /// this loader reads resumed from the last commit, which must be the
+    /// checkpoint's state (an older checkpoint would replay samples the job
+    /// already trained on).
+    pub async fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
+        let request = v1::JobRequest {
+            job: self.session.job.clone(),
+        };
+        let status = self
+            .session
+            .client
+            .call(|mut c| {
+                let request = request.clone();
+                async move { c.get_status(request).await }
+            })
+            .await?;
+        match status.commit_generation {
+            Some(g) if g == state.generation && status.commit_samples == state.samples => Ok(()),
+            last => Err(WorkerError::Config(format!(
+                "checkpoint state (generation {}, {} samples) is not the job's last commit \
+                 (generation {last:?}, {} samples)",
+                state.generation, state.samples, status.commit_samples
+            ))),
+        }
+    }
+}
