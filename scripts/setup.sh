@@ -4,6 +4,7 @@
 #
 #   - the test virtualenv (.venv): moto_server (an S3-compatible server) and
 #     the Python webdataset library, pinned in tests/python/requirements.txt.
+#   - etcd (Debian's etcd-server), which the store tests run on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,7 @@ need_apt=()
 command -v cargo >/dev/null || { echo "setup: cargo is missing: install Rust (rustup) first" >&2; exit 1; }
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 command -v cc >/dev/null || need_apt+=(build-essential)
+command -v etcd >/dev/null || [ -n "${TRIBUTARY_ETCD:-}" ] || need_apt+=(etcd-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -42,6 +42,7 @@ fn free_port() -> u16 {
 }
 
 /// One running member.
+#[derive(Debug)]
 struct Member {
     child: Child,
     client_port: u16,
@@ -95,7 +96,11 @@ fn try_start(dir: &Path, n: usize, attempt: usize) -> Option<Vec<Member>> {
         .join(",");
     // A single member never re-elects: tick fast, so the minimum lease TTL
     // is 1 s. A cluster on a busy machine keeps etcd's defaults (2 s).
-    let (heartbeat, election) = if n == 1 { ("50", "500") } else { ("100", "1000") };
+    let (heartbeat, election) = if n == 1 {
+        ("50", "500")
+    } else {
+        ("100", "1000")
+    };
     let bin = etcd_bin();
     let mut members = Vec::new();
     for (i, (client, peer)) in ports.iter().enumerate() {
@@ -124,7 +129,10 @@ fn try_start(dir: &Path, n: usize, attempt: usize) -> Option<Vec<Member>> {
             .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| {
-                panic!("cannot run {}: {e} (run scripts/setup.sh, or set TRIBUTARY_ETCD)", bin.display())
+                panic!(
+                    "cannot run {}: {e} (run scripts/setup.sh, or set TRIBUTARY_ETCD)",
+                    bin.display()
+                )
             });
         members.push(Member {
             child,
@@ -140,7 +148,10 @@ fn try_start(dir: &Path, n: usize, attempt: usize) -> Option<Vec<Member>> {
         {
             let tail = members[exited].log_tail();
             members.iter_mut().for_each(Member::kill);
-            assert!(attempt + 1 < ATTEMPTS, "etcd member {exited} exited at start:\n{tail}");
+            assert!(
+                attempt + 1 < ATTEMPTS,
+                "etcd member {exited} exited at start:\n{tail}"
+            );
             return None;
         }
         if members.iter().all(Member::healthy) {
@@ -170,6 +181,7 @@ fn start_members(n: usize) -> (TempDir, Vec<Member>) {
 }
 
 /// One etcd member on loopback; killed on drop.
+#[derive(Debug)]
 pub struct EtcdServer {
     member: Member,
     _dir: TempDir,
@@ -196,6 +208,7 @@ impl Drop for EtcdServer {
 }
 
 /// A cluster of etcd members on loopback; killed on drop.
+#[derive(Debug)]
 pub struct EtcdCluster {
     members: Vec<Member>,
     _dir: TempDir,

@@ -58,9 +58,13 @@ impl EtcdStore {
             // etcd refuses pings more often than every 5 s.
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
         let connect = async {
-            let mut client = Client::connect(endpoints, Some(options)).await?;
+            let client = Client::connect(endpoints, Some(options)).await?;
             // The channel connects lazily: make one request to know.
-            client.status().await?;
+            let status = || {
+                let mut maintenance = client.maintenance_client();
+                async move { maintenance.status().await }
+            };
+            retry_unsent(status).await?;
             Ok::<_, etcd_client::Error>(client)
         };
         let client = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
@@ -92,9 +96,21 @@ impl EtcdStore {
     }
 }
 
-/// Runs one etcd request under [`REQUEST_TIMEOUT`]; `lease` names the
-/// lease a "lease not found" answer is about.
-pub(crate) async fn request<T>(
+/// How many times a request that never reached a member is tried.
+const ATTEMPTS: u32 = 8;
+
+/// Runs an etcd request under [`REQUEST_TIMEOUT`], retried by [`retry_unsent`];
+/// `lease` names the lease a "lease not found" answer is about.
+pub(crate) async fn request<T, F, Fut>(attempt: F, lease: Option<LeaseId>) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, etcd_client::Error>>,
+{
+    once(retry_unsent(attempt), lease).await
+}
+
+/// Runs one etcd request under [`REQUEST_TIMEOUT`].
+pub(crate) async fn once<T>(
     future: impl Future<Output = Result<T, etcd_client::Error>>,
     lease: Option<LeaseId>,
 ) -> StoreResult<T> {
@@ -104,6 +120,36 @@ pub(crate) async fn request<T>(
             "etcd request timed out after {REQUEST_TIMEOUT:?}"
         ))),
     }
+}
+
+/// Tries `attempt` again (up to [`ATTEMPTS`] times) while it fails before
+/// reaching any member. The client balances requests over every endpoint
+/// and keeps picking a dead member's; a request that could not connect was
+/// never sent, so trying it again is safe even for a transaction.
+pub(crate) async fn retry_unsent<T, F, Fut>(mut attempt: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, etcd_client::Error>>,
+{
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(error) if tries < ATTEMPTS && never_sent(&error) => {
+                tracing::debug!(%error, tries, "etcd request could not connect; trying again");
+                tokio::time::sleep(Duration::from_millis(20) * tries).await;
+                tries += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Whether `error` says the request failed to connect (tonic turns
+/// hyper's connect errors, timeouts included, into this status).
+fn never_sent(error: &etcd_client::Error) -> bool {
+    matches!(error, etcd_client::Error::GRpcStatus(status)
+        if status.code() == tonic::Code::Unavailable
+            && status.message().starts_with("tcp connect error"))
 }
 
 /// The one place etcd's errors become [`StoreError`]s.
@@ -188,15 +234,29 @@ fn txn_op(op: Op) -> TxnOp {
 #[async_trait]
 impl MetaStore for EtcdStore {
     async fn get(&self, key: &str) -> StoreResult<Option<KeyValue>> {
-        let mut kv = self.client.kv_client();
-        let response = request(kv.get(key, None), None).await?;
+        let kv = self.client.kv_client();
+        let response = request(
+            || {
+                let mut kv = kv.clone();
+                async move { kv.get(key, None).await }
+            },
+            None,
+        )
+        .await?;
         response.kvs().first().map(key_value).transpose()
     }
 
     async fn range(&self, prefix: &str) -> StoreResult<(Vec<KeyValue>, i64)> {
-        let mut kv = self.client.kv_client();
+        let kv = self.client.kv_client();
         let options = GetOptions::new().with_prefix();
-        let response = request(kv.get(prefix, Some(options)), None).await?;
+        let response = request(
+            || {
+                let (mut kv, options) = (kv.clone(), options.clone());
+                async move { kv.get(prefix, Some(options)).await }
+            },
+            None,
+        )
+        .await?;
         let kvs = response
             .kvs()
             .iter()
@@ -206,9 +266,13 @@ impl MetaStore for EtcdStore {
     }
 
     async fn put(&self, key: &str, value: Vec<u8>, lease: Option<LeaseId>) -> StoreResult<i64> {
-        let mut kv = self.client.kv_client();
+        let kv = self.client.kv_client();
         let options = lease.map(|l| PutOptions::new().with_lease(l));
-        let response = request(kv.put(key, value, options), lease).await?;
+        let put = || {
+            let (mut kv, value, options) = (kv.clone(), value.clone(), options.clone());
+            async move { kv.put(key, value, options).await }
+        };
+        let response = request(put, lease).await?;
         revision(response.header())
     }
 
@@ -226,8 +290,15 @@ impl MetaStore for EtcdStore {
         let txn = Txn::new()
             .when(compares.into_iter().map(compare).collect::<Vec<_>>())
             .and_then(ops.into_iter().map(txn_op).collect::<Vec<_>>());
-        let mut kv = self.client.kv_client();
-        let response = request(kv.txn(txn), lease).await?;
+        let kv = self.client.kv_client();
+        let response = request(
+            || {
+                let (mut kv, txn) = (kv.clone(), txn.clone());
+                async move { kv.txn(txn).await }
+            },
+            lease,
+        )
+        .await?;
         Ok(TxnOutcome {
             succeeded: response.succeeded(),
             revision: revision(response.header())?,
@@ -235,19 +306,26 @@ impl MetaStore for EtcdStore {
     }
 
     async fn grant(&self, ttl: Duration) -> StoreResult<LeaseId> {
-        let mut leases = self.client.lease_client();
-        let response = request(leases.grant(ttl_seconds(ttl), None), None).await?;
+        let leases = self.client.lease_client();
+        let grant = || {
+            let mut leases = leases.clone();
+            async move { leases.grant(ttl_seconds(ttl), None).await }
+        };
+        let response = request(grant, None).await?;
         Ok(response.id())
     }
 
     async fn keep_alive(&self, lease: LeaseId) -> StoreResult<Duration> {
-        let mut leases = self.client.lease_client();
-        let renew = async {
-            // Opening the stream renews once and checks the lease exists;
-            // a second renewal reports the TTL.
-            let (mut keeper, mut responses) = leases.keep_alive(lease).await?;
-            keeper.keep_alive().await?;
-            responses.message().await
+        let leases = self.client.lease_client();
+        let renew = || {
+            let mut leases = leases.clone();
+            async move {
+                // Opening the stream renews once and checks the lease
+                // exists; a second renewal reports the TTL.
+                let (mut keeper, mut responses) = leases.keep_alive(lease).await?;
+                keeper.keep_alive().await?;
+                responses.message().await
+            }
         };
         match request(renew, Some(lease)).await? {
             Some(response) if response.ttl() > 0 => {
@@ -261,8 +339,12 @@ impl MetaStore for EtcdStore {
     }
 
     async fn revoke(&self, lease: LeaseId) -> StoreResult<()> {
-        let mut leases = self.client.lease_client();
-        match request(leases.revoke(lease), Some(lease)).await {
+        let leases = self.client.lease_client();
+        let revoke = || {
+            let mut leases = leases.clone();
+            async move { leases.revoke(lease).await }
+        };
+        match request(revoke, Some(lease)).await {
             Ok(_) | Err(StoreError::LeaseNotFound(_)) => Ok(()),
             Err(error) => Err(error),
         }
@@ -277,10 +359,17 @@ impl MetaStore for EtcdStore {
         if from_revision > 0 {
             options = options.with_start_revision(from_revision);
         }
-        let mut watches = self.client.watch_client();
-        let mut stream = request(watches.watch(prefix, Some(options)), None).await?;
-        // Wait for etcd to confirm, so the watch is in place on return.
-        let created = request(stream.message(), None).await?;
+        let watches = self.client.watch_client();
+        let open = || {
+            let (mut watches, options) = (watches.clone(), options.clone());
+            async move {
+                let mut stream = watches.watch(prefix, Some(options)).await?;
+                // Wait for etcd to confirm, so the watch is in place on return.
+                let created = stream.message().await?;
+                Ok((stream, created))
+            }
+        };
+        let (stream, created) = request(open, None).await?;
         let mut watch = EtcdWatch {
             stream,
             prefix: prefix.to_owned(),

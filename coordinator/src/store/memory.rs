@@ -73,6 +73,7 @@ impl fmt::Debug for MemoryStore {
 }
 
 impl MemoryStore {
+    /// An empty store at revision 1.
     pub fn new() -> Self {
         Self::default()
     }

@@ -7,6 +7,8 @@
 //! `<repo>/.venv`.
 
 mod cli;
+mod cluster;
+mod elastic;
 mod harness;
 mod s3;
 mod webdataset;

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{map_error, request, EtcdStore, REQUEST_TIMEOUT};
+use super::{map_error, once, request, retry_unsent, EtcdStore, REQUEST_TIMEOUT};
 use crate::store::{Election, Leadership, LeaseId, MetaStore, StoreError, StoreResult, WatchEvent};
 
 /// Leader election among coordinator replicas on etcd.
@@ -60,11 +60,15 @@ impl Election for EtcdElection {
                 Arc::clone(&lost_tx),
             ))],
         };
-        let mut elections = self.store.client().election_client();
+        let elections = self.store.client().election_client();
+        let campaign = || {
+            let (mut elections, name) = (elections.clone(), self.name.clone());
+            async move { elections.campaign(name, candidate, lease).await }
+        };
         let mut lease_lost = lost.clone();
         // No timeout: the campaign waits as long as another candidate leads.
         let response = tokio::select! {
-            response = elections.campaign(self.name.as_str(), candidate, lease) => {
+            response = retry_unsent(campaign) => {
                 response.map_err(|error| map_error(error, Some(lease)))?
             }
             _ = lease_lost.wait_for(|lost| *lost) => {
@@ -103,9 +107,13 @@ impl Election for EtcdElection {
             .with_prefix()
             .with_sort(SortTarget::Create, SortOrder::Ascend)
             .with_limit(1);
-        let mut kv = self.store.client().kv_client();
+        let kv = self.store.client().kv_client();
         let prefix = format!("{}/", self.name);
-        let response = request(kv.get(prefix, Some(options)), None).await?;
+        let get = || {
+            let (mut kv, prefix, options) = (kv.clone(), prefix.clone(), options.clone());
+            async move { kv.get(prefix, Some(options)).await }
+        };
+        let response = request(get, None).await?;
         let Some(kv) = response.kvs().first() else {
             return Ok(None);
         };
@@ -156,10 +164,13 @@ async fn keep_alive(
     let mut valid_until = Instant::now() + ttl;
     while Instant::now() < valid_until {
         let sent = Instant::now();
-        match request(renew(&store, lease, ttl, &mut stream), Some(lease)).await {
-            Ok(granted) => valid_until = sent + granted,
-            Err(StoreError::LeaseNotFound(_)) => break,
-            Err(error) => {
+        // A renewal may take no longer than the lease has left: the holder
+        // must hear it is lost before another candidate can lead.
+        let renewal = once(renew(&store, lease, ttl, &mut stream), Some(lease));
+        match tokio::time::timeout_at(valid_until, renewal).await {
+            Ok(Ok(granted)) => valid_until = sent + granted,
+            Ok(Err(StoreError::LeaseNotFound(_))) | Err(_) => break,
+            Ok(Err(error)) => {
                 tracing::warn!(lease, %error, "election lease keep-alive failed");
                 stream = None;
             }

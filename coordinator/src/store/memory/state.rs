@@ -3,6 +3,7 @@
 //! takes `now`, so unit tests need no clock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -79,10 +80,7 @@ impl State {
 
     pub(super) fn range(&self, prefix: &str) -> Vec<KeyValue> {
         self.kvs
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(|(key, _)| key.starts_with(prefix))
             .map(|(_, kv)| kv.clone())
             .collect()
@@ -297,10 +295,7 @@ fn check_distinct_keys(ops: &[Op]) -> StoreResult<()> {
             Op::Put { .. } => None,
             Op::Delete { key } => puts.contains(key.as_str()).then_some(key),
             Op::DeletePrefix { prefix } => puts
-                .range::<str, _>((
-                    std::ops::Bound::Included(prefix.as_str()),
-                    std::ops::Bound::Unbounded,
-                ))
+                .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
                 .next()
                 .filter(|key| key.starts_with(prefix.as_str()))
                 .map(|_| prefix),
