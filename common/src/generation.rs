@@ -19,9 +19,10 @@
 //! The documented remainder: with [`Remainder::Drop`] the final generation of
 //! an epoch leaves the last `len(cut) % world` samples of its cut (fewer
 //! than `world`) undelivered ([`crate::plan::dropped`]); with
-//! [`Remainder::Pad`] nothing is lost and fewer than `world` samples of a
-//! generation's cut are delivered twice. Earlier generations drop nothing:
-//! what they leave unread is in the next cut.
+//! [`Remainder::Pad`] nothing is lost, and each generation that commits
+//! delivers fewer than `world` extra copies (padding repeats of its cut's
+//! first samples). Earlier generations drop nothing: what they leave unread
+//! is in the next cut.
 
 use std::ops::Range;
 
