@@ -19,9 +19,10 @@
 //! The documented remainder: with [`Remainder::Drop`] the final generation of
 //! an epoch leaves the last `len(cut) % world` samples of its cut (fewer
 //! than `world`) undelivered ([`crate::plan::dropped`]); with
-//! [`Remainder::Pad`] nothing is lost and fewer than `world` samples of a
-//! generation's cut are delivered twice. Earlier generations drop nothing:
-//! what they leave unread is in the next cut.
+//! [`Remainder::Pad`] nothing is lost, and each generation that commits
+//! delivers fewer than `world` extra copies (padding repeats of its cut's
+//! first samples). Earlier generations drop nothing: what they leave unread
+//! is in the next cut.
 
 use std::ops::Range;
 
@@ -50,35 +51,61 @@ pub fn emitted(
     rank: u64,
     spec: ShuffleSpec,
 ) -> SpanSet {
-    let len = part.len();
-    let k = k.min(len);
-    if k == 0 {
-        return SpanSet::default();
-    }
-    let mut buffer = ShuffleBuffer::with_spec(spec, seed, epoch, generation, rank);
-    let mut out = 0u64;
-    let mut pushed = 0u64;
-    while out < k && pushed < len {
-        if buffer.push(pushed).is_some() {
-            out += 1;
+    let replay = Replay::run(part.len(), k, spec, [seed, epoch, generation, rank]);
+    positions(part, replay.emitted())
+}
+
+/// Where a rank's buffer stands after emitting `k` items: positions
+/// `0..pushed` went in, and `held` (sorted) are still inside.
+#[derive(Debug)]
+struct Replay {
+    pushed: u64,
+    held: Vec<u64>,
+}
+
+impl Replay {
+    fn run(len: u64, k: u64, spec: ShuffleSpec, path: [u64; 4]) -> Self {
+        let k = k.min(len);
+        if k == 0 {
+            return Self {
+                pushed: 0,
+                held: Vec::new(),
+            };
         }
-        pushed += 1;
+        let [seed, epoch, generation, rank] = path;
+        let mut buffer = ShuffleBuffer::with_spec(spec, seed, epoch, generation, rank);
+        let mut out = 0u64;
+        let mut pushed = 0u64;
+        while out < k && pushed < len {
+            if buffer.push(pushed).is_some() {
+                out += 1;
+            }
+            pushed += 1;
+        }
+        if out < k {
+            // The whole part is in: the rest comes from draining the buffer.
+            out += buffer.drain().take((k - out) as usize).count() as u64;
+        }
+        debug_assert_eq!(out, k, "the buffer emits every item it is given");
+        let mut held = buffer.residents().to_vec();
+        held.sort_unstable();
+        Self { pushed, held }
     }
-    if out < k {
-        // The whole part is in: the rest comes from draining the buffer.
-        out += buffer.drain().take((k - out) as usize).count() as u64;
+
+    /// Position ranges emitted: `0..pushed` minus `held`.
+    fn emitted(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+        let starts = std::iter::once(0).chain(self.held.iter().map(|&p| p + 1));
+        let ends = self.held.iter().copied().chain([self.pushed]);
+        starts.zip(ends).filter(|(a, b)| a < b).map(|(a, b)| a..b)
     }
-    debug_assert_eq!(out, k, "the buffer emits every item it is given");
-    let mut held = buffer.residents().to_vec();
-    held.sort_unstable();
-    let mut ranges = Vec::with_capacity(held.len() + 1);
-    let mut start = 0;
-    for position in held {
-        ranges.push(start..position);
-        start = position + 1;
+
+    /// Position ranges below `end` not emitted: `held`, then `pushed..`.
+    fn unemitted(&self, end: u64) -> impl Iterator<Item = Range<u64>> + '_ {
+        let held = self.held.iter().map(|&p| p..p + 1);
+        held.chain(std::iter::once(self.pushed..end.max(self.pushed)))
+            .map(move |r| r.start.min(end)..r.end.min(end))
+            .filter(|r| r.start < r.end)
     }
-    ranges.push(start..pushed);
-    positions(part, ranges)
 }
 
 /// The samples at positions `ranges` (sorted, disjoint) of `part`.
@@ -130,6 +157,10 @@ pub fn rank_part(cut: &SpanSet, world: usize, rank: usize, remainder: Remainder)
 /// A sample counts as consumed if any rank emitted it: under
 /// [`Remainder::Pad`] a padding copy of one of the cut's first samples may be
 /// emitted by the last ranks while the original is not.
+///
+/// Each part's leftover is found in position space (what its buffer still
+/// held, and what it had not pushed yet), so the cost is one replay per rank
+/// plus `O(spans + world × capacity)`, with no sort over the emitted sets.
 #[allow(clippy::too_many_arguments)]
 pub fn next_cut(
     cut: &SpanSet,
@@ -141,13 +172,38 @@ pub fn next_cut(
     generation: u64,
     spec: ShuffleSpec,
 ) -> SpanSet {
+    let total = cut.len();
     let parts = split_equal(cut, world, remainder);
-    let mut consumed: Vec<Span> = Vec::new();
+    let mut left: Vec<Span> = Vec::with_capacity(cut.spans().len());
+    let mut padding_emitted: Vec<Span> = Vec::new();
+    let mut start = 0u64;
     for (rank, part) in parts.iter().enumerate() {
-        let done = emitted(part, committed, seed, epoch, generation, rank as u64, spec);
-        consumed.extend_from_slice(done.spans());
+        let replay = Replay::run(
+            part.len(),
+            committed,
+            spec,
+            [seed, epoch, generation, rank as u64],
+        );
+        // Positions from `real` on are padding: copies of the cut's start.
+        let real = total.saturating_sub(start).min(part.len());
+        left.extend_from_slice(positions(part, replay.unemitted(real)).spans());
+        if real < part.len() {
+            let emitted_padding = replay
+                .emitted()
+                .map(|r| r.start.max(real)..r.end)
+                .filter(|r| r.start < r.end);
+            padding_emitted.extend_from_slice(positions(part, emitted_padding).spans());
+        }
+        start += part.len();
     }
-    cut.subtract(&SpanSet::new(consumed))
+    // Under Drop, the tail no part holds stays for the next generation.
+    left.extend_from_slice(cut.split_at(start.min(total)).1.spans());
+    let left = SpanSet::new(left);
+    if padding_emitted.is_empty() {
+        left
+    } else {
+        left.subtract(&SpanSet::new(padding_emitted))
+    }
 }
 
 /// A commit of the synchronous mode: every rank of `generation` had emitted
@@ -292,6 +348,27 @@ mod tests {
                 part.samples().enumerate().map(|(i, s)| (s, i)).collect();
             first.sort_unstable_by_key(|s| order[s]);
             prop_assert_eq!(replay.samples().collect::<Vec<_>>(), first);
+        }
+    }
+
+    proptest! {
+        /// `next_cut` equals its definition: the cut minus every sample any
+        /// rank emitted by the commit.
+        #[test]
+        fn next_cut_removes_what_any_rank_emitted(
+            cut in arb_part(), world in 1usize..9, pad in any::<bool>(),
+            spec in arb_spec(), path in any::<[u64; 3]>(), committed in 0u64..80,
+        ) {
+            let remainder = if pad { Remainder::Pad } else { Remainder::Drop };
+            let [seed, epoch, generation] = path;
+            let mut consumed = Vec::new();
+            for (rank, part) in split_equal(&cut, world, remainder).iter().enumerate() {
+                let done = emitted(part, committed, seed, epoch, generation, rank as u64, spec);
+                consumed.extend_from_slice(done.spans());
+            }
+            let expected = cut.subtract(&SpanSet::new(consumed));
+            let next = next_cut(&cut, world, remainder, committed, seed, epoch, generation, spec);
+            prop_assert_eq!(next, expected);
         }
     }
 

@@ -55,14 +55,19 @@ pub fn unit_f64(rng: &mut impl Rng) -> f64 {
 /// A uniform integer in `[0, n)`, without modulo bias. `n` must be non-zero.
 pub fn below(rng: &mut impl Rng, n: u64) -> u64 {
     assert!(n > 0, "below(0) has no values to choose from");
-    // Lemire's nearly-divisionless method.
-    let threshold = n.wrapping_neg() % n;
-    loop {
-        let wide = u128::from(rng.next_u64()) * u128::from(n);
-        if (wide as u64) >= threshold {
-            return (wide >> 64) as u64;
+    // Lemire's nearly-divisionless method: draws whose low word is below the
+    // threshold `2^64 mod n` are rejected. The threshold is less than `n`,
+    // so the division that computes it is needed only when the low word is
+    // below `n` (rarely, for small `n`): the draws and results are those of
+    // always computing it, without a division per call.
+    let mut wide = u128::from(rng.next_u64()) * u128::from(n);
+    if (wide as u64) < n {
+        let threshold = n.wrapping_neg() % n;
+        while (wide as u64) < threshold {
+            wide = u128::from(rng.next_u64()) * u128::from(n);
         }
     }
+    (wide >> 64) as u64
 }
 
 /// Shuffles `items` in place (Fisher-Yates) with `rng`.
@@ -105,6 +110,34 @@ mod tests {
                     "stream of ({seed}, {i}) repeats another"
                 );
             }
+        }
+    }
+
+    /// The division-free fast path changes no draw: compare with computing
+    /// the threshold on every call, for small and huge bounds (where
+    /// rejections happen).
+    #[test]
+    fn below_matches_the_always_dividing_form() {
+        fn reference(rng: &mut impl Rng, n: u64) -> u64 {
+            let threshold = n.wrapping_neg() % n;
+            loop {
+                let wide = u128::from(rng.next_u64()) * u128::from(n);
+                if (wide as u64) >= threshold {
+                    return (wide >> 64) as u64;
+                }
+            }
+        }
+        let mut bounds = rng(Domain::Synth, &[1]);
+        let mut a = rng(Domain::Synth, &[2]);
+        let mut b = rng(Domain::Synth, &[2]);
+        for i in 0..200_000u64 {
+            let n = match i % 4 {
+                0 => 1 + i % 1000,
+                1 => (1 << 63) + bounds.next_u64() % 1000,
+                2 => u64::MAX - i % 7,
+                _ => 1 + bounds.next_u64() % (1 << (1 + i % 63)),
+            };
+            assert_eq!(below(&mut a, n), reference(&mut b, n), "bound {n}");
         }
     }
 
