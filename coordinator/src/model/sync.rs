@@ -316,12 +316,11 @@ impl SyncModel {
         }
         if let Some(last) = self.commit {
             if generation < last.generation.0
-                || (generation == last.generation.0 && samples < last.samples)
+                || (generation == last.generation.0 && samples <= last.samples)
             {
-                return Err(CoordError::Stale(format!(
-                    "commit ({generation}, {samples}) is behind the last commit ({}, {})",
-                    last.generation.0, last.samples
-                )));
+                // Another rank of the group already committed this far (the
+                // commit stands for every rank): nothing to record.
+                return Ok(Vec::new());
             }
         }
         let part = self.part(config, dataset, generation, rank.rank)?.len();

@@ -69,7 +69,7 @@ fn now_ms() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
-fn emit(line: String) {
+fn emit(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
@@ -97,7 +97,7 @@ async fn main() -> anyhow::Result<()> {
         options.set("aws_virtual_hosted_style_request", "false");
     }
     let dataset = Dataset::open(&args.dataset, &options).await?;
-    let client = Arc::new(Client::new(&[args.coordinator.clone()])?);
+    let client = Arc::new(Client::new(std::slice::from_ref(&args.coordinator))?);
     let mode = match args.mode.as_str() {
         "dynamic" => v1::Mode::Dynamic,
         _ => v1::Mode::Sync,
@@ -128,7 +128,7 @@ async fn main() -> anyhow::Result<()> {
         v1::Mode::Dynamic => run_dynamic(session, dataset, base, step).await?,
         _ => run_sync(session, dataset, base, step, args.commit_every).await?,
     }
-    emit("done".into());
+    emit("done");
     Ok(())
 }
 
@@ -141,7 +141,7 @@ async fn run_sync(
 ) -> anyhow::Result<()> {
     let mut loader = SyncLoader::start(session, dataset, base).await?;
     while !loader.finished() {
-        emit(format!(
+        emit(&format!(
             "gen {} {} {} {} {}",
             loader.generation(),
             loader.epoch(),
@@ -155,7 +155,7 @@ async fn run_sync(
             tokio::time::sleep(step).await;
             let state = loader.state_dict();
             let ids: Vec<String> = batch.ids.iter().map(u64::to_string).collect();
-            emit(format!(
+            emit(&format!(
                 "batch {} {} {}",
                 state.generation,
                 state.samples,
@@ -164,7 +164,7 @@ async fn run_sync(
             if commit_every > 0 && state.samples >= next_commit {
                 next_commit += commit_every;
                 loader.commit(&state).await?;
-                emit(format!("commit {} {}", state.generation, state.samples));
+                emit(&format!("commit {} {}", state.generation, state.samples));
             }
         }
         if !loader.next_epoch().await? {
@@ -181,10 +181,10 @@ async fn run_dynamic(
     step: Duration,
 ) -> anyhow::Result<()> {
     let on_lease: coordinated::dynamic::OnLease =
-        Arc::new(|unit: &v1::Unit| emit(format!("lease {} {} {}", unit.epoch, unit.id, now_ms())));
+        Arc::new(|unit: &v1::Unit| emit(&format!("lease {} {} {}", unit.epoch, unit.id, now_ms())));
     let on_ack: coordinated::dynamic::OnAck = Arc::new(|units: &[v1::UnitRef]| {
         for unit in units {
-            emit(format!("ack {} {}", unit.epoch, unit.id));
+            emit(&format!("ack {} {}", unit.epoch, unit.id));
         }
     });
     let mut loader = DynamicLoader::start(

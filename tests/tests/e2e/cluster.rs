@@ -67,7 +67,12 @@ impl Proc {
             status.is_some()
         });
         let status = status.expect("status");
-        assert!(status.success(), "{} failed: {status}; output: {:?}", self.name, self.lines().last());
+        assert!(
+            status.success(),
+            "{} failed: {status}; output: {:?}",
+            self.name,
+            self.lines().last()
+        );
     }
 }
 
@@ -78,7 +83,7 @@ impl Drop for Proc {
 }
 
 /// A coordinator replica on a free port, state in etcd.
-pub fn coordinator(etcd: &[String]) -> (Proc, String) {
+pub fn coordinator(etcd: &[String], s3_endpoint: &str) -> (Proc, String) {
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let mut command = Command::new(tributary_bin());
@@ -90,9 +95,14 @@ pub fn coordinator(etcd: &[String]) -> (Proc, String) {
         &etcd.join(","),
         "--leader-ttl-s",
         "2",
+        "--s3-endpoint",
+        s3_endpoint,
     ]);
     command.envs(S3_ENV);
-    (Proc::spawn(&format!("coordinator {address}"), command), address)
+    (
+        Proc::spawn(&format!("coordinator {address}"), command),
+        address,
+    )
 }
 
 pub fn rank_bin() -> std::path::PathBuf {
@@ -156,7 +166,9 @@ pub fn status(address: &str, job: &str) -> Result<JobStatus, tonic::Status> {
             .await
             .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
         client
-            .get_status(v1::JobRequest { job: job.to_owned() })
+            .get_status(v1::JobRequest {
+                job: job.to_owned(),
+            })
             .await
             .map(tonic::Response::into_inner)
     })

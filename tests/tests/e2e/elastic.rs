@@ -2,10 +2,17 @@
 //! rank processes reading from a real S3-compatible server, killed with
 //! `kill -9` on purpose.
 
+#![allow(
+    clippy::print_stdout,
+    reason = "the tests print the recovery times they measure"
+)]
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tributary_common::generation::{emitted, generation_cut, rank_part, CommitPoint, GenerationRecord};
+use tributary_common::generation::{
+    emitted, generation_cut, rank_part, CommitPoint, GenerationRecord,
+};
 use tributary_common::ids::{Epoch, Generation};
 use tributary_common::invariants::{check_exactly_once, check_unit_acks};
 use tributary_common::lease::units;
@@ -33,9 +40,19 @@ fn dataset(s3: &S3Server, scratch: &Scratch, images: usize, per_shard: u32) -> (
     );
     // Packing is deterministic: a local copy has the same manifest.
     let local = scratch.path("local");
-    tributary_ok(&["pack", &src, &local, "--max-samples", &per_shard.to_string()], &[]);
-    let manifest = Manifest::from_json(&std::fs::read(format!("{local}/manifest.json")).expect("read"))
-        .expect("manifest");
+    tributary_ok(
+        &[
+            "pack",
+            &src,
+            &local,
+            "--max-samples",
+            &per_shard.to_string(),
+        ],
+        &[],
+    );
+    let manifest =
+        Manifest::from_json(&std::fs::read(format!("{local}/manifest.json")).expect("read"))
+            .expect("manifest");
     (url, manifest)
 }
 
@@ -46,7 +63,9 @@ fn ids_of(manifest: &Manifest, set: &SpanSet) -> Vec<u64> {
 }
 
 fn unix_ms() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
 }
 
 /// Per generation, per rank: the sample ids a rank printed, in order.
@@ -60,11 +79,18 @@ fn printed(procs: &[&Proc]) -> BTreeMap<u64, Vec<(u32, Vec<u64>)>> {
             match parts.first() {
                 Some(&"gen") => {
                     if let Some((g, r)) = current.take() {
-                        out.entry(g).or_default().push((r, std::mem::take(&mut ids)));
+                        out.entry(g)
+                            .or_default()
+                            .push((r, std::mem::take(&mut ids)));
                     }
-                    current = Some((parts[1].parse().expect("gen"), parts[3].parse().expect("rank")));
+                    current = Some((
+                        parts[1].parse().expect("gen"),
+                        parts[3].parse().expect("rank"),
+                    ));
                 }
-                Some(&"batch") => ids.extend(parts[3..].iter().map(|s| s.parse::<u64>().expect("id"))),
+                Some(&"batch") => {
+                    ids.extend(parts[3..].iter().map(|s| s.parse::<u64>().expect("id")))
+                }
                 _ => {}
             }
         }
@@ -98,32 +124,60 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     let scratch = Scratch::new();
     let (url, manifest) = dataset(&s3, &scratch, 480, 24);
     let endpoints = vec![etcd.endpoint()];
-    let (first, a) = coordinator(&endpoints);
-    let (second, b) = coordinator(&endpoints);
+    let (first, a) = coordinator(&endpoints, &s3.endpoint);
+    let (second, b) = coordinator(&endpoints, &s3.endpoint);
     let addresses = vec![a.clone(), b.clone()];
     let job = JobArgs {
         coordinators: addresses.join(","),
         job: "sync-e2e",
         dataset: &url,
         s3_endpoint: &s3.endpoint,
-        extra: ["--batch-size", "8", "--commit-every", "24", "--step-ms", "60", "--shuffle-buffer", &SHUFFLE.to_string()]
-            .map(String::from)
-            .to_vec(),
+        extra: [
+            "--batch-size",
+            "8",
+            "--commit-every",
+            "24",
+            "--step-ms",
+            "60",
+            "--member-ttl-s",
+            "8",
+            "--shuffle-buffer",
+            &SHUFFLE.to_string(),
+        ]
+        .map(String::from)
+        .to_vec(),
     };
     let mut group: Vec<Proc> = (0..4).map(|r| torchrun_rank(&job, r, 4, 0)).collect();
-    wait_until("a first commit", Duration::from_secs(60), || max_commit(&group[0]) >= 24);
+    wait_until("a first commit", Duration::from_secs(60), || {
+        max_commit(&group[0]) >= 24
+    });
 
     // c: kill -9 the leader mid-epoch.
-    let leader = leader_status(&addresses, "sync-e2e").expect("status").leader;
-    let (mut dead, survivor) = if leader == a { (first, (second, b.clone())) } else { (second, (first, a.clone())) };
+    let leader = leader_status(&addresses, "sync-e2e")
+        .expect("status")
+        .leader;
+    let (mut dead, survivor) = if leader == a {
+        (first, (second, b.clone()))
+    } else {
+        (second, (first, a.clone()))
+    };
     let killed_at = Instant::now();
     dead.kill();
-    wait_until("the other replica to serve", Duration::from_secs(30), || {
-        crate::cluster::status(&survivor.1, "sync-e2e").is_ok()
-    });
-    println!("leader killed: the other replica served after {:?}", killed_at.elapsed());
+    wait_until(
+        "the other replica to serve",
+        Duration::from_secs(30),
+        || crate::cluster::status(&survivor.1, "sync-e2e").is_ok(),
+    );
+    println!(
+        "leader killed: the other replica served after {:?}",
+        killed_at.elapsed()
+    );
     let before = max_commit(&group[0]);
-    wait_until("commits through the new leader", Duration::from_secs(60), || max_commit(&group[0]) > before);
+    wait_until(
+        "commits through the new leader",
+        Duration::from_secs(60),
+        || max_commit(&group[0]) > before,
+    );
 
     // a: kill -9 one rank; torchrun tears the group down.
     group[2].kill();
@@ -135,14 +189,25 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     let (mut replica, _) = survivor;
     replica.kill();
     drop(dead);
-    let (restarted, c) = coordinator(&endpoints);
-    let job = JobArgs { coordinators: c.clone(), ..job };
-    wait_until("the fresh coordinator to serve", Duration::from_secs(30), || {
-        crate::cluster::status(&c, "sync-e2e").is_ok()
-    });
+    let (restarted, c) = coordinator(&endpoints, &s3.endpoint);
+    let job = JobArgs {
+        coordinators: c.clone(),
+        ..job
+    };
+    wait_until(
+        "the fresh coordinator to serve",
+        Duration::from_secs(30),
+        || crate::cluster::status(&c, "sync-e2e").is_ok(),
+    );
     let status_after = crate::cluster::status(&c, "sync-e2e").expect("status");
-    assert_eq!(status_before.generations, status_after.generations, "generations survive a full restart");
-    assert_eq!(status_before.commit_samples, status_after.commit_samples, "the commit survives a full restart");
+    assert_eq!(
+        status_before.generations, status_after.generations,
+        "generations survive a full restart"
+    );
+    assert_eq!(
+        status_before.commit_samples, status_after.commit_samples,
+        "the commit survives a full restart"
+    );
 
     let mut second_group: Vec<Proc> = (0..3).map(|r| torchrun_rank(&job, r, 3, 1)).collect();
     for proc in &mut second_group {
@@ -159,22 +224,46 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
             generation: Generation(g.generation),
             epoch: Epoch(g.epoch),
             world: g.world,
-            from: g.from_generation.map(|f| CommitPoint { generation: Generation(f), samples: g.from_samples }),
+            from: g.from_generation.map(|f| CommitPoint {
+                generation: Generation(f),
+                samples: g.from_samples,
+            }),
         })
         .collect();
     assert_eq!(history.len(), 2, "one generation per restart: {history:?}");
-    let resumed = history[1].from.expect("the second generation resumes from a commit");
+    let resumed = history[1]
+        .from
+        .expect("the second generation resumes from a commit");
     assert_eq!(resumed.generation, Generation(0));
     let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
     let spec = ShuffleSpec::new(SHUFFLE as usize);
-    let cut = |g: u64| generation_cut(&counts, SEED, Remainder::Drop, spec, &history, Generation(g)).expect("cut");
+    let cut = |g: u64| {
+        generation_cut(
+            &counts,
+            SEED,
+            Remainder::Drop,
+            spec,
+            &history,
+            Generation(g),
+        )
+        .expect("cut")
+    };
     let printed_ids = printed(&group.iter().chain(&second_group).collect::<Vec<_>>());
     let mut committed = Vec::new();
     for (g, record) in history.iter().enumerate() {
         let world = record.world as usize;
-        let parts: Vec<SpanSet> = (0..world).map(|r| rank_part(&cut(g as u64), world, r, Remainder::Drop)).collect();
-        assert!(parts.iter().all(|p| p.len() == parts[0].len()), "equal parts in generation {g}");
-        let k = if g == 0 { resumed.samples } else { parts[0].len() };
+        let parts: Vec<SpanSet> = (0..world)
+            .map(|r| rank_part(&cut(g as u64), world, r, Remainder::Drop))
+            .collect();
+        assert!(
+            parts.iter().all(|p| p.len() == parts[0].len()),
+            "equal parts in generation {g}"
+        );
+        let k = if g == 0 {
+            resumed.samples
+        } else {
+            parts[0].len()
+        };
         for (rank, part) in parts.iter().enumerate() {
             let mine = emitted(part, k, SEED, 0, g as u64, rank as u64, spec);
             let planned: BTreeSet<u64> = ids_of(&manifest, &mine).into_iter().collect();
@@ -187,9 +276,15 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
                 .unwrap_or_default();
             let prefix: BTreeSet<u64> = seen.iter().take(k as usize).copied().collect();
             if seen.len() as u64 >= k {
-                assert_eq!(prefix, planned, "generation {g} rank {rank}: printed vs replayed");
+                assert_eq!(
+                    prefix, planned,
+                    "generation {g} rank {rank}: printed vs replayed"
+                );
             } else {
-                assert!(prefix.is_subset(&planned), "generation {g} rank {rank}: printed ids outside the plan");
+                assert!(
+                    prefix.is_subset(&planned),
+                    "generation {g} rank {rank}: printed ids outside the plan"
+                );
             }
         }
     }
@@ -198,7 +293,9 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     let dropped = last.len() % 3;
     let expected: Vec<u64> = {
         let all = ids_of(&manifest, &epoch);
-        let tail: BTreeSet<u64> = ids_of(&manifest, &last.split_at(last.len() - dropped).1).into_iter().collect();
+        let tail: BTreeSet<u64> = ids_of(&manifest, &last.split_at(last.len() - dropped).1)
+            .into_iter()
+            .collect();
         all.into_iter().filter(|id| !tail.contains(id)).collect()
     };
     check_exactly_once(expected, committed).expect("every sample committed exactly once");
@@ -218,22 +315,37 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
     let s3 = S3Server::start();
     let scratch = Scratch::new();
     let (url, manifest) = dataset(&s3, &scratch, 480, 48);
-    let (_coordinator, address) = coordinator(&[etcd.endpoint()]);
+    let (_coordinator, address) = coordinator(&[etcd.endpoint()], &s3.endpoint);
     let ttl_s = 2u64;
     let job = JobArgs {
         coordinators: address.clone(),
         job: "dyn-e2e",
         dataset: &url,
         s3_endpoint: &s3.endpoint,
-        extra: ["--batch-size", "8", "--unit-samples", "16", "--step-ms", "40", "--member-ttl-s", &ttl_s.to_string(), "--shuffle-buffer", "16"]
-            .map(String::from)
-            .to_vec(),
+        extra: [
+            "--batch-size",
+            "8",
+            "--unit-samples",
+            "16",
+            "--step-ms",
+            "40",
+            "--member-ttl-s",
+            &ttl_s.to_string(),
+            "--shuffle-buffer",
+            "16",
+        ]
+        .map(String::from)
+        .to_vec(),
     };
-    let mut members: Vec<Proc> = (0..4).map(|i| named_member(&job, &format!("m{i}"))).collect();
+    let mut members: Vec<Proc> = (0..4)
+        .map(|i| named_member(&job, &format!("m{i}")))
+        .collect();
     let acks = |p: &Proc| p.lines().iter().filter(|l| l.starts_with("ack ")).count();
     let mut kills = Vec::new();
     for (victim, after_acks) in [(1usize, 2usize), (3, 4)] {
-        wait_until("acks before a kill", Duration::from_secs(60), || acks(&members[victim]) >= after_acks);
+        wait_until("acks before a kill", Duration::from_secs(60), || {
+            acks(&members[victim]) >= after_acks
+        });
         members[victim].kill();
         kills.push((victim, unix_ms()));
     }
@@ -248,14 +360,19 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
             let parts: Vec<&str> = line.split(' ').collect();
             match parts[0] {
                 "ack" => acked.push(parts[2].parse::<u32>().expect("unit")),
-                "lease" => leases.push((i, parts[2].parse().expect("unit"), parts[3].parse().expect("ms"))),
+                "lease" => leases.push((
+                    i,
+                    parts[2].parse().expect("unit"),
+                    parts[3].parse().expect("ms"),
+                )),
                 _ => {}
             }
         }
     }
     let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
     let plan = units(&counts, SEED, 0, 16);
-    check_unit_acks(&epoch_spans(&counts, SEED, 0), &plan, acked.clone()).expect("each unit acked once");
+    check_unit_acks(&epoch_spans(&counts, SEED, 0), &plan, acked.clone())
+        .expect("each unit acked once");
     let status = crate::cluster::status(&address, "dyn-e2e").expect("status");
     assert!(status.finished, "the job finished: {status:?}");
     // Kill to reassignment.
@@ -263,7 +380,14 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            (i, m.lines().iter().filter_map(|l| l.strip_prefix("ack 0 ")).filter_map(|u| u.parse().ok()).collect())
+            (
+                i,
+                m.lines()
+                    .iter()
+                    .filter_map(|l| l.strip_prefix("ack 0 "))
+                    .filter_map(|u| u.parse().ok())
+                    .collect(),
+            )
         })
         .collect();
     for (victim, killed_ms) in kills {
@@ -280,7 +404,10 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
         if let Some(taken) = taken {
             let delay = Duration::from_millis((taken - killed_ms) as u64);
             println!("dynamic: member m{victim} killed; its units flowed to another member after {delay:?} (ttl {ttl_s} s)");
-            assert!(delay <= Duration::from_secs(ttl_s + 1), "reassignment took {delay:?}");
+            assert!(
+                delay <= Duration::from_secs(ttl_s + 1),
+                "reassignment took {delay:?}"
+            );
         }
     }
     drop(etcd);
