@@ -5,6 +5,7 @@
 #   - the test virtualenv (.venv): moto_server (an S3-compatible server) and
 #     the Python webdataset library, pinned in tests/python/requirements.txt.
 #   - etcd (Debian's etcd-server), which the store tests run on loopback.
+#   - protoc (Debian's protobuf-compiler), which builds the coordinator protocol.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,7 @@ command -v cargo >/dev/null || { echo "setup: cargo is missing: install Rust (ru
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v etcd >/dev/null || [ -n "${TRIBUTARY_ETCD:-}" ] || need_apt+=(etcd-server)
+command -v protoc >/dev/null || [ -n "${PROTOC:-}" ] || need_apt+=(protobuf-compiler)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
