@@ -100,12 +100,11 @@ fn put(key: String, value: Vec<u8>) -> Op {
 impl Job {
     /// A new job; returns it and the ops that store it.
     pub fn create(name: &str, stored: StoredJob, dataset: Dataset) -> (Self, Vec<Op>) {
-        let ops = vec![put(keys::config(name), json(&stored))];
+        let mut ops = vec![put(keys::config(name), json(&stored))];
         let state = match stored.config.mode {
             Mode::Sync => State::Sync(SyncModel::default()),
             Mode::Dynamic => State::Dynamic(DynModel::new(&stored.config, &dataset, 0)),
         };
-        let mut ops = ops;
         if let State::Dynamic(_) = state {
             ops.push(put(keys::dyn_epoch(name), json(&0u64)));
         }
@@ -209,9 +208,9 @@ impl Job {
     /// return to the pool. Returns the ops to store, and whether anything
     /// changed.
     pub fn remove_member(&mut self, member: &str) -> (Vec<Op>, bool) {
-        let Some(record) = self.members.remove(member) else {
+        if self.members.remove(member).is_none() {
             return (Vec::new(), false);
-        };
+        }
         let mut ops = vec![Op::Delete {
             key: keys::member(&self.name, member),
         }];
@@ -226,7 +225,6 @@ impl Job {
                 });
             }
         }
-        let _ = record;
         (ops, true)
     }
 

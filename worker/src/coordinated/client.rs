@@ -94,6 +94,16 @@ impl Client {
         }
     }
 
+    /// [`Client::call`] with a request that is cloned for every attempt.
+    pub async fn send<R, T, F, Fut>(&self, request: &R, call: F) -> Result<T>
+    where
+        R: Clone,
+        F: Fn(CoordinatorClient<Channel>, R) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
+    {
+        self.call(|client| call(client, request.clone())).await
+    }
+
     /// Runs `call` against the leader, retrying through leader changes and
     /// unreachable replicas until [`FAILOVER_DEADLINE`].
     pub async fn call<T, F, Fut>(&self, mut call: F) -> Result<T>

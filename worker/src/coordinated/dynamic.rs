@@ -195,10 +195,7 @@ impl DynamicLoader {
         };
         self.session
             .client
-            .call(|mut c| {
-                let request = request.clone();
-                async move { c.report(request).await }
-            })
+            .send(&request, |mut c, r| async move { c.report(r).await })
             .await?;
         if let Some(on_ack) = &self.on_ack {
             on_ack(&units);
@@ -251,10 +248,7 @@ impl Feeder {
             let got = self
                 .session
                 .client
-                .call(|mut c| {
-                    let request = request.clone();
-                    async move { c.acquire(request).await }
-                })
+                .send(&request, |mut c, r| async move { c.acquire(r).await })
                 .await?;
             if got.finished {
                 return Ok(None);

@@ -177,10 +177,7 @@ impl Session {
         self.keepalive.abort();
         let request = self.member_request();
         self.client
-            .call(|mut c| {
-                let request = request.clone();
-                async move { c.leave(request).await }
-            })
+            .send(&request, |mut c, r| async move { c.leave(r).await })
             .await?;
         Ok(())
     }
@@ -203,10 +200,7 @@ async fn keep_alive(
     loop {
         tokio::time::sleep(ttl / 3).await;
         let result = client
-            .call(|mut c| {
-                let request = request.clone();
-                async move { c.keep_alive(request).await }
-            })
+            .send(&request, |mut c, r| async move { c.keep_alive(r).await })
             .await;
         if let Err(error) = result {
             tracing::error!(%error, member = request.member, "membership lost");

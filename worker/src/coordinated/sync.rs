@@ -76,10 +76,10 @@ impl SyncLoader {
         let assignment = self
             .session
             .client
-            .call(|mut c| {
-                let request = request.clone();
-                async move { c.get_assignment(request).await }
-            })
+            .send(
+                &request,
+                |mut c, r| async move { c.get_assignment(r).await },
+            )
             .await?;
         self.emitted = 0;
         self.loader = None;
@@ -174,10 +174,7 @@ impl SyncLoader {
         tokio::spawn(async move {
             let result = session
                 .client
-                .call(|mut c| {
-                    let request = request.clone();
-                    async move { c.report(request).await }
-                })
+                .send(&request, |mut c, r| async move { c.report(r).await })
                 .await;
             if let Err(error) = result {
                 tracing::warn!(%error, "progress report failed");
@@ -214,10 +211,7 @@ impl SyncLoader {
         };
         self.session
             .client
-            .call(|mut c| {
-                let request = request.clone();
-                async move { c.commit(request).await }
-            })
+            .send(&request, |mut c, r| async move { c.commit(r).await })
             .await?;
         Ok(())
     }
@@ -233,10 +227,7 @@ impl SyncLoader {
         let status = self
             .session
             .client
-            .call(|mut c| {
-                let request = request.clone();
-                async move { c.get_status(request).await }
-            })
+            .send(&request, |mut c, r| async move { c.get_status(r).await })
             .await?;
         match status.commit_generation {
             Some(g) if g == state.generation && status.commit_samples == state.samples => Ok(()),
