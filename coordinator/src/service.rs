@@ -388,7 +388,7 @@ impl Coordinator for Service {
                     rank_of(&identity)?,
                     request.generation,
                     request.samples,
-                ),
+                )?,
                 None,
             ),
             State::Dynamic(model) => {

@@ -301,19 +301,7 @@ impl SyncModel {
         generation: u64,
         samples: u64,
     ) -> Result<Vec<Op>> {
-        let current = self.check_current(rank)?.clone();
-        let Some(gen) = self.gens.get(generation as usize).cloned() else {
-            return Err(CoordError::Stale(format!(
-                "generation {generation} does not exist (current: {})",
-                current.record.generation.0
-            )));
-        };
-        if (gen.run_id.as_str(), gen.restart) != (current.run_id.as_str(), current.restart) {
-            return Err(CoordError::Stale(format!(
-                "generation {generation} belongs to restart {}, the job is at restart {}",
-                gen.restart, current.restart
-            )));
-        }
+        self.check_generation(rank, generation)?;
         if let Some(last) = self.commit {
             if generation < last.generation.0
                 || (generation == last.generation.0 && samples <= last.samples)
@@ -337,13 +325,41 @@ impl SyncModel {
         Ok(vec![put(keys::commit(job), json(&commit))])
     }
 
-    /// Progress of one rank (kept for status; stored in batches).
-    pub fn report(&mut self, job: &str, rank: Rank<'_>, generation: u64, samples: u64) -> Vec<Op> {
+    /// Checks that `rank` is current and `generation` one of its restart's
+    /// generations (a rank finishing an epoch may still speak of the
+    /// previous epoch's generation while another rank began the next).
+    fn check_generation(&self, rank: Rank<'_>, generation: u64) -> Result<()> {
+        let current = self.check_current(rank)?;
+        let Some(gen) = self.gens.get(generation as usize) else {
+            return Err(CoordError::Stale(format!(
+                "generation {generation} does not exist (current: {})",
+                current.record.generation.0
+            )));
+        };
+        if (gen.run_id.as_str(), gen.restart) != (current.run_id.as_str(), current.restart) {
+            return Err(CoordError::Stale(format!(
+                "generation {generation} belongs to restart {}, the job is at restart {}",
+                gen.restart, current.restart
+            )));
+        }
+        Ok(())
+    }
+
+    /// Progress of one rank (kept for status; stored in batches). A rank of
+    /// an older restart is told it is stale, and its report is not stored.
+    pub fn report(
+        &mut self,
+        job: &str,
+        rank: Rank<'_>,
+        generation: u64,
+        samples: u64,
+    ) -> Result<Vec<Op>> {
+        self.check_generation(rank, generation)?;
         self.progress.insert(rank.rank, (generation, samples));
-        vec![put(
+        Ok(vec![put(
             keys::progress(job, rank.rank),
             json(&(generation, samples)),
-        )]
+        )])
     }
 
     pub fn fill_status(&self, status: &mut v1::JobStatus, epochs: u64) {

@@ -30,7 +30,12 @@ const SHUFFLE: u32 = 64;
 
 /// Synthesizes `images` small images and packs them into S3 in shards of
 /// `per_shard`; returns the dataset URL and its manifest.
-fn dataset(s3: &S3Server, scratch: &Scratch, images: usize, per_shard: u32) -> (String, Manifest) {
+pub fn dataset(
+    s3: &S3Server,
+    scratch: &Scratch,
+    images: usize,
+    per_shard: u32,
+) -> (String, Manifest) {
     let src = scratch.synth("images", images, 4);
     s3.create_bucket("data");
     let url = "s3://data/ds".to_owned();

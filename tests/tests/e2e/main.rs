@@ -6,6 +6,7 @@
 //! and `python` with `webdataset`, found through `TRIBUTARY_VENV` or
 //! `<repo>/.venv`.
 
+mod bad_requests;
 mod cli;
 mod cluster;
 mod elastic;
