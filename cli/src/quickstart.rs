@@ -1,19 +1,27 @@
-//! `tributary quickstart`: the whole data path on one machine in under a
+//! `tributary quickstart`: the whole system on one machine in under a
 //! minute. Synthesizes a small ImageFolder dataset in a temporary directory,
-//! packs it into shards, runs one epoch for two ranks in-process (sharing one
-//! decode pool), and checks that every sample of the epoch was delivered
-//! exactly once across the ranks.
+//! packs it into shards, starts a coordinator in-process (in-memory store,
+//! reached over gRPC on loopback), and runs one epoch as torchrun would:
+//! the ranks read half their parts and checkpoint, a node is preempted, the
+//! group restarts one rank smaller from the checkpoint and finishes. Then it
+//! checks that every sample of the epoch was trained exactly once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tributary_common::generation::{generation_cut, CommitPoint, GenerationRecord};
+use tributary_common::ids::{Epoch, Generation};
 use tributary_common::invariants;
-use tributary_common::plan::epoch_spans;
+use tributary_common::plan::{self, epoch_spans, Remainder};
+use tributary_common::proto::v1;
+use tributary_common::shuffle::ShuffleSpec;
+use tributary_coordinator::LocalCoordinator;
+use tributary_worker::coordinated::{self, Client, Identity, Session, SyncLoader};
 use tributary_worker::pack::PackOptions;
 use tributary_worker::progress::NoProgress;
-use tributary_worker::{synth, Dataset, Loader, LoaderConfig, Location, StoreOptions};
+use tributary_worker::{synth, Dataset, LoaderConfig, Location, StoreOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -37,6 +45,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.ranks >= 1, "--ranks must be at least 1");
     let temp = tempfile::tempdir().context("creating a temporary directory")?;
     let root = args.dir.clone().unwrap_or_else(|| temp.path().to_owned());
     let images_dir = root.join("images");
@@ -53,7 +62,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || synth::write_image_folder(&dir, &options, &|_| {}))
             .await??;
     println!(
-        "1/3 synth      {} photo-like images, {} classes, {:.1} MB      {:>6.2} s",
+        "1/4 synth      {} photo-like images, {} classes, {:.1} MB      {:>6.2} s",
         summary.images,
         args.classes,
         summary.bytes as f64 / 1e6,
@@ -74,102 +83,219 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tributary_worker::pack::pack(&images_dir, &dest, &pack_options, Arc::new(NoProgress))
             .await?;
     println!(
-        "2/3 pack       {} shards of up to 128 samples, {:.1} MB             {:>6.2} s",
+        "2/4 pack       {} shards of up to 128 samples, {:.1} MB             {:>6.2} s",
         packed.shards,
         packed.bytes as f64 / 1e6,
         started.elapsed().as_secs_f64()
     );
 
     let dataset = Dataset::from_location(dest).await?;
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()?,
-    );
     let started = Instant::now();
-    let mut ranks = Vec::new();
-    for rank in 0..args.ranks {
-        let config = LoaderConfig {
-            seed: args.seed,
-            rank,
-            world: args.ranks,
-            batch_size: args.batch_size,
-            augment: tributary_worker::augment::AugmentConfig {
-                size: args.image_size,
-                ..Default::default()
-            },
-            ..LoaderConfig::default()
-        };
-        let loader = Loader::builder(dataset.clone())
-            .config(config)
-            .decode_pool(Arc::clone(&pool))
-            .build()
-            .await?;
-        ranks.push(tokio::spawn(consume(loader)));
+    let coordinator = LocalCoordinator::start(StoreOptions::default()).await?;
+    let client = Arc::new(Client::new(&[coordinator.address().to_owned()])?);
+    let job = v1::JobConfig {
+        manifest_url: shards_dir.display().to_string(),
+        seed: args.seed,
+        batch_size: args.batch_size as u32,
+        epochs: 1,
+        remainder: v1::RemainderPolicy::RemainderDrop as i32,
+        mode: v1::Mode::Sync as i32,
+        shuffle_buffer: SHUFFLE_BUFFER as u32,
+        ..v1::JobConfig::default()
+    };
+    let created = coordinated::create_job(&client, JOB, job).await?;
+    println!(
+        "3/4 coordinator in-process at {}, in-memory store; sync job of {} samples  {:>6.2} s",
+        coordinator.address(),
+        created.samples,
+        started.elapsed().as_secs_f64()
+    );
+
+    // Generation 0: the whole group reads half its part, checkpoints
+    // (commits), and reads a little further before a node is preempted.
+    let started = Instant::now();
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let base = |world: usize| LoaderConfig {
+        decode_threads: (threads / world).max(1),
+        augment: tributary_worker::augment::AugmentConfig {
+            size: args.image_size,
+            ..Default::default()
+        },
+        ..LoaderConfig::default()
+    };
+    let group = |world: usize, restart: u64| {
+        (0..world)
+            .map(|rank| {
+                let identity = Identity::Torchrun {
+                    rank: rank as u32,
+                    world: world as u32,
+                    run_id: JOB.to_owned(),
+                    restart,
+                };
+                tokio::spawn(train(
+                    Arc::clone(&client),
+                    identity,
+                    dataset.clone(),
+                    base(world),
+                    restart == 0,
+                ))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut first = Vec::new();
+    for rank in group(args.ranks, 0) {
+        first.push(rank.await??);
     }
-    let mut delivered = Vec::new();
-    let mut per_rank = Vec::new();
-    let mut first_batch = Duration::MAX;
-    for rank in ranks {
-        let (ids, first) = rank.await??;
-        per_rank.push(ids.len());
-        first_batch = first_batch.min(first);
-        delivered.extend(ids);
+    // Generation 1: torchrun restarts the group one node smaller; it
+    // resumes from the commit and finishes the epoch.
+    let survivors = (args.ranks - 1).max(1);
+    let mut second = Vec::new();
+    for rank in group(survivors, 1) {
+        second.push(rank.await??);
     }
     let elapsed = started.elapsed();
+    let checkpoint = first[0].committed.len();
+    let after = first[0].after.len();
     println!(
-        "3/3 load       1 epoch, {} ranks x {} samples, batch {}, {}x{} f32   {:>6.2} s",
-        args.ranks,
-        per_rank.first().copied().unwrap_or(0),
-        args.batch_size,
-        args.image_size,
-        args.image_size,
+        "4/4 load       generation 0: {} ranks x {} samples; checkpoint at {checkpoint}, {after} more each, then a node is preempted",
+        args.ranks, first[0].part
+    );
+    println!(
+        "               generation 1: torchrun restarts {survivors} rank(s), resuming from the checkpoint: {} x {} samples {:>6.2} s",
+        survivors,
+        second[0].part,
         elapsed.as_secs_f64()
     );
     println!();
+    let ranks: Vec<&Rank> = first.iter().chain(&second).collect();
+    let delivered: usize = ranks
+        .iter()
+        .map(|r| r.committed.len() + r.after.len())
+        .sum();
     println!(
-        "throughput     {:.0} samples/s over {} decode threads",
-        delivered.len() as f64 / elapsed.as_secs_f64(),
-        threads
+        "throughput     {:.0} samples/s over {threads} decode threads",
+        delivered as f64 / elapsed.as_secs_f64(),
     );
+    let first_batch = ranks
+        .iter()
+        .map(|r| r.first_batch)
+        .min()
+        .unwrap_or_default();
     println!(
-        "first batch    {:.0} ms after the loaders started",
+        "first batch    {:.0} ms after a rank called the coordinator",
         first_batch.as_secs_f64() * 1e3
     );
 
-    // Expected: the epoch's samples in plan order, minus the drop-last tail.
+    // Expected: the epoch's samples minus what the last generation's
+    // drop-last left out, replayed by the planner from the job's history.
+    let status = client
+        .send(&v1::JobRequest { job: JOB.into() }, |mut c, r| async move {
+            c.get_status(r).await
+        })
+        .await?;
     let counts: Vec<u32> = dataset.manifest.shards.iter().map(|s| s.samples).collect();
-    let cut = epoch_spans(&counts, args.seed, 0);
-    let per = cut.len() / args.ranks as u64;
-    let (kept, dropped) = cut.split_at(per * args.ranks as u64);
-    let expected: Vec<u64> = kept
+    let history: Vec<GenerationRecord> = status.generations.iter().map(record).collect();
+    let last = history.last().context("the job has no generation")?;
+    let cut = generation_cut(
+        &counts,
+        args.seed,
+        Remainder::Drop,
+        ShuffleSpec::new(SHUFFLE_BUFFER),
+        &history,
+        last.generation,
+    )?;
+    let tail = plan::dropped(&cut, last.world as usize, Remainder::Drop);
+    let expected = epoch_spans(&counts, args.seed, 0).subtract(&tail);
+    let expected: Vec<u64> = expected
         .samples()
         .map(|(shard, i)| dataset.manifest.sample_id(shard as usize, i))
         .collect();
-    let equal = per_rank.iter().all(|&n| n as u64 == per);
-    invariants::check_exactly_once(expected.iter().copied(), delivered.iter().copied())
+    let committed = ranks.iter().flat_map(|r| r.committed.iter().copied());
+    invariants::check_exactly_once(expected.iter().copied(), committed)
         .context("exactly-once check failed")?;
-    anyhow::ensure!(equal, "ranks received unequal sample counts: {per_rank:?}");
-    println!(
-        "exactly once   ok: {} of {} samples delivered once across {} ranks ({} each), {} dropped by drop-last",
-        delivered.len(),
-        dataset.manifest.samples,
-        args.ranks,
-        per,
-        dropped.len()
+    let parts: Vec<u64> = ranks.iter().map(|r| r.part).collect();
+    anyhow::ensure!(
+        parts[..args.ranks].iter().all(|&p| p == parts[0])
+            && parts[args.ranks..].iter().all(|&p| p == parts[args.ranks]),
+        "ranks of one generation received unequal parts: {parts:?}"
     );
+    println!(
+        "exactly once   ok: {} of {} samples trained once across 2 generations; {} read after the checkpoint were discarded with the preempted group, {} dropped by drop-last",
+        expected.len(),
+        dataset.manifest.samples,
+        after * args.ranks,
+        tail.len()
+    );
+    coordinator.stop().await?;
     if let Some(dir) = &args.dir {
         println!("kept           {}", dir.display());
     }
     Ok(())
 }
 
-async fn consume(mut loader: Loader) -> anyhow::Result<(Vec<u64>, Duration)> {
-    let mut ids = Vec::new();
+const JOB: &str = "quickstart";
+const SHUFFLE_BUFFER: usize = 1024;
+
+/// What one rank did: its part's size, the samples up to its commit (or
+/// all of them when it finished), those after, and its time to first batch.
+struct Rank {
+    part: u64,
+    committed: Vec<u64>,
+    after: Vec<u64>,
+    first_batch: Duration,
+}
+
+/// One torchrun rank: joins, reads its part and, when `preempted`, commits
+/// half-way and stops two batches later.
+async fn train(
+    client: Arc<Client>,
+    identity: Identity,
+    dataset: Dataset,
+    base: LoaderConfig,
+    preempted: bool,
+) -> anyhow::Result<Rank> {
+    let started = Instant::now();
+    let session = Arc::new(Session::join(client, JOB, &identity).await?);
+    let batch = session.config().batch_size as u64;
+    let mut loader = SyncLoader::start(Arc::clone(&session), dataset, base).await?;
+    let part = loader.samples();
+    let checkpoint = preempted.then_some(part / 2 / batch * batch);
+    let mut rank = Rank {
+        part,
+        committed: Vec::new(),
+        after: Vec::new(),
+        first_batch: Duration::ZERO,
+    };
     while let Some(batch) = loader.next().await {
-        ids.extend(batch?.ids);
+        let batch = batch?;
+        if rank.first_batch.is_zero() {
+            rank.first_batch = started.elapsed();
+        }
+        let state = loader.state_dict();
+        match checkpoint {
+            Some(at) if state.samples > at => {
+                rank.after.extend(&batch.ids);
+                if rank.after.len() as u64 >= 2 * batch.len() as u64 {
+                    break;
+                }
+            }
+            _ => rank.committed.extend(&batch.ids),
+        }
+        if checkpoint == Some(state.samples) || state.samples == part {
+            loader.commit(&state).await?;
+        }
     }
-    let first = loader.metrics().first_batch.unwrap_or_default();
-    Ok((ids, first))
+    Ok(rank)
+}
+
+fn record(info: &v1::GenerationInfo) -> GenerationRecord {
+    GenerationRecord {
+        generation: Generation(info.generation),
+        epoch: Epoch(info.epoch),
+        world: info.world,
+        from: info.from_generation.map(|g| CommitPoint {
+            generation: Generation(g),
+            samples: info.from_samples,
+        }),
+    }
 }

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tributary_coordinator::store::{
-    Election, EtcdElection, EtcdStore, MemoryElection, MemoryStore, MetaStore,
-};
+use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore};
 use tributary_coordinator::{keys, ServerConfig};
 
 use crate::storage::StoreArgs;
@@ -48,11 +46,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         eprintln!(
             "coordinator: no --etcd given, using the in-memory store (state is lost on exit)"
         );
-        let store = MemoryStore::new();
-        (
-            Arc::new(store.clone()),
-            Arc::new(MemoryElection::new(store, keys::ELECTION)),
-        )
+        tributary_coordinator::local::memory_store()
     } else {
         let store = EtcdStore::connect(&args.etcd)
             .await

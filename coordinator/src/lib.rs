@@ -22,12 +22,15 @@
 //! - [`leader`]: the leader's state, loaded from the store on election.
 //! - [`service`]: the gRPC handlers.
 //! - [`server`]: one replica: server, health, election loop.
+//! - [`local`]: a coordinator inside the calling process, on the in-memory
+//!   store, for single-node runs.
 //! - [`error`]: errors and their mapping to gRPC status codes.
 
 pub mod config;
 pub mod error;
 pub mod keys;
 pub mod leader;
+pub mod local;
 pub mod model;
 pub mod server;
 pub mod service;
@@ -36,4 +39,5 @@ pub mod writer;
 
 pub use config::{JobConfig, Mode};
 pub use error::CoordError;
+pub use local::LocalCoordinator;
 pub use server::{run, ServerConfig};

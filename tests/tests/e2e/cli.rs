@@ -16,7 +16,7 @@ fn fails_with(args: &[&str], needles: &[&str]) {
 }
 
 #[test]
-fn quickstart_delivers_every_sample_exactly_once() {
+fn quickstart_trains_every_sample_once_through_a_preemption() {
     let out = tributary_ok(
         &[
             "quickstart",
@@ -30,11 +30,16 @@ fn quickstart_delivers_every_sample_exactly_once() {
         &[],
     );
     assert!(
-        out.contains("exactly once   ok: 96 of 96 samples delivered once across 2 ranks (48 each)"),
+        out.contains("exactly once   ok: 96 of 96 samples trained once across 2 generations"),
         "{out}"
     );
     assert!(
-        out.contains("samples/s") && out.contains("first batch"),
+        out.contains("samples/s")
+            && out.contains("first batch")
+            && out.contains("in-process at 127.0.0.1:")
+            && out.contains(
+                "generation 1: torchrun restarts 1 rank(s), resuming from the checkpoint"
+            ),
         "{out}"
     );
 }

@@ -1,0 +1,79 @@
+//! A coordinator inside the calling process, alone on the in-memory store:
+//! what single-node runs use (`tributary quickstart`, and a loader given no
+//! coordinator address). Ranks still talk to it over gRPC on loopback, so
+//! they take exactly the code paths they take against a real deployment.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tributary_worker::StoreOptions;
+
+use crate::keys;
+use crate::server::{run, ServerConfig};
+use crate::store::{Election, MemoryElection, MemoryStore, MetaStore};
+
+/// A fresh in-memory store and an election on it (the only candidate wins).
+pub fn memory_store() -> (Arc<dyn MetaStore>, Arc<dyn Election>) {
+    let store = MemoryStore::new();
+    let election = MemoryElection::new(store.clone(), keys::ELECTION);
+    (Arc::new(store), Arc::new(election))
+}
+
+/// A running in-process coordinator; stops when dropped.
+#[derive(Debug)]
+pub struct LocalCoordinator {
+    address: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl LocalCoordinator {
+    /// Starts one on a free loopback port. `store_options` say how it reads
+    /// manifests.
+    pub async fn start(store_options: StoreOptions) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?.to_string();
+        let (store, election) = memory_store();
+        let mut config = ServerConfig::new(address.clone());
+        config.store_options = store_options;
+        // Writes to memory cost nothing: no reason to hold them for a batch.
+        config.flush_interval = Duration::ZERO;
+        let (shutdown, stop) = oneshot::channel::<()>();
+        let task = tokio::spawn(run(listener, store, election, config, async {
+            let _ = stop.await;
+        }));
+        Ok(Self {
+            address,
+            shutdown: Some(shutdown),
+            task,
+        })
+    }
+
+    /// `host:port` the service listens on.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Stops serving and waits until the server has shut down.
+    pub async fn stop(mut self) -> Result<(), tonic::transport::Error> {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        match (&mut self.task).await {
+            Ok(result) => result,
+            Err(join) if join.is_cancelled() => Ok(()),
+            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        }
+    }
+}
+
+impl Drop for LocalCoordinator {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+}
