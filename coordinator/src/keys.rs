@@ -36,8 +36,10 @@ pub fn commit(job: &str) -> String {
     format!("{ROOT}{job}/sync/commit")
 }
 
-pub fn progress(job: &str, rank: u32) -> String {
-    format!("{ROOT}{job}/sync/progress/{rank:06}")
+/// Every rank's last reported progress, in one key: the group-commit
+/// window then writes it at most once per flush however many ranks report.
+pub fn progress(job: &str) -> String {
+    format!("{ROOT}{job}/sync/progress")
 }
 
 pub fn dyn_epoch(job: &str) -> String {

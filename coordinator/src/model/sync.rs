@@ -345,7 +345,8 @@ impl SyncModel {
         Ok(())
     }
 
-    /// Progress of one rank (kept for status; stored in batches). A rank of
+    /// Progress of one rank (kept for status; stored as one key per job, so
+    /// the writer's window bounds its writes however many ranks report). A rank of
     /// an older restart is told it is stale, and its report is not stored.
     pub fn report(
         &mut self,
@@ -356,10 +357,7 @@ impl SyncModel {
     ) -> Result<Vec<Op>> {
         self.check_generation(rank, generation)?;
         self.progress.insert(rank.rank, (generation, samples));
-        Ok(vec![put(
-            keys::progress(job, rank.rank),
-            json(&(generation, samples)),
-        )])
+        Ok(vec![put(keys::progress(job), json(&self.progress))])
     }
 
     pub fn fill_status(&self, status: &mut v1::JobStatus, epochs: u64) {
@@ -380,5 +378,14 @@ impl SyncModel {
         status.commit_generation = self.commit.map(|c| c.generation.0);
         status.commit_samples = self.commit.map_or(0, |c| c.samples);
         status.finished = status.epoch >= epochs;
+        status.progress = self
+            .progress
+            .iter()
+            .map(|(&rank, &(generation, samples))| v1::RankProgress {
+                rank,
+                generation,
+                samples,
+            })
+            .collect();
     }
 }
