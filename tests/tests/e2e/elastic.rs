@@ -144,8 +144,10 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
             "24",
             "--step-ms",
             "60",
+            // As short as the leader's TTL: the failover outlasts some
+            // members' leases, and those ranks must rejoin their generation.
             "--member-ttl-s",
-            "8",
+            "2",
             "--shuffle-buffer",
             &SHUFFLE.to_string(),
         ]

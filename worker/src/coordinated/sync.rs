@@ -75,7 +75,6 @@ impl SyncLoader {
         };
         let assignment = self
             .session
-            .client
             .send(
                 &request,
                 |mut c, r| async move { c.get_assignment(r).await },
@@ -147,7 +146,8 @@ impl SyncLoader {
     pub async fn next(&mut self) -> Option<Result<Batch>> {
         if self.session.is_lost() {
             return Some(Err(WorkerError::Stopped(
-                "the coordinator forgot this member (its lease expired)".into(),
+                "the coordinator forgot this member (its lease expired) and it could not rejoin"
+                    .into(),
             )));
         }
         let item = self.loader.as_mut()?.next().await;
@@ -173,7 +173,6 @@ impl SyncLoader {
         };
         tokio::spawn(async move {
             let result = session
-                .client
                 .send(&request, |mut c, r| async move { c.report(r).await })
                 .await;
             if let Err(error) = result {
@@ -210,7 +209,6 @@ impl SyncLoader {
             samples: state.samples,
         };
         self.session
-            .client
             .send(&request, |mut c, r| async move { c.commit(r).await })
             .await?;
         Ok(())
@@ -226,7 +224,6 @@ impl SyncLoader {
         };
         let status = self
             .session
-            .client
             .send(&request, |mut c, r| async move { c.get_status(r).await })
             .await?;
         match status.commit_generation {

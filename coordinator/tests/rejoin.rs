@@ -1,0 +1,143 @@
+//! A member the coordinator forgot (its lease expired during a failover
+//! that outlasted the member TTL) comes back as what it is: a torchrun rank
+//! rejoins its own generation; a dynamic member, whose units went to
+//! others, is told it is lost. Driven through an in-process coordinator over
+//! gRPC, as the loaders talk to a real one.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tributary_common::proto::v1;
+use tributary_coordinator::LocalCoordinator;
+use tributary_worker::coordinated::{create_job, Client, Identity, Session};
+use tributary_worker::pack::{pack, PackOptions};
+use tributary_worker::progress::NoProgress;
+use tributary_worker::{Location, StoreOptions, WorkerError};
+
+/// A dataset of `samples` tiny files: the coordinator reads only the manifest.
+async fn dataset(dir: &Path, samples: u32) -> String {
+    let src = dir.join("src");
+    for i in 0..samples {
+        let class = src.join(format!("c{}", i % 2));
+        std::fs::create_dir_all(&class).expect("mkdir");
+        std::fs::write(class.join(format!("{i:04}.jpg")), i.to_le_bytes()).expect("write");
+    }
+    let url = dir.join("ds").display().to_string();
+    let dest = Location::open(&url, &StoreOptions::default(), true).expect("location");
+    let options = PackOptions {
+        max_samples: 16,
+        ..PackOptions::default()
+    };
+    pack(&src, &dest, &options, Arc::new(NoProgress))
+        .await
+        .expect("pack");
+    url
+}
+
+fn config(url: &str, mode: v1::Mode) -> v1::JobConfig {
+    v1::JobConfig {
+        manifest_url: url.to_owned(),
+        batch_size: 4,
+        epochs: 1,
+        mode: mode as i32,
+        member_ttl_s: 60,
+        ..v1::JobConfig::default()
+    }
+}
+
+/// Makes the coordinator forget `member`, as a lease expiry does.
+async fn forget(client: &Client, job: &str, member: &str) {
+    let request = v1::MemberRequest {
+        job: job.to_owned(),
+        member: member.to_owned(),
+    };
+    client
+        .send(&request, |mut c, r| async move { c.leave(r).await })
+        .await
+        .expect("leave");
+}
+
+async fn members(client: &Client, job: &str) -> Vec<String> {
+    let request = v1::JobRequest {
+        job: job.to_owned(),
+    };
+    client
+        .send(&request, |mut c, r| async move { c.get_status(r).await })
+        .await
+        .expect("status")
+        .members
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_is_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = dataset(dir.path(), 64).await;
+    let coordinator = LocalCoordinator::start(StoreOptions::default())
+        .await
+        .expect("start");
+    let client = Arc::new(Client::new(&[coordinator.address().to_owned()]).expect("client"));
+
+    create_job(&client, "sync", config(&url, v1::Mode::Sync))
+        .await
+        .expect("create");
+    let identity = |rank| Identity::Torchrun {
+        rank,
+        world: 2,
+        run_id: "run".into(),
+        restart: 0,
+    };
+    let rank0 = Session::join(Arc::clone(&client), "sync", &identity(0))
+        .await
+        .expect("join");
+    Session::join(Arc::clone(&client), "sync", &identity(1))
+        .await
+        .expect("join");
+    forget(&client, "sync", rank0.member()).await;
+    assert!(!members(&client, "sync")
+        .await
+        .contains(&rank0.member().to_owned()));
+
+    let request = v1::AssignmentRequest {
+        job: "sync".into(),
+        member: rank0.member().to_owned(),
+        epoch: 0,
+    };
+    let assignment = rank0
+        .send(
+            &request,
+            |mut c, r| async move { c.get_assignment(r).await },
+        )
+        .await
+        .expect("the rank rejoins and gets its assignment");
+    assert_eq!(
+        (assignment.generation, assignment.rank, assignment.world),
+        (0, 0, 2),
+        "same generation, same rank: no new generation for a rejoin"
+    );
+    assert!(members(&client, "sync")
+        .await
+        .contains(&rank0.member().to_owned()));
+
+    create_job(&client, "dyn", config(&url, v1::Mode::Dynamic))
+        .await
+        .expect("create");
+    let worker = Session::join(Arc::clone(&client), "dyn", &Identity::Name("w".into()))
+        .await
+        .expect("join");
+    forget(&client, "dyn", worker.member()).await;
+    let request = v1::AcquireRequest {
+        job: "dyn".into(),
+        member: worker.member().to_owned(),
+        max_units: 1,
+        wait_ms: 0,
+    };
+    let lost = worker
+        .send(&request, |mut c, r| async move { c.acquire(r).await })
+        .await
+        .expect_err("a forgotten dynamic member must not carry on");
+    assert!(
+        matches!(&lost, WorkerError::Stopped(m) if m.contains("units went to others")),
+        "{lost}"
+    );
+    coordinator.stop().await.expect("stop");
+}
