@@ -2,23 +2,36 @@
 # Installs what building and testing Tributary needs on a fresh Debian machine
 # with a Rust toolchain. Idempotent: a second run only checks.
 #
+#   scripts/setup.sh           everything the tests need
+#   scripts/setup.sh --build   only what building needs (the quickstart)
+#
+#   - protoc (Debian's protobuf-compiler), which builds the coordinator
+#     protocol and etcd-client's; a C compiler for the -sys crates.
+#   - etcd (Debian's etcd-server), which the tests run on loopback.
 #   - the test virtualenv (.venv): moto_server (an S3-compatible server) and
 #     the Python webdataset library, pinned in tests/python/requirements.txt.
-#   - etcd (Debian's etcd-server), which the store tests run on loopback.
-#   - protoc (Debian's protobuf-compiler), which builds the coordinator protocol.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build_only=false
+[ "${1:-}" = "--build" ] && build_only=true
+
 need_apt=()
 command -v cargo >/dev/null || { echo "setup: cargo is missing: install Rust (rustup) first" >&2; exit 1; }
-command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 command -v cc >/dev/null || need_apt+=(build-essential)
-command -v etcd >/dev/null || [ -n "${TRIBUTARY_ETCD:-}" ] || need_apt+=(etcd-server)
 command -v protoc >/dev/null || [ -n "${PROTOC:-}" ] || need_apt+=(protobuf-compiler)
+if ! $build_only; then
+    command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+    command -v etcd >/dev/null || [ -n "${TRIBUTARY_ETCD:-}" ] || need_apt+=(etcd-server)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if $build_only; then
+    echo "setup: ok (build: $(protoc --version 2>/dev/null || echo "protoc at $PROTOC"))"
+    exit 0
 fi
 
 venv=.venv
