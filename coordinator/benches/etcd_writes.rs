@@ -19,20 +19,15 @@
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its figures")]
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tonic::transport::Channel;
-use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
 use tributary_common::proto::v1::{self, join_request::Identity};
 use tributary_coordinator::store::{EtcdElection, EtcdStore, MetaStore};
 use tributary_coordinator::{keys, ServerConfig};
+use tributary_tests::coordinator::{leader_client, tiny_dataset};
 use tributary_tests::etcd::EtcdServer;
-use tributary_worker::pack::{pack, PackOptions};
-use tributary_worker::progress::NoProgress;
-use tributary_worker::{Location, StoreOptions};
 
 struct Args {
     ranks: Vec<u32>,
@@ -66,26 +61,6 @@ fn parse_args() -> Args {
         }
     }
     args
-}
-
-/// A dataset of tiny files: only its manifest matters to the coordinator.
-async fn dataset(dir: &Path, samples: u32) -> String {
-    let src = dir.join("src");
-    for i in 0..samples {
-        let class = src.join(format!("c{}", i % 8));
-        std::fs::create_dir_all(&class).expect("mkdir");
-        std::fs::write(class.join(format!("{i:06}.jpg")), i.to_le_bytes()).expect("write");
-    }
-    let url = dir.join("ds").display().to_string();
-    let dest = Location::open(&url, &StoreOptions::default(), true).expect("location");
-    let options = PackOptions {
-        max_samples: 256,
-        ..PackOptions::default()
-    };
-    pack(&src, &dest, &options, Arc::new(NoProgress))
-        .await
-        .expect("pack");
-    url
 }
 
 struct Outcome {
@@ -124,7 +99,7 @@ async fn scenario(
             let _ = stopped.await;
         },
     ));
-    let mut admin = leader(&address).await;
+    let mut admin = leader_client(&address).await;
     admin
         .create_job(v1::CreateJobRequest {
             job: job.to_owned(),
@@ -142,7 +117,7 @@ async fn scenario(
     // Every rank joins, then all start reporting at once.
     let mut members = Vec::new();
     for rank in 0..ranks {
-        let mut client = leader(&address).await;
+        let mut client = leader_client(&address).await;
         let joined = client
             .join(v1::JoinRequest {
                 job: job.to_owned(),
@@ -234,24 +209,6 @@ async fn scenario(
     outcome
 }
 
-async fn leader(address: &str) -> CoordinatorClient<Channel> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(mut client) = CoordinatorClient::connect(format!("http://{address}")).await {
-            let probe = client
-                .get_status(v1::JobRequest {
-                    job: "probe".into(),
-                })
-                .await;
-            if matches!(probe, Err(ref s) if s.code() == tonic::Code::NotFound) {
-                return client;
-            }
-        }
-        assert!(Instant::now() < deadline, "the coordinator never led");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
@@ -263,7 +220,7 @@ async fn main() {
     let etcd = EtcdServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let max_ranks = args.ranks.iter().copied().max().unwrap_or(1);
-    let url = dataset(dir.path(), max_ranks * 64).await;
+    let url = tiny_dataset(dir.path(), max_ranks * 64, 256).await;
     println!(
         "etcd writes: {} s per scenario, each rank reports every {} ms and commits every 20 reports",
         args.seconds, args.report_ms

@@ -200,11 +200,13 @@ impl Coordinator for Service {
         };
         let job_name = job.name.clone();
         let config = job.stored.config.clone();
+        let mut new_generation = false;
         let dataset = job.dataset.clone();
         match &mut job.state {
             State::Sync(model) => {
                 let rank = rank_of(&identity)?;
                 let (gen, gen_ops) = model.join(&job_name, &config, &dataset, rank)?;
+                new_generation = !gen_ops.is_empty();
                 ops.extend(gen_ops);
                 response.generation = gen.record.generation.0;
                 response.epoch = gen.record.epoch.0;
@@ -237,8 +239,10 @@ impl Coordinator for Service {
         if let Some(old) = old_lease {
             let _ = leader.store.revoke(old).await;
         }
-        if let Some(event) = generation_event(&response) {
-            let _ = handle.job.lock().await.events.send(event);
+        if new_generation {
+            let _ = handle.job.lock().await.events.send(v1::JobEvent {
+                event: Some(v1::job_event::Event::Generation(response.generation)),
+            });
         }
         tracing::info!(
             job = request.job,
@@ -474,11 +478,4 @@ impl Coordinator for Service {
         let job = handle.job.lock().await;
         Ok(Response::new(job.status(&leader.address)))
     }
-}
-
-fn generation_event(response: &v1::JoinResponse) -> Option<v1::JobEvent> {
-    let config = response.config.as_ref()?;
-    (config.mode != v1::Mode::Dynamic as i32).then_some(v1::JobEvent {
-        event: Some(v1::job_event::Event::Generation(response.generation)),
-    })
 }

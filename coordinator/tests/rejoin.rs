@@ -4,35 +4,13 @@
 //! others, is told it is lost. Driven through an in-process coordinator over
 //! gRPC, as the loaders talk to a real one.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
+use tributary_tests::coordinator::tiny_dataset;
 use tributary_worker::coordinated::{create_job, Client, Identity, Session};
-use tributary_worker::pack::{pack, PackOptions};
-use tributary_worker::progress::NoProgress;
-use tributary_worker::{Location, StoreOptions, WorkerError};
-
-/// A dataset of `samples` tiny files: the coordinator reads only the manifest.
-async fn dataset(dir: &Path, samples: u32) -> String {
-    let src = dir.join("src");
-    for i in 0..samples {
-        let class = src.join(format!("c{}", i % 2));
-        std::fs::create_dir_all(&class).expect("mkdir");
-        std::fs::write(class.join(format!("{i:04}.jpg")), i.to_le_bytes()).expect("write");
-    }
-    let url = dir.join("ds").display().to_string();
-    let dest = Location::open(&url, &StoreOptions::default(), true).expect("location");
-    let options = PackOptions {
-        max_samples: 16,
-        ..PackOptions::default()
-    };
-    pack(&src, &dest, &options, Arc::new(NoProgress))
-        .await
-        .expect("pack");
-    url
-}
+use tributary_worker::{StoreOptions, WorkerError};
 
 fn config(url: &str, mode: v1::Mode) -> v1::JobConfig {
     v1::JobConfig {
@@ -71,7 +49,7 @@ async fn members(client: &Client, job: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_is_lost() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let url = dataset(dir.path(), 64).await;
+    let url = tiny_dataset(dir.path(), 64, 16).await;
     let coordinator = LocalCoordinator::start(StoreOptions::default())
         .await
         .expect("start");

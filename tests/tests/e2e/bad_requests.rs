@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_client::GetOptions;
 use rand_chacha::ChaCha8Rng;
@@ -14,6 +14,7 @@ use tonic::transport::Channel;
 use tonic::Code;
 use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
 use tributary_common::proto::v1::{self, join_request::Identity};
+use tributary_tests::coordinator::leader_client;
 use tributary_tests::etcd::EtcdServer;
 
 use crate::cluster::coordinator;
@@ -102,26 +103,6 @@ async fn snapshot(etcd: &str) -> (Vec<(String, Vec<u8>)>, i64) {
         })
         .collect();
     (kvs, revision)
-}
-
-/// Connects once the replica leads (answers NOT_FOUND for an unknown job
-/// rather than UNAVAILABLE).
-async fn leader_client(address: &str) -> CoordinatorClient<Channel> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(mut client) = CoordinatorClient::connect(format!("http://{address}")).await {
-            let probe = client
-                .get_status(v1::JobRequest {
-                    job: "probe".into(),
-                })
-                .await;
-            if matches!(probe, Err(ref s) if s.code() == Code::NotFound) {
-                return client;
-            }
-        }
-        assert!(Instant::now() < deadline, "coordinator never led");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Sends `bytes` to the gRPC port and reads until the server closes.
