@@ -17,3 +17,6 @@ echo "== cargo build (the binary the end-to-end tests drive)"
 cargo build --quiet -p tributary-cli
 echo "== cargo test"
 cargo test --workspace
+echo "== python: build the extension into the test venv, then pytest"
+(cd python && VIRTUAL_ENV="$TRIBUTARY_VENV" "$TRIBUTARY_VENV/bin/maturin" develop --quiet)
+"$TRIBUTARY_VENV/bin/python" -m pytest -q python/tests

@@ -23,6 +23,7 @@ pub const FAILOVER_DEADLINE: Duration = Duration::from_secs(60);
 pub struct Client {
     endpoints: Vec<String>,
     current: Mutex<(usize, String, Option<CoordinatorClient<Channel>>)>,
+    deadline: Duration,
 }
 
 fn url(address: &str) -> String {
@@ -59,7 +60,16 @@ impl Client {
         Ok(Self {
             endpoints,
             current: Mutex::new((0, first, None)),
+            deadline: FAILOVER_DEADLINE,
         })
+    }
+
+    /// How long a call keeps retrying an unreachable coordinator or a
+    /// leader change before it fails ([`FAILOVER_DEADLINE`] by default).
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     async fn channel(&self) -> Result<(String, CoordinatorClient<Channel>)> {
@@ -105,13 +115,13 @@ impl Client {
     }
 
     /// Runs `call` against the leader, retrying through leader changes and
-    /// unreachable replicas until [`FAILOVER_DEADLINE`].
+    /// unreachable replicas until the deadline ([`Client::with_deadline`]).
     pub async fn call<T, F, Fut>(&self, mut call: F) -> Result<T>
     where
         F: FnMut(CoordinatorClient<Channel>) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
     {
-        let deadline = Instant::now() + FAILOVER_DEADLINE;
+        let deadline = Instant::now() + self.deadline;
         let mut backoff = Duration::from_millis(50);
         loop {
             let (address, client) = self.channel().await?;

@@ -1,0 +1,278 @@
+//! The native side of a Python `Loader`, free of Python: a tokio runtime,
+//! the coordinator (an address, or one in-process on the in-memory store),
+//! the membership and the rank's loader.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tributary_common::proto::v1;
+use tributary_coordinator::LocalCoordinator;
+use tributary_worker::augment::AugmentConfig;
+use tributary_worker::coordinated::{
+    self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader,
+};
+use tributary_worker::{Batch, Dataset, LoaderConfig, Result, StoreOptions, WorkerError};
+
+/// Everything the Python constructor takes, kept to rebuild after `fork()`.
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub dataset: String,
+    pub coordinator: Option<String>,
+    pub job: String,
+    pub batch_size: u32,
+    pub image_size: u32,
+    pub seed: u64,
+    pub mode: v1::Mode,
+    pub epochs: u64,
+    pub shuffle_buffer: u32,
+    pub decode_threads: Option<usize>,
+    /// Explicit torchrun identity parts; `None` reads the environment.
+    pub rank: Option<u32>,
+    pub world_size: Option<u32>,
+    pub run_id: Option<String>,
+    pub restart_count: Option<u64>,
+    /// Dynamic mode: the member name.
+    pub name: Option<String>,
+    pub storage_options: HashMap<String, String>,
+    /// How long coordinator calls retry before they fail.
+    pub timeout: std::time::Duration,
+    /// The process environment, read once at the edge.
+    pub env: HashMap<String, String>,
+}
+
+impl Args {
+    fn identity(&self) -> Result<Identity> {
+        if self.mode == v1::Mode::Dynamic {
+            let name = self.name.clone().unwrap_or_else(|| {
+                let host = self.env.get("HOSTNAME").map_or("host", String::as_str);
+                format!("{host}-{}", std::process::id())
+            });
+            return Ok(Identity::Name(name));
+        }
+        let from_env = Identity::from_torchrun_env(&self.env)?;
+        let (env_rank, env_world, env_run, env_restart) = match from_env {
+            Some(Identity::Torchrun {
+                rank,
+                world,
+                run_id,
+                restart,
+            }) => (Some(rank), Some(world), Some(run_id), Some(restart)),
+            _ => (None, None, None, None),
+        };
+        let rank = self.rank.or(env_rank).unwrap_or(0);
+        let world = self.world_size.or(env_world).unwrap_or(1);
+        if world == 0 || rank >= world {
+            return Err(WorkerError::Config(format!(
+                "rank {rank} is outside a world of {world} ranks (world_size must exceed rank)"
+            )));
+        }
+        if self.coordinator.is_none() && world > 1 {
+            return Err(WorkerError::Config(format!(
+                "a world of {world} ranks needs a shared coordinator: pass coordinator=\"host:port\" \
+                 (coordinator=None runs one rank alone)"
+            )));
+        }
+        Ok(Identity::Torchrun {
+            rank,
+            world,
+            run_id: self
+                .run_id
+                .clone()
+                .or(env_run)
+                .unwrap_or_else(|| "local".into()),
+            restart: self.restart_count.or(env_restart).unwrap_or(0),
+        })
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.batch_size == 0 {
+            return Err(WorkerError::Config("batch_size must be at least 1".into()));
+        }
+        if self.image_size == 0 {
+            return Err(WorkerError::Config("image_size must be at least 1".into()));
+        }
+        if self.epochs == 0 {
+            return Err(WorkerError::Config("epochs must be at least 1".into()));
+        }
+        if self.decode_threads == Some(0) {
+            return Err(WorkerError::Config(
+                "decode_threads must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+enum Reader {
+    Sync(SyncLoader),
+    Dynamic(DynamicLoader),
+}
+
+/// A started loader.
+pub struct Inner {
+    pub runtime: tokio::runtime::Runtime,
+    // Dropped after the reader: the in-process coordinator serves it.
+    reader: Reader,
+    session: Arc<Session>,
+    _coordinator: Option<LocalCoordinator>,
+    /// The current epoch has ended (`__iter__` then starts the next).
+    pub exhausted: bool,
+}
+
+impl Inner {
+    pub fn start(args: &Args) -> Result<Self> {
+        args.validate()?;
+        let identity = args.identity()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tributary")
+            .enable_all()
+            .build()
+            .map_err(|e| WorkerError::Stopped(format!("cannot start the runtime: {e}")))?;
+        let (reader, session, coordinator) = runtime.block_on(start(args, identity))?;
+        Ok(Self {
+            runtime,
+            reader,
+            session,
+            _coordinator: coordinator,
+            exhausted: false,
+        })
+    }
+
+    /// The next batch of the epoch, waiting at most `wait`: `Ok(None)` at
+    /// the end of the epoch, `Err(None)` when the wait ran out (the call is
+    /// cancel-safe: nothing is lost).
+    pub fn next_batch(
+        &mut self,
+        wait: std::time::Duration,
+    ) -> std::result::Result<Option<Batch>, Option<WorkerError>> {
+        let reader = &mut self.reader;
+        let item = self.runtime.block_on(async {
+            tokio::time::timeout(wait, async {
+                match reader {
+                    Reader::Sync(l) => l.next().await,
+                    Reader::Dynamic(l) => l.next().await,
+                }
+            })
+            .await
+        });
+        match item {
+            Err(_elapsed) => Err(None),
+            Ok(None) => {
+                self.exhausted = true;
+                Ok(None)
+            }
+            Ok(Some(Ok(batch))) => Ok(Some(batch)),
+            Ok(Some(Err(error))) => Err(Some(error)),
+        }
+    }
+
+    /// Moves to the next epoch; false when the job is finished.
+    pub fn next_epoch(&mut self) -> Result<bool> {
+        let reader = &mut self.reader;
+        let more = self.runtime.block_on(async {
+            match reader {
+                Reader::Sync(l) => l.next_epoch().await,
+                Reader::Dynamic(l) => l.next_epoch().await,
+            }
+        })?;
+        self.exhausted = !more;
+        Ok(more)
+    }
+
+    pub fn finished(&self) -> bool {
+        match &self.reader {
+            Reader::Sync(l) => l.finished(),
+            Reader::Dynamic(l) => l.finished(),
+        }
+    }
+
+    fn sync(&self, what: &str) -> Result<&SyncLoader> {
+        match &self.reader {
+            Reader::Sync(l) => Ok(l),
+            Reader::Dynamic(_) => Err(WorkerError::Config(format!(
+                "{what} is for mode=\"sync\"; dynamic members acknowledge what they read instead"
+            ))),
+        }
+    }
+
+    /// Samples of this rank's part of the current generation (sync).
+    pub fn samples(&self) -> Result<u64> {
+        Ok(self.sync("len()")?.samples())
+    }
+
+    pub fn describe(&self) -> (u64, u64, u32, u32) {
+        match &self.reader {
+            Reader::Sync(l) => (l.epoch(), l.generation(), l.rank(), l.world()),
+            Reader::Dynamic(l) => (l.epoch(), 0, 0, 1),
+        }
+    }
+
+    pub fn member(&self) -> String {
+        self.session.member().to_owned()
+    }
+
+    pub fn state_dict(&self) -> Result<LoaderState> {
+        Ok(self.sync("state_dict()")?.state_dict())
+    }
+
+    pub fn commit(&self, state: &LoaderState) -> Result<()> {
+        let loader = self.sync("commit()")?;
+        self.runtime.block_on(loader.commit(state))
+    }
+
+    pub fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
+        let loader = self.sync("load_state_dict()")?;
+        self.runtime.block_on(loader.load_state_dict(state))
+    }
+}
+
+async fn start(
+    args: &Args,
+    identity: Identity,
+) -> Result<(Reader, Arc<Session>, Option<LocalCoordinator>)> {
+    let mut options = StoreOptions::from_vars(args.env.clone());
+    for (key, value) in &args.storage_options {
+        options.set(key, value.clone());
+    }
+    let dataset = Dataset::open(&args.dataset, &options).await?;
+    let (addresses, coordinator) = match &args.coordinator {
+        Some(address) => (vec![address.clone()], None),
+        None => {
+            let local = LocalCoordinator::start(options.clone())
+                .await
+                .map_err(|e| WorkerError::Stopped(format!("cannot start a coordinator: {e}")))?;
+            (vec![local.address().to_owned()], Some(local))
+        }
+    };
+    let client = Arc::new(Client::new(&addresses)?.with_deadline(args.timeout));
+    let config = v1::JobConfig {
+        manifest_url: args.dataset.clone(),
+        seed: args.seed,
+        batch_size: args.batch_size,
+        epochs: args.epochs,
+        remainder: v1::RemainderPolicy::RemainderDrop as i32,
+        mode: args.mode as i32,
+        shuffle_buffer: args.shuffle_buffer,
+        ..v1::JobConfig::default()
+    };
+    coordinated::create_job(&client, &args.job, config).await?;
+    let session = Arc::new(Session::join(client, &args.job, &identity).await?);
+    let mut base = LoaderConfig {
+        augment: AugmentConfig {
+            size: args.image_size,
+            ..AugmentConfig::default()
+        },
+        ..LoaderConfig::default()
+    };
+    if let Some(threads) = args.decode_threads {
+        base.decode_threads = threads;
+    }
+    let reader = match args.mode {
+        v1::Mode::Dynamic => Reader::Dynamic(
+            DynamicLoader::start(Arc::clone(&session), dataset, base, None, None).await?,
+        ),
+        _ => Reader::Sync(SyncLoader::start(Arc::clone(&session), dataset, base).await?),
+    };
+    Ok((reader, session, coordinator))
+}

@@ -1,0 +1,281 @@
+//! # tributary-python
+//!
+//! The `tributary._tributary` extension module behind the `tributary` Python
+//! package: [`Loader`] wraps a rank's loader (see `inner.rs`) for Python.
+//!
+//! - Batches arrive as numpy arrays that own the Rust buffers (no copy).
+//! - The GIL is released while waiting for a batch, and the wait wakes every
+//!   100 ms to let Ctrl-C interrupt it.
+//! - After `fork()` (DataLoader workers) the native state, whose threads did
+//!   not survive the fork, is abandoned and rebuilt from the arguments.
+//! - Errors become `ValueError`, `FileNotFoundError`, `ConnectionError` or
+//!   `RuntimeError` carrying the Rust message.
+
+mod inner;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use numpy::ndarray::{Array1, Array4};
+use numpy::{PyArray1, PyArray4};
+use pyo3::exceptions::{
+    PyConnectionError, PyFileNotFoundError, PyRuntimeError, PyStopIteration, PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tributary_common::proto::v1;
+use tributary_worker::coordinated::LoaderState;
+use tributary_worker::{Batch, Images, WorkerError};
+
+use crate::inner::{Args, Inner};
+
+/// How long one wait for a batch lasts before checking for Ctrl-C.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+fn to_py(error: WorkerError) -> PyErr {
+    let message = error.to_string();
+    match error {
+        WorkerError::NotFound { .. } => PyFileNotFoundError::new_err(message),
+        WorkerError::BadUrl { .. } | WorkerError::Config(_) | WorkerError::Manifest { .. } => {
+            PyValueError::new_err(message)
+        }
+        WorkerError::Coordinator { code, .. } => match code.as_str() {
+            "Unavailable" | "DeadlineExceeded" | "Cancelled" | "Unknown" => {
+                PyConnectionError::new_err(message)
+            }
+            "NotFound" => PyFileNotFoundError::new_err(message),
+            _ => PyValueError::new_err(message),
+        },
+        WorkerError::Store { .. } => PyConnectionError::new_err(message),
+        _ => PyRuntimeError::new_err(message),
+    }
+}
+
+/// A rank's data loader. See `tributary/__init__.pyi` for the full contract.
+#[pyclass(module = "tributary._tributary", unsendable)]
+struct Loader {
+    args: Args,
+    inner: Option<Inner>,
+    pid: u32,
+}
+
+impl Loader {
+    /// The native state, rebuilt when this is a forked child.
+    fn inner(&mut self) -> PyResult<&mut Inner> {
+        if self.pid != std::process::id() {
+            // The runtime's threads did not survive fork(): its destructor
+            // would wait for them forever, so leak it and start afresh.
+            if let Some(stale) = self.inner.take() {
+                std::mem::forget(stale);
+            }
+            self.pid = std::process::id();
+        }
+        if self.inner.is_none() {
+            self.inner = Some(Inner::start(&self.args).map_err(to_py)?);
+        }
+        Ok(self.inner.as_mut().expect("started above"))
+    }
+}
+
+fn batch_to_py(py: Python<'_>, batch: Batch) -> PyResult<Py<PyAny>> {
+    let [n, a, b, c] = batch.shape;
+    let images: Py<PyAny> = match batch.images {
+        Images::F32(data) => {
+            let array = Array4::from_shape_vec((n, a, b, c), data)
+                .map_err(|e| PyRuntimeError::new_err(format!("batch shape: {e}")))?;
+            PyArray4::from_owned_array(py, array).into_any().unbind()
+        }
+        Images::U8(data) => {
+            let array = Array4::from_shape_vec((n, a, b, c), data)
+                .map_err(|e| PyRuntimeError::new_err(format!("batch shape: {e}")))?;
+            PyArray4::from_owned_array(py, array).into_any().unbind()
+        }
+    };
+    let labels = PyArray1::from_owned_array(py, Array1::from_vec(batch.labels));
+    Ok((images, labels).into_pyobject(py)?.into_any().unbind())
+}
+
+fn state_from(dict: &Bound<'_, PyDict>) -> PyResult<LoaderState> {
+    let field = |name: &str| -> PyResult<u64> {
+        dict.get_item(name)?
+            .ok_or_else(|| PyValueError::new_err(format!("loader state has no `{name}`")))?
+            .extract()
+    };
+    Ok(LoaderState {
+        epoch: field("epoch")?,
+        generation: field("generation")?,
+        samples: field("samples")?,
+    })
+}
+
+#[pymethods]
+impl Loader {
+    #[new]
+    #[pyo3(signature = (
+        dataset, *, coordinator=None, job="default".to_owned(), batch_size=64,
+        image_size=224, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
+        decode_threads=None, rank=None, world_size=None, run_id=None,
+        restart_count=None, name=None, storage_options=None, timeout_s=60.0
+    ))]
+    #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    fn new(
+        py: Python<'_>,
+        dataset: String,
+        coordinator: Option<String>,
+        job: String,
+        batch_size: u32,
+        image_size: u32,
+        seed: u64,
+        mode: &str,
+        epochs: u64,
+        shuffle_buffer: u32,
+        decode_threads: Option<usize>,
+        rank: Option<u32>,
+        world_size: Option<u32>,
+        run_id: Option<String>,
+        restart_count: Option<u64>,
+        name: Option<String>,
+        storage_options: Option<HashMap<String, String>>,
+        timeout_s: f64,
+    ) -> PyResult<Self> {
+        let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
+            PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
+        })?;
+        let mode = match mode {
+            "sync" => v1::Mode::Sync,
+            "dynamic" => v1::Mode::Dynamic,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "mode must be \"sync\" or \"dynamic\", not {other:?}"
+                )))
+            }
+        };
+        let args = Args {
+            dataset,
+            coordinator,
+            job,
+            batch_size,
+            image_size,
+            seed,
+            mode,
+            epochs,
+            shuffle_buffer,
+            decode_threads,
+            rank,
+            world_size,
+            run_id,
+            restart_count,
+            name,
+            storage_options: storage_options.unwrap_or_default(),
+            timeout,
+            env: std::env::vars().collect(),
+        };
+        let inner = py.detach(|| Inner::start(&args)).map_err(to_py)?;
+        Ok(Self {
+            args,
+            inner: Some(inner),
+            pid: std::process::id(),
+        })
+    }
+
+    /// Starts the next epoch when the current one has been read to its end.
+    fn __iter__<'py>(
+        mut slf: PyRefMut<'py, Self>,
+        py: Python<'py>,
+    ) -> PyResult<PyRefMut<'py, Self>> {
+        let inner = slf.inner()?;
+        if inner.exhausted && !inner.finished() {
+            py.detach(|| inner.next_epoch()).map_err(to_py)?;
+        }
+        Ok(slf)
+    }
+
+    /// `(images, labels)`: float32 `N x 3 x S x S` (normalised) and int64 `N`.
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let inner = self.inner()?;
+        if inner.exhausted || inner.finished() {
+            return Err(PyStopIteration::new_err(()));
+        }
+        loop {
+            match py.detach(|| inner.next_batch(SIGNAL_CHECK)) {
+                Ok(Some(batch)) => return batch_to_py(py, batch),
+                Ok(None) => return Err(PyStopIteration::new_err(())),
+                Err(Some(error)) => return Err(to_py(error)),
+                Err(None) => py.check_signals()?,
+            }
+        }
+    }
+
+    /// Batches of this rank's part of the current generation.
+    fn __len__(&mut self) -> PyResult<usize> {
+        let batch = u64::from(self.args.batch_size);
+        let samples = self.inner()?.samples().map_err(to_py)?;
+        Ok(samples.div_ceil(batch) as usize)
+    }
+
+    /// Where this rank stands: save it with a checkpoint.
+    fn state_dict<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let state = self.inner()?.state_dict().map_err(to_py)?;
+        let dict = PyDict::new(py);
+        dict.set_item("epoch", state.epoch)?;
+        dict.set_item("generation", state.generation)?;
+        dict.set_item("samples", state.samples)?;
+        Ok(dict)
+    }
+
+    /// Tells the coordinator that a checkpoint holding `state` is durable:
+    /// a restarted group resumes right after it.
+    fn commit(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let state = state_from(state)?;
+        let inner = self.inner()?;
+        py.detach(|| inner.commit(&state)).map_err(to_py)
+    }
+
+    /// Checks a restored checkpoint's state against the job: the generation
+    /// this loader reads must have resumed from it.
+    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let state = state_from(state)?;
+        let inner = self.inner()?;
+        py.detach(|| inner.load_state_dict(&state)).map_err(to_py)
+    }
+
+    #[getter]
+    fn epoch(&mut self) -> PyResult<u64> {
+        Ok(self.inner()?.describe().0)
+    }
+
+    #[getter]
+    fn generation(&mut self) -> PyResult<u64> {
+        Ok(self.inner()?.describe().1)
+    }
+
+    #[getter]
+    fn rank(&mut self) -> PyResult<u32> {
+        Ok(self.inner()?.describe().2)
+    }
+
+    #[getter]
+    fn world_size(&mut self) -> PyResult<u32> {
+        Ok(self.inner()?.describe().3)
+    }
+
+    #[getter]
+    fn member(&mut self) -> PyResult<String> {
+        Ok(self.inner()?.member())
+    }
+
+    fn __repr__(&mut self) -> PyResult<String> {
+        let (epoch, generation, rank, world) = self.inner()?.describe();
+        Ok(format!(
+            "Loader(dataset={:?}, job={:?}, epoch={epoch}, generation={generation}, rank={rank}, world_size={world})",
+            self.args.dataset, self.args.job
+        ))
+    }
+}
+
+#[pymodule]
+fn _tributary(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Loader>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,130 @@
+"""The numpy API of `tributary.Loader`, single-node (in-process coordinator)."""
+
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+import tributary
+
+SMALL = dict(batch_size=8, image_size=32, decode_threads=2)
+
+
+def read_epoch(loader):
+    images, labels = [], []
+    for batch_images, batch_labels in loader:
+        images.append(batch_images)
+        labels.append(batch_labels)
+    return images, labels
+
+
+def test_batches_are_numpy_arrays_of_the_right_shape(dataset):
+    loader = tributary.Loader(dataset, seed=1, **SMALL)
+    assert len(loader) == 5  # 40 samples, one rank, batches of 8
+    images, labels = read_epoch(loader)
+    assert len(images) == 5
+    for batch in images:
+        assert batch.shape == (8, 3, 32, 32)
+        assert batch.dtype == np.float32
+        assert np.isfinite(batch).all()
+    all_labels = np.concatenate(labels)
+    assert all_labels.dtype == np.int64
+    assert sorted(set(all_labels.tolist())) == [0, 1, 2, 3]
+    assert (loader.epoch, loader.generation, loader.rank, loader.world_size) == (0, 0, 0, 1)
+
+
+def test_arrays_own_the_rust_buffers_without_a_copy(dataset):
+    images, labels = next(iter(tributary.Loader(dataset, seed=1, **SMALL)))
+    for array in (images, labels):
+        # numpy did not allocate the data: a Rust-owned container holds it.
+        assert not array.flags.owndata
+        assert type(array.base).__name__ == "PySliceContainer"
+        assert array.flags.c_contiguous and array.flags.writeable
+    images[0, 0, 0, 0] = 42.0  # the buffer is the array's alone
+    assert images[0, 0, 0, 0] == 42.0
+
+
+def test_same_seed_same_batches_other_seed_other_batches(dataset):
+    first = read_epoch(tributary.Loader(dataset, seed=5, **SMALL))
+    # Other thread counts must not change a bit.
+    second = read_epoch(tributary.Loader(dataset, seed=5, batch_size=8, image_size=32, decode_threads=1))
+    other = read_epoch(tributary.Loader(dataset, seed=6, **SMALL))
+    for a, b in zip(first[0], second[0]):
+        assert np.array_equal(a, b)
+    assert all(np.array_equal(a, b) for a, b in zip(first[1], second[1]))
+    assert not all(np.array_equal(a, b) for a, b in zip(first[0], other[0]))
+
+
+def test_epochs_iterate_in_turn_then_end(dataset):
+    loader = tributary.Loader(dataset, seed=2, epochs=2, **SMALL)
+    first = np.concatenate(read_epoch(loader)[1])
+    assert loader.epoch == 0
+    second = np.concatenate(read_epoch(loader)[1])
+    assert loader.epoch == 1
+    assert len(first) == len(second) == 40
+    assert sorted(first.tolist()) == sorted(second.tolist())
+    assert read_epoch(loader) == ([], [])  # the job is done
+
+
+def test_state_dict_round_trip(dataset):
+    loader = tributary.Loader(dataset, seed=3, **SMALL)
+    batches = iter(loader)
+    next(batches)
+    next(batches)
+    state = loader.state_dict()
+    assert state == {"epoch": 0, "generation": 0, "samples": 16}
+    loader.commit(state)
+    loader.load_state_dict(state)  # the job's last commit: accepted
+    with pytest.raises(ValueError, match="not the job's last commit"):
+        loader.load_state_dict({**state, "samples": 8})
+    with pytest.raises(ValueError, match="no `generation`"):
+        loader.load_state_dict({"epoch": 0, "samples": 16})
+
+
+def test_bad_arguments_raise_the_right_exception_with_a_useful_message(dataset, tmp_path):
+    missing = str(tmp_path / "no-such-dataset")
+    with pytest.raises(FileNotFoundError, match="no-such-dataset"):
+        tributary.Loader(missing)
+    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+        tributary.Loader(dataset, batch_size=0)
+    with pytest.raises(ValueError, match="rank 2 is outside a world of 2 ranks"):
+        tributary.Loader(dataset, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="needs a shared coordinator"):
+        tributary.Loader(dataset, rank=0, world_size=2)
+    with pytest.raises(ValueError, match='mode must be "sync" or "dynamic"'):
+        tributary.Loader(dataset, mode="async")
+    with pytest.raises(ConnectionError):
+        tributary.Loader(dataset, coordinator="127.0.0.1:1", timeout_s=0.5, **SMALL)
+
+
+def test_torchrun_environment_sets_the_identity(dataset, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job42")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "3")
+    loader = tributary.Loader(dataset, **SMALL)
+    assert loader.member == "job42.3.0"
+    monkeypatch.setenv("WORLD_SIZE", "x")
+    with pytest.raises(ValueError, match='WORLD_SIZE="x" is not a number'):
+        tributary.Loader(dataset, **SMALL)
+
+
+def _child(loader, queue):
+    images, labels = next(iter(loader))
+    queue.put((os.getpid(), images.shape, len(labels)))
+
+
+def test_the_native_runtime_is_recreated_after_fork(dataset):
+    loader = tributary.Loader(dataset, seed=1, **SMALL)
+    next(iter(loader))  # the parent's runtime is running
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_child, args=(loader, queue))
+    child.start()
+    pid, shape, labels = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert pid != os.getpid() and shape == (8, 3, 32, 32) and labels == 8
+    # The parent's loader carries on.
+    assert next(loader)[0].shape == (8, 3, 32, 32)

@@ -1,0 +1,73 @@
+from typing import Iterator, Mapping, Optional, Tuple, TypedDict
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class LoaderState(TypedDict):
+    epoch: int
+    generation: int
+    samples: int
+
+class Loader:
+    """A rank's data loader.
+
+    Iterating yields ``(images, labels)``: float32 ``N x 3 x S x S`` images,
+    normalised with the ImageNet mean and std after RandomResizedCrop(S) and a
+    random flip, and int64 labels (-1 where a sample has none). Both arrays own
+    the Rust buffers they were decoded into: nothing is copied. Iterating again
+    after an epoch ends starts the next epoch; iteration ends at once when the
+    job's epochs are done.
+
+    Raises ``ValueError`` for bad arguments, ``FileNotFoundError`` for a
+    dataset or job that does not exist, ``ConnectionError`` when the
+    coordinator or object store cannot be reached.
+    """
+
+    def __init__(
+        self,
+        dataset: str,
+        *,
+        coordinator: Optional[str] = None,
+        job: str = "default",
+        batch_size: int = 64,
+        image_size: int = 224,
+        seed: int = 0,
+        mode: str = "sync",
+        epochs: int = 1,
+        shuffle_buffer: int = 1024,
+        decode_threads: Optional[int] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        run_id: Optional[str] = None,
+        restart_count: Optional[int] = None,
+        name: Optional[str] = None,
+        storage_options: Optional[Mapping[str, str]] = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """``coordinator``: "host:port[,host:port...]" of the replicas, or None
+        for an in-process one (one rank). ``storage_options``: object-store
+        settings (``aws_endpoint``, ``aws_region``, ...) on top of the
+        environment's. ``timeout_s``: how long calls retry an unreachable
+        coordinator or a leader change before raising ``ConnectionError``."""
+    def __iter__(self) -> Iterator[Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]: ...
+    def __next__(self) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
+    def __len__(self) -> int:
+        """Batches of this rank's part of the current generation."""
+    def state_dict(self) -> LoaderState:
+        """Where this rank stands; save it with a checkpoint."""
+    def commit(self, state: LoaderState) -> None:
+        """Tells the coordinator a checkpoint holding ``state`` is durable."""
+    def load_state_dict(self, state: LoaderState) -> None:
+        """Checks a restored checkpoint against the job (raises ValueError if stale)."""
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def member(self) -> str: ...
