@@ -1,7 +1,7 @@
 //! # tributary-python
 //!
 //! The `tributary._tributary` extension module behind the `tributary` Python
-//! package: [`Loader`] wraps a rank's loader (see `inner.rs`) for Python.
+//! package: `Loader` wraps a rank's loader (see `inner.rs`) for Python.
 //!
 //! - Batches arrive as numpy arrays that own the Rust buffers (no copy).
 //! - The GIL is released while waiting for a batch, and the wait wakes every
