@@ -36,6 +36,8 @@ pub struct Args {
     pub storage_options: HashMap<String, String>,
     /// How long coordinator calls retry before they fail.
     pub timeout: std::time::Duration,
+    /// Yield each batch's sample ids as a third array.
+    pub return_ids: bool,
     /// The process environment, read once at the edge.
     pub env: HashMap<String, String>,
 }

@@ -77,7 +77,7 @@ impl Loader {
     }
 }
 
-fn batch_to_py(py: Python<'_>, batch: Batch) -> PyResult<Py<PyAny>> {
+fn batch_to_py(py: Python<'_>, batch: Batch, ids: bool) -> PyResult<Py<PyAny>> {
     let [n, a, b, c] = batch.shape;
     let images: Py<PyAny> = match batch.images {
         Images::F32(data) => {
@@ -92,6 +92,10 @@ fn batch_to_py(py: Python<'_>, batch: Batch) -> PyResult<Py<PyAny>> {
         }
     };
     let labels = PyArray1::from_owned_array(py, Array1::from_vec(batch.labels));
+    if ids {
+        let ids = PyArray1::from_owned_array(py, Array1::from_vec(batch.ids));
+        return Ok((images, labels, ids).into_pyobject(py)?.into_any().unbind());
+    }
     Ok((images, labels).into_pyobject(py)?.into_any().unbind())
 }
 
@@ -115,7 +119,8 @@ impl Loader {
         dataset, *, coordinator=None, job="default".to_owned(), batch_size=64,
         image_size=224, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
         decode_threads=None, rank=None, world_size=None, run_id=None,
-        restart_count=None, name=None, storage_options=None, timeout_s=60.0
+        restart_count=None, name=None, storage_options=None, timeout_s=60.0,
+        return_ids=false
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -137,6 +142,7 @@ impl Loader {
         name: Option<String>,
         storage_options: Option<HashMap<String, String>>,
         timeout_s: f64,
+        return_ids: bool,
     ) -> PyResult<Self> {
         let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
             PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
@@ -168,6 +174,7 @@ impl Loader {
             name,
             storage_options: storage_options.unwrap_or_default(),
             timeout,
+            return_ids,
             env: std::env::vars().collect(),
         };
         let inner = py.detach(|| Inner::start(&args)).map_err(to_py)?;
@@ -198,7 +205,7 @@ impl Loader {
         }
         loop {
             match py.detach(|| inner.next_batch(SIGNAL_CHECK)) {
-                Ok(Some(batch)) => return batch_to_py(py, batch),
+                Ok(Some(batch)) => return batch_to_py(py, batch, self.args.return_ids),
                 Ok(None) => return Err(PyStopIteration::new_err(())),
                 Err(Some(error)) => return Err(to_py(error)),
                 Err(None) => py.check_signals()?,

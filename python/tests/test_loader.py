@@ -128,3 +128,10 @@ def test_the_native_runtime_is_recreated_after_fork(dataset):
     assert pid != os.getpid() and shape == (8, 3, 32, 32) and labels == 8
     # The parent's loader carries on.
     assert next(loader)[0].shape == (8, 3, 32, 32)
+
+
+def test_sample_ids_cover_the_epoch_once(dataset):
+    loader = tributary.Loader(dataset, seed=1, return_ids=True, **SMALL)
+    ids = np.concatenate([batch_ids for _, _, batch_ids in loader])
+    assert ids.dtype == np.uint64
+    assert sorted(ids.tolist()) == sorted(set(ids.tolist())) and len(ids) == 40

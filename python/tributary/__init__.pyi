@@ -45,12 +45,15 @@ class Loader:
         name: Optional[str] = None,
         storage_options: Optional[Mapping[str, str]] = None,
         timeout_s: float = 60.0,
+        return_ids: bool = False,
     ) -> None:
         """``coordinator``: "host:port[,host:port...]" of the replicas, or None
         for an in-process one (one rank). ``storage_options``: object-store
         settings (``aws_endpoint``, ``aws_region``, ...) on top of the
         environment's. ``timeout_s``: how long calls retry an unreachable
-        coordinator or a leader change before raising ``ConnectionError``."""
+        coordinator or a leader change before raising ``ConnectionError``.
+        ``return_ids``: yield ``(images, labels, ids)``, ids being the
+        dataset-wide uint64 sample ids (for logging what was trained)."""
     def __iter__(self) -> Iterator[Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]: ...
     def __next__(self) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
     def __len__(self) -> int:
