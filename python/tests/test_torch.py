@@ -36,3 +36,14 @@ def test_dataloader_with_pinned_memory_reads_every_sample_each_epoch(dataset):
     # Same order as the numpy loader with the same seed.
     plain = np.concatenate([l for _, l in tributary.Loader(dataset, seed=4, **SMALL)])
     assert epochs[0].tolist() == plain.tolist()
+
+
+def test_dataloader_worker_processes(dataset):
+    # One forked worker runs the loader in the child.
+    ds = ttorch.IterableDataset(dataset, seed=4, **SMALL)
+    labels = [l for _, l in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)]
+    assert sum(len(l) for l in labels) == 40
+    # More would each read the whole part: refused, saying why.
+    ds = ttorch.IterableDataset(dataset, seed=4, **SMALL)
+    with pytest.raises(RuntimeError, match="every worker would read the rank's whole part"):
+        list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))

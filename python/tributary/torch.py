@@ -9,10 +9,10 @@
 `torch.from_numpy` wraps the numpy arrays, which own the Rust buffers: no
 copy on the way to the trainer (pinning, when asked for, is the one copy).
 Tributary batches, shuffles and decodes on its own threads, so use the
-DataLoader with ``batch_size=None`` and ``num_workers=0``: with worker
-processes, each forked worker would run its own loader over the rank's whole
-part (the native state is rebuilt after fork, so it works, but the samples
-would be read once per worker).
+DataLoader with ``batch_size=None`` and ``num_workers=0`` (or 1: the loader
+then runs in the forked worker, its native state rebuilt after the fork).
+More workers are refused with a clear error: each would read the rank's
+whole part.
 """
 
 from typing import Any, Iterator, Optional, Tuple
@@ -57,6 +57,13 @@ class IterableDataset(torch.utils.data.IterableDataset):
         return {"_args": self._args, "_loader": None}
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+        worker = torch.utils.data.get_worker_info()
+        if worker is not None and worker.num_workers > 1:
+            raise RuntimeError(
+                f"tributary.torch.IterableDataset under DataLoader(num_workers={worker.num_workers}): "
+                "every worker would read the rank's whole part. Tributary decodes on its own "
+                "threads (decode_threads=...); use num_workers=0, or 1 to keep it in a child process"
+            )
         for batch in self.loader:
             yield tensors(batch)
 
