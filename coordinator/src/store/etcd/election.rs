@@ -151,7 +151,7 @@ impl Drop for Session {
 
 /// Renews `lease` every `ttl / 3` on one keep-alive stream (reopened after
 /// an error) until it is lost: etcd says it expired, or no renewal
-/// succeeded for `ttl`.
+/// succeeded for `ttl` less a small margin.
 async fn keep_alive(
     store: EtcdStore,
     lease: LeaseId,
@@ -159,16 +159,20 @@ async fn keep_alive(
     lost: Arc<watch::Sender<bool>>,
 ) {
     let period = ttl / 3;
+    // Step down this much before the lease could expire: timers wake late
+    // by a millisecond or so, and etcd may have received a renewal within
+    // that much of its sending.
+    let margin = (ttl / 10).min(Duration::from_millis(500));
     let mut stream = None;
     // Counted from before each request, so never later than etcd's view.
-    let mut valid_until = Instant::now() + ttl;
+    let mut valid_until = Instant::now() + ttl - margin;
     while Instant::now() < valid_until {
         let sent = Instant::now();
         // A renewal may take no longer than the lease has left: the holder
         // must hear it is lost before another candidate can lead.
         let renewal = once(renew(&store, lease, ttl, &mut stream), Some(lease));
         match tokio::time::timeout_at(valid_until, renewal).await {
-            Ok(Ok(granted)) => valid_until = sent + granted,
+            Ok(Ok(granted)) => valid_until = sent + granted.saturating_sub(margin),
             Ok(Err(StoreError::LeaseNotFound(_))) | Err(_) => break,
             Ok(Err(error)) => {
                 tracing::warn!(lease, %error, "election lease keep-alive failed");
