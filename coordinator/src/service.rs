@@ -17,7 +17,7 @@ use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::leader::{open_dataset, JobHandle, Leader};
 use crate::model::sync::Rank;
-use crate::model::{Identity, MemberRecord, State, StoredJob};
+use crate::model::{Identity, Job, MemberRecord, State, StoredJob};
 use crate::store::Election;
 
 /// What a replica is right now.
@@ -198,14 +198,18 @@ impl Coordinator for Service {
             ttl_ms: ttl.as_millis() as u32,
             ..v1::JoinResponse::default()
         };
-        let job_name = job.name.clone();
-        let config = job.stored.config.clone();
         let mut new_generation = false;
-        let dataset = job.dataset.clone();
-        match &mut job.state {
+        let Job {
+            name,
+            stored,
+            dataset,
+            state,
+            ..
+        } = &mut *job;
+        match state {
             State::Sync(model) => {
                 let rank = rank_of(&identity)?;
-                let (gen, gen_ops) = model.join(&job_name, &config, &dataset, rank)?;
+                let (gen, gen_ops) = model.join(name, &stored.config, dataset, rank)?;
                 new_generation = !gen_ops.is_empty();
                 ops.extend(gen_ops);
                 response.generation = gen.record.generation.0;
@@ -287,20 +291,28 @@ impl Coordinator for Service {
         let (leader, handle) = self.job(&request.job).await?;
         let mut job = handle.job.lock().await;
         let identity = job.member(&request.member)?.identity.clone();
-        let (name, config, dataset) = (
-            job.name.clone(),
-            job.stored.config.clone(),
-            job.dataset.clone(),
-        );
-        let State::Sync(model) = &mut job.state else {
+        let Job {
+            name,
+            stored,
+            dataset,
+            state,
+            events,
+            ..
+        } = &mut *job;
+        let State::Sync(model) = state else {
             return Err(sync_only(&request.job).into());
         };
-        let (assignment, ops) =
-            model.assignment(&name, &config, &dataset, rank_of(&identity)?, request.epoch)?;
+        let (assignment, ops) = model.assignment(
+            name,
+            &stored.config,
+            dataset,
+            rank_of(&identity)?,
+            request.epoch,
+        )?;
         let new_generation = !ops.is_empty();
         leader.write(ops).await?;
         if new_generation {
-            let _ = job.events.send(v1::JobEvent {
+            let _ = events.send(v1::JobEvent {
                 event: Some(v1::job_event::Event::Generation(assignment.generation)),
             });
         }
@@ -427,18 +439,20 @@ impl Coordinator for Service {
         let (leader, handle) = self.job(&request.job).await?;
         let mut job = handle.job.lock().await;
         let identity = job.member(&request.member)?.identity.clone();
-        let (name, config, dataset) = (
-            job.name.clone(),
-            job.stored.config.clone(),
-            job.dataset.clone(),
-        );
-        let State::Sync(model) = &mut job.state else {
+        let Job {
+            name,
+            stored,
+            dataset,
+            state,
+            ..
+        } = &mut *job;
+        let State::Sync(model) = state else {
             return Err(sync_only(&request.job).into());
         };
         let ops = model.commit(
-            &name,
-            &config,
-            &dataset,
+            name,
+            &stored.config,
+            dataset,
             rank_of(&identity)?,
             request.generation,
             request.samples,
