@@ -157,6 +157,11 @@ impl Leader {
         Ok(self.writer.write(ops).await?)
     }
 
+    /// Waits until every write submitted so far is durable.
+    pub async fn flush(&self) -> Result<()> {
+        Ok(self.writer.flush().await?)
+    }
+
     pub async fn create_stored(
         &self,
         name: &str,

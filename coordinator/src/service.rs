@@ -489,7 +489,11 @@ impl Coordinator for Service {
     ) -> std::result::Result<Response<v1::JobStatus>, Status> {
         let request = request.into_inner();
         let (leader, handle) = self.job(&request.job).await?;
-        let job = handle.job.lock().await;
-        Ok(Response::new(job.status(&leader.address)))
+        let status = handle.job.lock().await.status(&leader.address);
+        // A handler cancelled mid-write (its client died) leaves its change
+        // in memory with the write still queued: answer only once it is
+        // durable, so a status never shows what a crash could lose.
+        leader.flush().await?;
+        Ok(Response::new(status))
     }
 }

@@ -44,6 +44,17 @@ impl Writer {
         if ops.is_empty() {
             return Ok(());
         }
+        self.submit(ops).await
+    }
+
+    /// Returns once every write submitted before it is durable (or fails
+    /// when one of them failed): a read of the leader's state after this
+    /// sees nothing the store could still lose.
+    pub async fn flush(&self) -> StoreResult<()> {
+        self.submit(Vec::new()).await
+    }
+
+    async fn submit(&self, ops: Vec<Op>) -> StoreResult<()> {
         let (done, wait) = oneshot::channel();
         self.tx
             .send(Request { ops, done })
