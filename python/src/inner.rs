@@ -11,7 +11,7 @@ use tributary_worker::augment::AugmentConfig;
 use tributary_worker::coordinated::{
     self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader,
 };
-use tributary_worker::{Batch, Dataset, LoaderConfig, Result, StoreOptions, WorkerError};
+use tributary_worker::{Batch, Dataset, LoaderConfig, Result, StoreOptions, Stripe, WorkerError};
 
 /// Everything the Python constructor takes, kept to rebuild after `fork()`.
 #[derive(Debug, Clone)]
@@ -38,6 +38,10 @@ pub struct Args {
     pub timeout: std::time::Duration,
     /// Yield each batch's sample ids as a third array.
     pub return_ids: bool,
+    /// A DataLoader worker process's share: every `count`-th batch.
+    pub stripe: Stripe,
+    /// Sync mode: the epoch to read first (default: the generation's).
+    pub epoch: Option<u64>,
     /// The process environment, read once at the edge.
     pub env: HashMap<String, String>,
 }
@@ -45,10 +49,15 @@ pub struct Args {
 impl Args {
     fn identity(&self) -> Result<Identity> {
         if self.mode == v1::Mode::Dynamic {
-            let name = self.name.clone().unwrap_or_else(|| {
-                let host = self.env.get("HOSTNAME").map_or("host", String::as_str);
-                format!("{host}-{}", std::process::id())
-            });
+            let name = match &self.name {
+                // Each worker process is a member of its own.
+                Some(name) if self.stripe.count > 1 => format!("{name}-w{}", self.stripe.index),
+                Some(name) => name.clone(),
+                None => {
+                    let host = self.env.get("HOSTNAME").map_or("host", String::as_str);
+                    format!("{host}-{}", std::process::id())
+                }
+            };
             return Ok(Identity::Name(name));
         }
         let from_env = Identity::from_torchrun_env(&self.env)?;
@@ -101,6 +110,17 @@ impl Args {
                 "decode_threads must be at least 1".into(),
             ));
         }
+        if self.stripe.count == 0 || self.stripe.index >= self.stripe.count {
+            return Err(WorkerError::Config(format!(
+                "worker=({}, {}): the worker id must be below the number of workers",
+                self.stripe.index, self.stripe.count
+            )));
+        }
+        if self.mode == v1::Mode::Dynamic && self.epoch.is_some() {
+            return Err(WorkerError::Config(
+                "epoch= is for mode=\"sync\"; dynamic members read the job's current epoch".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -117,6 +137,8 @@ pub struct Inner {
     reader: Reader,
     session: Arc<Session>,
     _coordinator: Option<LocalCoordinator>,
+    /// The coordinator's address: the one given, or the in-process one's.
+    pub address: String,
     /// The current epoch has ended (`__iter__` then starts the next).
     pub exhausted: bool,
 }
@@ -132,11 +154,16 @@ impl Inner {
             .build()
             .map_err(|e| WorkerError::Stopped(format!("cannot start the runtime: {e}")))?;
         let (reader, session, coordinator) = runtime.block_on(start(args, identity))?;
+        let address = match (&coordinator, &args.coordinator) {
+            (Some(local), _) => local.address().to_owned(),
+            (None, given) => given.clone().unwrap_or_default(),
+        };
         Ok(Self {
             runtime,
             reader,
             session,
             _coordinator: coordinator,
+            address,
             exhausted: false,
         })
     }
@@ -196,6 +223,19 @@ impl Inner {
                 "{what} is for mode=\"sync\"; dynamic members acknowledge what they read instead"
             ))),
         }
+    }
+
+    /// Starts `epoch` over from its first batch (sync).
+    pub fn set_epoch(&mut self, epoch: u64) -> Result<()> {
+        let Reader::Sync(loader) = &mut self.reader else {
+            return Err(WorkerError::Config(
+                "set_epoch() is for mode=\"sync\"; dynamic members read the job's current epoch"
+                    .into(),
+            ));
+        };
+        self.runtime.block_on(loader.set_epoch(epoch))?;
+        self.exhausted = loader.finished();
+        Ok(())
     }
 
     /// Samples of this rank's part of the current generation (sync).
@@ -270,11 +310,18 @@ async fn start(
     if let Some(threads) = args.decode_threads {
         base.decode_threads = threads;
     }
+    if args.mode == v1::Mode::Sync {
+        base.stripe = args.stripe;
+    }
     let reader = match args.mode {
         v1::Mode::Dynamic => Reader::Dynamic(
             DynamicLoader::start(Arc::clone(&session), dataset, base, None, None).await?,
         ),
-        _ => Reader::Sync(SyncLoader::start(Arc::clone(&session), dataset, base).await?),
+        _ => {
+            let session = Arc::clone(&session);
+            let epoch = args.epoch.unwrap_or(session.joined.epoch);
+            Reader::Sync(SyncLoader::start_at(session, dataset, base, epoch).await?)
+        }
     };
     Ok((reader, session, coordinator))
 }

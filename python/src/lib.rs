@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_common::proto::v1;
 use tributary_worker::coordinated::LoaderState;
-use tributary_worker::{Batch, Images, WorkerError};
+use tributary_worker::{Batch, Images, Stripe, WorkerError};
 
 use crate::inner::{Args, Inner};
 
@@ -57,23 +57,38 @@ struct Loader {
     args: Args,
     inner: Option<Inner>,
     pid: u32,
+    /// The coordinator's address (the in-process one's, when started here).
+    address: String,
 }
 
 impl Loader {
     /// The native state, rebuilt when this is a forked child.
     fn inner(&mut self) -> PyResult<&mut Inner> {
+        self.abandon_if_forked();
+        if self.inner.is_none() {
+            self.inner = Some(Inner::start(&self.args).map_err(to_py)?);
+        }
+        Ok(self.inner.as_mut().expect("started above"))
+    }
+}
+
+impl Loader {
+    /// In a forked child, abandons the parent's native state: the runtime's
+    /// threads did not survive fork(), and its destructor would wait for
+    /// them forever, so it is leaked.
+    fn abandon_if_forked(&mut self) {
         if self.pid != std::process::id() {
-            // The runtime's threads did not survive fork(): its destructor
-            // would wait for them forever, so leak it and start afresh.
             if let Some(stale) = self.inner.take() {
                 std::mem::forget(stale);
             }
             self.pid = std::process::id();
         }
-        if self.inner.is_none() {
-            self.inner = Some(Inner::start(&self.args).map_err(to_py)?);
-        }
-        Ok(self.inner.as_mut().expect("started above"))
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        self.abandon_if_forked();
     }
 }
 
@@ -120,7 +135,7 @@ impl Loader {
         image_size=224, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
         decode_threads=None, rank=None, world_size=None, run_id=None,
         restart_count=None, name=None, storage_options=None, timeout_s=60.0,
-        return_ids=false
+        return_ids=false, worker=None, epoch=None
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -143,6 +158,8 @@ impl Loader {
         storage_options: Option<HashMap<String, String>>,
         timeout_s: f64,
         return_ids: bool,
+        worker: Option<(usize, usize)>,
+        epoch: Option<u64>,
     ) -> PyResult<Self> {
         let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
             PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
@@ -175,11 +192,14 @@ impl Loader {
             storage_options: storage_options.unwrap_or_default(),
             timeout,
             return_ids,
+            stripe: worker.map_or_else(Stripe::default, |(index, count)| Stripe { index, count }),
+            epoch,
             env: std::env::vars().collect(),
         };
         let inner = py.detach(|| Inner::start(&args)).map_err(to_py)?;
         Ok(Self {
             args,
+            address: inner.address.clone(),
             inner: Some(inner),
             pid: std::process::id(),
         })
@@ -211,6 +231,13 @@ impl Loader {
                 Err(None) => py.check_signals()?,
             }
         }
+    }
+
+    /// Starts `epoch` over from its first batch (sync mode): the epoch of
+    /// the rank's generation, or the next one.
+    fn set_epoch(&mut self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+        let inner = self.inner()?;
+        py.detach(|| inner.set_epoch(epoch)).map_err(to_py)
     }
 
     /// Batches of this rank's part of the current generation.
@@ -264,6 +291,13 @@ impl Loader {
     #[getter]
     fn world_size(&mut self) -> PyResult<u32> {
         Ok(self.inner()?.describe().3)
+    }
+
+    /// The coordinator's address; with `coordinator=None`, the in-process
+    /// coordinator's (loopback), which processes forked from this one use.
+    #[getter]
+    fn coordinator(&self) -> &str {
+        &self.address
     }
 
     #[getter]

@@ -38,12 +38,46 @@ def test_dataloader_with_pinned_memory_reads_every_sample_each_epoch(dataset):
     assert epochs[0].tolist() == plain.tolist()
 
 
-def test_dataloader_worker_processes(dataset):
-    # One forked worker runs the loader in the child.
+def test_one_worker_process_reads_the_whole_part(dataset):
+    # The loader inherited through fork() is abandoned; the child reads anew.
     ds = ttorch.IterableDataset(dataset, seed=4, **SMALL)
     labels = [l for _, l in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)]
     assert sum(len(l) for l in labels) == 40
-    # More would each read the whole part: refused, saying why.
-    ds = ttorch.IterableDataset(dataset, seed=4, **SMALL)
-    with pytest.raises(RuntimeError, match="every worker would read the rank's whole part"):
-        list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+
+
+def test_two_forked_workers_yield_the_in_process_batches_epoch_after_epoch(dataset):
+    reference = tributary.Loader(dataset, seed=4, epochs=2, return_ids=True, **SMALL)
+    expected = [list(reference) for _ in range(2)]
+    assert [len(e) for e in expected] == [5, 5]
+    ds = ttorch.IterableDataset(dataset, seed=4, epochs=2, return_ids=True, **SMALL)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    for epoch in range(2):
+        got = list(loader)
+        # Worker 0 decoded batches 0, 2, 4 and worker 1 batches 1, 3: taken
+        # in turn they are the in-process epoch, pixel for pixel.
+        assert [b[2].tolist() for b in got] == [e[2].tolist() for e in expected[epoch]], epoch
+        for (images, labels, _), (ref_images, ref_labels, _) in zip(got, expected[epoch]):
+            assert torch.equal(images, torch.from_numpy(ref_images))
+            assert torch.equal(labels, torch.from_numpy(ref_labels))
+    assert list(loader) == []  # the job's two epochs are done
+
+
+def test_dataloader_state_with_workers_counts_what_the_trainer_took(dataset):
+    ds = ttorch.IterableDataset(dataset, seed=4, epochs=2, **SMALL)
+    loader = ttorch.DataLoader(ds, num_workers=2)
+    batches = iter(loader)
+    for _ in range(3):
+        next(batches)
+    state = loader.state_dict()
+    assert state == {"epoch": 0, "generation": 0, "samples": 24}
+    loader.commit(state)
+    loader.load_state_dict(state)  # it is the job's last commit
+    # The dataset alone cannot know what the trainer consumed: it refuses.
+    with pytest.raises(RuntimeError, match="only the DataLoader knows"):
+        ds.state_dict()
+    assert len(list(batches)) == 2
+    assert loader.state_dict() == {"epoch": 0, "generation": 0, "samples": 40}
+    assert sum(len(labels) for _, labels in loader) == 40
+    assert loader.state_dict() == {"epoch": 1, "generation": 1, "samples": 40}
+    with pytest.raises(ValueError, match="batch_size=None"):
+        ttorch.DataLoader(ds, batch_size=8)

@@ -46,6 +46,8 @@ class Loader:
         storage_options: Optional[Mapping[str, str]] = None,
         timeout_s: float = 60.0,
         return_ids: bool = False,
+        worker: Optional[Tuple[int, int]] = None,
+        epoch: Optional[int] = None,
     ) -> None:
         """``coordinator``: "host:port[,host:port...]" of the replicas, or None
         for an in-process one (one rank). ``storage_options``: object-store
@@ -53,7 +55,12 @@ class Loader:
         environment's. ``timeout_s``: how long calls retry an unreachable
         coordinator or a leader change before raising ``ConnectionError``.
         ``return_ids``: yield ``(images, labels, ids)``, ids being the
-        dataset-wide uint64 sample ids (for logging what was trained)."""
+        dataset-wide uint64 sample ids (for logging what was trained).
+        ``worker=(id, count)``: this is DataLoader worker process ``id`` of
+        ``count``; in sync mode it decodes and yields only batches ``id``,
+        ``id + count``, ... of the rank's part (``tributary.torch`` passes it).
+        ``epoch``: sync mode, the epoch to read first instead of the
+        generation's (the generation's epoch or the next one)."""
     def __iter__(self) -> Iterator[Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]: ...
     def __next__(self) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
     def __len__(self) -> int:
@@ -64,6 +71,13 @@ class Loader:
         """Tells the coordinator a checkpoint holding ``state`` is durable."""
     def load_state_dict(self, state: LoaderState) -> None:
         """Checks a restored checkpoint against the job (raises ValueError if stale)."""
+    def set_epoch(self, epoch: int) -> None:
+        """Starts ``epoch`` over from its first batch (sync mode): the epoch of
+        the rank's generation, or the next one."""
+    @property
+    def coordinator(self) -> str:
+        """The coordinator's address; with ``coordinator=None`` the in-process
+        coordinator's, on loopback."""
     @property
     def epoch(self) -> int: ...
     @property

@@ -64,5 +64,5 @@ pub mod synth;
 pub use batch::{Batch, Images};
 pub use dataset::Dataset;
 pub use error::{Result, WorkerError};
-pub use loader::{Loader, LoaderBuilder, LoaderConfig};
+pub use loader::{Loader, LoaderBuilder, LoaderConfig, Stripe};
 pub use store::{Location, StoreOptions};

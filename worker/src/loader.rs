@@ -53,6 +53,8 @@ pub struct LoaderConfig {
     pub decode_batches_in_flight: usize,
     /// Threads of the decode pool, when the loader builds its own.
     pub decode_threads: usize,
+    /// Which of the epoch's batches this loader decodes and yields.
+    pub stripe: Stripe,
     pub augment: AugmentConfig,
     pub fetch: FetchConfig,
 }
@@ -71,6 +73,7 @@ impl Default for LoaderConfig {
             prefetch_batches: 4,
             decode_batches_in_flight: 2,
             decode_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            stripe: Stripe::default(),
             augment: AugmentConfig::default(),
             fetch: FetchConfig::default(),
         }
@@ -99,12 +102,44 @@ impl LoaderConfig {
                     .into(),
             );
         }
+        if self.stripe.index >= self.stripe.count {
+            return bad(format!(
+                "stripe {} of {} does not exist (stripes are numbered from 0)",
+                self.stripe.index, self.stripe.count
+            ));
+        }
         if self.fetch.max_requests == 0 || self.fetch.max_bytes_in_flight == 0 {
             return bad(
                 "fetch.max_requests and fetch.max_bytes_in_flight must be at least 1".into(),
             );
         }
         self.augment.validate().map_err(WorkerError::Config)
+    }
+}
+
+/// Every `count`-th batch of the epoch, starting at batch `index`.
+///
+/// The loaders of a rank's `count` DataLoader worker processes each read the
+/// rank's whole part but decode only their stripe (the others are dropped
+/// before decoding); taking one batch from each stripe in turn gives the
+/// unstriped order, which is what PyTorch's DataLoader does with its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stripe {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Default for Stripe {
+    /// Every batch.
+    fn default() -> Self {
+        Self { index: 0, count: 1 }
+    }
+}
+
+impl Stripe {
+    /// Whether batch `batch` of the epoch is in this stripe.
+    pub fn keeps(self, batch: u64) -> bool {
+        batch % self.count as u64 == self.index as u64
     }
 }
 
@@ -311,6 +346,7 @@ async fn produce(
         pending: Vec::with_capacity(config.batch_size),
         size: config.batch_size,
         index: 0,
+        stripe: config.stripe,
         tx: &tx,
     };
     let mut fetched = pin!(fetch_input(dataset, input, &config.fetch, metrics));
@@ -346,9 +382,8 @@ async fn produce(
             return;
         }
     }
-    if !batcher.pending.is_empty() && !config.drop_last {
-        let pending = std::mem::take(&mut batcher.pending);
-        let _ = tx.send(Ok((batcher.index, pending))).await;
+    if !config.drop_last {
+        batcher.flush().await;
     }
 }
 
@@ -356,6 +391,7 @@ struct Batcher<'a> {
     pending: Vec<Sample>,
     size: usize,
     index: u64,
+    stripe: Stripe,
     tx: &'a mpsc::Sender<Result<(u64, Vec<Sample>)>>,
 }
 
@@ -368,19 +404,14 @@ impl Batcher<'_> {
         let part = std::mem::replace(&mut self.pending, Vec::with_capacity(self.size));
         let index = self.index;
         self.index += 1;
-        self.tx.send(Ok((index, part))).await.is_ok()
+        // Batches of other stripes are dropped here, before decoding.
+        !self.stripe.keeps(index) || self.tx.send(Ok((index, part))).await.is_ok()
     }
 
     /// Adds a sample, sending a full batch; false once the consumer is gone.
     async fn push(&mut self, sample: Sample) -> bool {
         self.pending.push(sample);
-        if self.pending.len() < self.size {
-            return true;
-        }
-        let full = std::mem::replace(&mut self.pending, Vec::with_capacity(self.size));
-        let index = self.index;
-        self.index += 1;
-        self.tx.send(Ok((index, full))).await.is_ok()
+        self.pending.len() < self.size || self.flush().await
     }
 }
 

@@ -13,7 +13,9 @@ use tributary_worker::fetch::FetchConfig;
 use tributary_worker::intercept::CountingStore;
 use tributary_worker::pack::{pack, PackOptions};
 use tributary_worker::progress::NoProgress;
-use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
+use tributary_worker::{
+    Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, Stripe, WorkerError,
+};
 
 /// A small ImageFolder tree: `classes` classes of `per_class` JPEG images
 /// (and one PNG), each with distinct content.
@@ -144,6 +146,41 @@ async fn same_seed_same_batches_bit_for_bit_on_1_or_8_threads() {
         one[0].ids, other[0].ids,
         "another seed must give another order"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripes_taken_in_turn_are_the_unstriped_epoch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dataset = packed(dir.path(), Compression::ZSTD, 16).await;
+    // 60 samples in batches of 8: 8 batches, the last one short.
+    let whole = read_with(dataset.clone(), config(2)).await.expect("read");
+    assert_eq!(whole.len(), 8);
+    let mut stripes = Vec::new();
+    for index in 0..3 {
+        let config = LoaderConfig {
+            stripe: Stripe { index, count: 3 },
+            ..config(1)
+        };
+        stripes.push(read_with(dataset.clone(), config).await.expect("read"));
+    }
+    assert_eq!(
+        stripes.iter().map(Vec::len).collect::<Vec<_>>(),
+        [3, 3, 2],
+        "batches 0,3,6 / 1,4,7 / 2,5"
+    );
+    // Round robin over the stripes, as PyTorch's DataLoader takes them.
+    let mut turns: Vec<_> = stripes.into_iter().map(Vec::into_iter).collect();
+    let interleaved: Vec<Batch> = (0..whole.len())
+        .map_while(|i| turns[i % 3].next())
+        .collect();
+    assert_eq!(interleaved, whole, "same batches, pixels and order");
+
+    let bad = LoaderConfig {
+        stripe: Stripe { index: 3, count: 3 },
+        ..config(1)
+    };
+    let error = read_with(dataset, bad).await.expect_err("stripe 3 of 3");
+    assert!(error.to_string().contains("stripe 3 of 3"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tributary_common::proto::{spans_from_proto, v1};
+use tributary_common::span::SpanSet;
 
 use super::Session;
 use crate::batch::Batch;
@@ -33,15 +34,28 @@ pub struct LoaderState {
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// A rank's loader under a sync-mode coordinator.
+///
+/// The pipeline starts on the first [`SyncLoader::next`], so a loader used
+/// only to checkpoint (its batches read by DataLoader worker processes)
+/// fetches nothing.
 #[derive(Debug)]
 pub struct SyncLoader {
     session: Arc<Session>,
     dataset: Dataset,
     base: LoaderConfig,
     assignment: v1::Assignment,
-    loader: Option<Loader>,
+    pipeline: Pipeline,
     emitted: u64,
     reported: Instant,
+}
+
+#[derive(Debug)]
+enum Pipeline {
+    /// The job is finished.
+    None,
+    /// Assigned, not started yet.
+    Pending(Box<LoaderConfig>, SpanSet),
+    Running(Loader),
 }
 
 impl SyncLoader {
@@ -54,17 +68,33 @@ impl SyncLoader {
         base: LoaderConfig,
     ) -> Result<Self> {
         let epoch = session.joined.epoch;
+        Self::start_at(session, dataset, base, epoch).await
+    }
+
+    /// Reads the member's part of `epoch`, which must be the epoch of the
+    /// generation the member is in, or the next one.
+    pub async fn start_at(
+        session: Arc<Session>,
+        dataset: Dataset,
+        base: LoaderConfig,
+        epoch: u64,
+    ) -> Result<Self> {
         let mut loader = Self {
             session,
             dataset,
             base,
             assignment: v1::Assignment::default(),
-            loader: None,
+            pipeline: Pipeline::None,
             emitted: 0,
             reported: Instant::now(),
         };
         loader.begin(epoch).await?;
         Ok(loader)
+    }
+
+    /// Starts `epoch` over from its first batch (see [`SyncLoader::start_at`]).
+    pub async fn set_epoch(&mut self, epoch: u64) -> Result<()> {
+        self.begin(epoch).await
     }
 
     async fn begin(&mut self, epoch: u64) -> Result<()> {
@@ -81,7 +111,7 @@ impl SyncLoader {
             )
             .await?;
         self.emitted = 0;
-        self.loader = None;
+        self.pipeline = Pipeline::None;
         if !assignment.finished {
             let job = self.session.config();
             let config = LoaderConfig {
@@ -95,6 +125,7 @@ impl SyncLoader {
                 drop_last: false,
                 ..self.base.clone()
             };
+            config.validate()?;
             let spans = spans_from_proto(assignment.spans.clone());
             tracing::info!(
                 epoch = assignment.epoch,
@@ -103,13 +134,7 @@ impl SyncLoader {
                 samples = spans.len(),
                 "assignment"
             );
-            self.loader = Some(
-                Loader::builder(self.dataset.clone())
-                    .config(config)
-                    .spans(spans)
-                    .build()
-                    .await?,
-            );
+            self.pipeline = Pipeline::Pending(Box::new(config), spans);
         }
         self.assignment = assignment;
         Ok(())
@@ -133,7 +158,11 @@ impl SyncLoader {
 
     /// Samples of this rank's part of the generation.
     pub fn samples(&self) -> u64 {
-        self.loader.as_ref().map_or(0, Loader::samples)
+        match &self.pipeline {
+            Pipeline::None => 0,
+            Pipeline::Pending(_, spans) => spans.len(),
+            Pipeline::Running(loader) => loader.samples(),
+        }
     }
 
     /// Whether every epoch of the job is done.
@@ -150,10 +179,31 @@ impl SyncLoader {
                     .into(),
             )));
         }
-        let item = self.loader.as_mut()?.next().await;
+        if let Pipeline::Pending(config, spans) = &self.pipeline {
+            // Cancel-safe: the pending pipeline stays until one is running.
+            let built = Loader::builder(self.dataset.clone())
+                .config((**config).clone())
+                .spans(spans.clone())
+                .build()
+                .await;
+            match built {
+                Ok(loader) => self.pipeline = Pipeline::Running(loader),
+                Err(error) => {
+                    self.pipeline = Pipeline::None;
+                    return Some(Err(error));
+                }
+            }
+        }
+        let Pipeline::Running(loader) = &mut self.pipeline else {
+            return None;
+        };
+        let item = loader.next().await;
+        // A stripe's count is not the rank's: only whole readers report.
+        let whole = self.base.stripe.count == 1;
         if let Some(Ok(batch)) = &item {
             self.emitted += batch.len() as u64;
-            if self.reported.elapsed() >= REPORT_EVERY || self.emitted == self.samples() {
+            if whole && (self.reported.elapsed() >= REPORT_EVERY || self.emitted == self.samples())
+            {
                 self.reported = Instant::now();
                 self.report();
             }
