@@ -17,6 +17,7 @@ echo "== cargo build (the binary the end-to-end tests drive)"
 cargo build --quiet -p tributary-cli
 echo "== cargo test"
 cargo test --workspace
-echo "== python: build the extension into the test venv, then pytest"
-(cd python && VIRTUAL_ENV="$TRIBUTARY_VENV" "$TRIBUTARY_VENV/bin/maturin" develop --quiet)
+echo "== python: pip install ./python into the test venv (debug profile), then pytest"
+PATH="$TRIBUTARY_VENV/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" \
+    "$TRIBUTARY_VENV/bin/pip" install --quiet --no-build-isolation --no-deps --force-reinstall ./python
 "$TRIBUTARY_VENV/bin/python" -m pytest -q python/tests

@@ -130,9 +130,51 @@ enum Reader {
     Dynamic(DynamicLoader),
 }
 
-/// A started loader.
+/// A started loader: the runtime, and the rank's state that runs on it.
 pub struct Inner {
-    pub runtime: tokio::runtime::Runtime,
+    // Shut down before the rank is dropped.
+    pub runtime: Runtime,
+    pub rank: Rank,
+}
+
+/// The runtime a loader runs on. Dropping it cancels every task and waits
+/// at most [`Runtime::SHUTDOWN`] for blocking reads (a stalled local file
+/// system), so an interrupted program still exits.
+pub struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl Runtime {
+    const SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
+
+    pub fn new() -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tributary")
+            .enable_all()
+            .build()
+            .map_err(|e| WorkerError::Stopped(format!("cannot start the runtime: {e}")))?;
+        Ok(Self(Some(runtime)))
+    }
+}
+
+impl std::ops::Deref for Runtime {
+    type Target = tokio::runtime::Runtime;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("taken only on drop")
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_timeout(Self::SHUTDOWN);
+        }
+    }
+}
+
+/// A rank's membership and loader. Its async methods are cancel-safe
+/// where a Python caller may interrupt them (Ctrl-C): a batch is never lost.
+pub struct Rank {
     // Dropped after the reader: the in-process coordinator serves it.
     reader: Reader,
     session: Arc<Session>,
@@ -143,23 +185,17 @@ pub struct Inner {
     pub exhausted: bool,
 }
 
-impl Inner {
-    pub fn start(args: &Args) -> Result<Self> {
+impl Rank {
+    /// Opens the dataset, creates or joins the job and starts the loader.
+    pub async fn start(args: &Args) -> Result<Self> {
         args.validate()?;
         let identity = args.identity()?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("tributary")
-            .enable_all()
-            .build()
-            .map_err(|e| WorkerError::Stopped(format!("cannot start the runtime: {e}")))?;
-        let (reader, session, coordinator) = runtime.block_on(start(args, identity))?;
+        let (reader, session, coordinator) = start(args, identity).await?;
         let address = match (&coordinator, &args.coordinator) {
             (Some(local), _) => local.address().to_owned(),
             (None, given) => given.clone().unwrap_or_default(),
         };
         Ok(Self {
-            runtime,
             reader,
             session,
             _coordinator: coordinator,
@@ -168,45 +204,37 @@ impl Inner {
         })
     }
 
-    /// The next batch of the epoch, waiting at most `wait`: `Ok(None)` at
-    /// the end of the epoch, `Err(None)` when the wait ran out (the call is
-    /// cancel-safe: nothing is lost).
-    pub fn next_batch(
-        &mut self,
-        wait: std::time::Duration,
-    ) -> std::result::Result<Option<Batch>, Option<WorkerError>> {
-        let reader = &mut self.reader;
-        let item = self.runtime.block_on(async {
-            tokio::time::timeout(wait, async {
-                match reader {
-                    Reader::Sync(l) => l.next().await,
-                    Reader::Dynamic(l) => l.next().await,
-                }
-            })
-            .await
-        });
-        match item {
-            Err(_elapsed) => Err(None),
-            Ok(None) => {
-                self.exhausted = true;
-                Ok(None)
-            }
-            Ok(Some(Ok(batch))) => Ok(Some(batch)),
-            Ok(Some(Err(error))) => Err(Some(error)),
-        }
+    /// The next batch of the epoch; `None` at its end.
+    pub async fn next(&mut self) -> Option<Result<Batch>> {
+        let item = match &mut self.reader {
+            Reader::Sync(l) => l.next().await,
+            Reader::Dynamic(l) => l.next().await,
+        };
+        self.exhausted = item.is_none();
+        item
     }
 
     /// Moves to the next epoch; false when the job is finished.
-    pub fn next_epoch(&mut self) -> Result<bool> {
-        let reader = &mut self.reader;
-        let more = self.runtime.block_on(async {
-            match reader {
-                Reader::Sync(l) => l.next_epoch().await,
-                Reader::Dynamic(l) => l.next_epoch().await,
-            }
-        })?;
+    pub async fn next_epoch(&mut self) -> Result<bool> {
+        let more = match &mut self.reader {
+            Reader::Sync(l) => l.next_epoch().await,
+            Reader::Dynamic(l) => l.next_epoch().await,
+        }?;
         self.exhausted = !more;
         Ok(more)
+    }
+
+    /// Starts `epoch` over from its first batch (sync).
+    pub async fn set_epoch(&mut self, epoch: u64) -> Result<()> {
+        let Reader::Sync(loader) = &mut self.reader else {
+            return Err(WorkerError::Config(
+                "set_epoch() is for mode=\"sync\"; dynamic members read the job's current epoch"
+                    .into(),
+            ));
+        };
+        loader.set_epoch(epoch).await?;
+        self.exhausted = loader.finished();
+        Ok(())
     }
 
     pub fn finished(&self) -> bool {
@@ -223,19 +251,6 @@ impl Inner {
                 "{what} is for mode=\"sync\"; dynamic members acknowledge what they read instead"
             ))),
         }
-    }
-
-    /// Starts `epoch` over from its first batch (sync).
-    pub fn set_epoch(&mut self, epoch: u64) -> Result<()> {
-        let Reader::Sync(loader) = &mut self.reader else {
-            return Err(WorkerError::Config(
-                "set_epoch() is for mode=\"sync\"; dynamic members read the job's current epoch"
-                    .into(),
-            ));
-        };
-        self.runtime.block_on(loader.set_epoch(epoch))?;
-        self.exhausted = loader.finished();
-        Ok(())
     }
 
     /// Samples of this rank's part of the current generation (sync).
@@ -258,14 +273,12 @@ impl Inner {
         Ok(self.sync("state_dict()")?.state_dict())
     }
 
-    pub fn commit(&self, state: &LoaderState) -> Result<()> {
-        let loader = self.sync("commit()")?;
-        self.runtime.block_on(loader.commit(state))
+    pub async fn commit(&self, state: &LoaderState) -> Result<()> {
+        self.sync("commit()")?.commit(state).await
     }
 
-    pub fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
-        let loader = self.sync("load_state_dict()")?;
-        self.runtime.block_on(loader.load_state_dict(state))
+    pub async fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
+        self.sync("load_state_dict()")?.load_state_dict(state).await
     }
 }
 

@@ -4,8 +4,8 @@
 //! package: `Loader` wraps a rank's loader (see `inner.rs`) for Python.
 //!
 //! - Batches arrive as numpy arrays that own the Rust buffers (no copy).
-//! - The GIL is released while waiting for a batch, and the wait wakes every
-//!   100 ms to let Ctrl-C interrupt it.
+//! - The GIL is released while waiting (for a batch, the coordinator or the
+//!   store), and every wait wakes each 100 ms to let Ctrl-C interrupt it.
 //! - After `fork()` (DataLoader workers) the native state, whose threads did
 //!   not survive the fork, is abandoned and rebuilt from the arguments.
 //! - Errors become `ValueError`, `FileNotFoundError`, `ConnectionError` or
@@ -14,6 +14,7 @@
 mod inner;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::time::Duration;
 
 use numpy::ndarray::{Array1, Array4};
@@ -27,10 +28,37 @@ use tributary_common::proto::v1;
 use tributary_worker::coordinated::LoaderState;
 use tributary_worker::{Batch, Images, Stripe, WorkerError};
 
-use crate::inner::{Args, Inner};
+use crate::inner::{Args, Inner, Rank, Runtime};
 
-/// How long one wait for a batch lasts before checking for Ctrl-C.
+/// How long a wait lasts before checking for Ctrl-C.
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+/// Runs `future` on `runtime` without the GIL, waking every
+/// [`SIGNAL_CHECK`] to run Python's signal handlers: Ctrl-C raises
+/// `KeyboardInterrupt` and drops the future, so it must be cancel-safe.
+fn block<F: Future + Send>(py: Python<'_>, runtime: &Runtime, future: F) -> PyResult<F::Output>
+where
+    F::Output: Send,
+{
+    let mut future = std::pin::pin!(future);
+    loop {
+        // The timer is made inside the runtime: it needs its clock.
+        let step = py.detach(|| {
+            runtime.block_on(async { tokio::time::timeout(SIGNAL_CHECK, future.as_mut()).await })
+        });
+        match step {
+            Ok(output) => return Ok(output),
+            Err(_elapsed) => py.check_signals()?,
+        }
+    }
+}
+
+/// Starts a loader, interruptibly.
+fn start(py: Python<'_>, args: &Args) -> PyResult<Inner> {
+    let runtime = Runtime::new().map_err(to_py)?;
+    let rank = block(py, &runtime, Rank::start(args))?.map_err(to_py)?;
+    Ok(Inner { runtime, rank })
+}
 
 fn to_py(error: WorkerError) -> PyErr {
     let message = error.to_string();
@@ -63,10 +91,10 @@ struct Loader {
 
 impl Loader {
     /// The native state, rebuilt when this is a forked child.
-    fn inner(&mut self) -> PyResult<&mut Inner> {
+    fn inner(&mut self, py: Python<'_>) -> PyResult<&mut Inner> {
         self.abandon_if_forked();
         if self.inner.is_none() {
-            self.inner = Some(Inner::start(&self.args).map_err(to_py)?);
+            self.inner = Some(start(py, &self.args)?);
         }
         Ok(self.inner.as_mut().expect("started above"))
     }
@@ -196,10 +224,10 @@ impl Loader {
             epoch,
             env: std::env::vars().collect(),
         };
-        let inner = py.detach(|| Inner::start(&args)).map_err(to_py)?;
+        let inner = start(py, &args)?;
         Ok(Self {
             args,
-            address: inner.address.clone(),
+            address: inner.rank.address.clone(),
             inner: Some(inner),
             pid: std::process::id(),
         })
@@ -210,46 +238,44 @@ impl Loader {
         mut slf: PyRefMut<'py, Self>,
         py: Python<'py>,
     ) -> PyResult<PyRefMut<'py, Self>> {
-        let inner = slf.inner()?;
-        if inner.exhausted && !inner.finished() {
-            py.detach(|| inner.next_epoch()).map_err(to_py)?;
+        let Inner { runtime, rank } = slf.inner(py)?;
+        if rank.exhausted && !rank.finished() {
+            block(py, runtime, rank.next_epoch())?.map_err(to_py)?;
         }
         Ok(slf)
     }
 
     /// `(images, labels)`: float32 `N x 3 x S x S` (normalised) and int64 `N`.
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let inner = self.inner()?;
-        if inner.exhausted || inner.finished() {
+        let ids = self.args.return_ids;
+        let Inner { runtime, rank } = self.inner(py)?;
+        if rank.exhausted || rank.finished() {
             return Err(PyStopIteration::new_err(()));
         }
-        loop {
-            match py.detach(|| inner.next_batch(SIGNAL_CHECK)) {
-                Ok(Some(batch)) => return batch_to_py(py, batch, self.args.return_ids),
-                Ok(None) => return Err(PyStopIteration::new_err(())),
-                Err(Some(error)) => return Err(to_py(error)),
-                Err(None) => py.check_signals()?,
-            }
+        match block(py, runtime, rank.next())? {
+            Some(Ok(batch)) => batch_to_py(py, batch, ids),
+            Some(Err(error)) => Err(to_py(error)),
+            None => Err(PyStopIteration::new_err(())),
         }
     }
 
     /// Starts `epoch` over from its first batch (sync mode): the epoch of
     /// the rank's generation, or the next one.
     fn set_epoch(&mut self, py: Python<'_>, epoch: u64) -> PyResult<()> {
-        let inner = self.inner()?;
-        py.detach(|| inner.set_epoch(epoch)).map_err(to_py)
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.set_epoch(epoch))?.map_err(to_py)
     }
 
     /// Batches of this rank's part of the current generation.
-    fn __len__(&mut self) -> PyResult<usize> {
+    fn __len__(&mut self, py: Python<'_>) -> PyResult<usize> {
         let batch = u64::from(self.args.batch_size);
-        let samples = self.inner()?.samples().map_err(to_py)?;
+        let samples = self.inner(py)?.rank.samples().map_err(to_py)?;
         Ok(samples.div_ceil(batch) as usize)
     }
 
     /// Where this rank stands: save it with a checkpoint.
     fn state_dict<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let state = self.inner()?.state_dict().map_err(to_py)?;
+        let state = self.inner(py)?.rank.state_dict().map_err(to_py)?;
         let dict = PyDict::new(py);
         dict.set_item("epoch", state.epoch)?;
         dict.set_item("generation", state.generation)?;
@@ -261,36 +287,36 @@ impl Loader {
     /// a restarted group resumes right after it.
     fn commit(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
         let state = state_from(state)?;
-        let inner = self.inner()?;
-        py.detach(|| inner.commit(&state)).map_err(to_py)
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.commit(&state))?.map_err(to_py)
     }
 
     /// Checks a restored checkpoint's state against the job: the generation
     /// this loader reads must have resumed from it.
     fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
         let state = state_from(state)?;
-        let inner = self.inner()?;
-        py.detach(|| inner.load_state_dict(&state)).map_err(to_py)
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.load_state_dict(&state))?.map_err(to_py)
     }
 
     #[getter]
-    fn epoch(&mut self) -> PyResult<u64> {
-        Ok(self.inner()?.describe().0)
+    fn epoch(&mut self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.inner(py)?.rank.describe().0)
     }
 
     #[getter]
-    fn generation(&mut self) -> PyResult<u64> {
-        Ok(self.inner()?.describe().1)
+    fn generation(&mut self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.inner(py)?.rank.describe().1)
     }
 
     #[getter]
-    fn rank(&mut self) -> PyResult<u32> {
-        Ok(self.inner()?.describe().2)
+    fn rank(&mut self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.inner(py)?.rank.describe().2)
     }
 
     #[getter]
-    fn world_size(&mut self) -> PyResult<u32> {
-        Ok(self.inner()?.describe().3)
+    fn world_size(&mut self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.inner(py)?.rank.describe().3)
     }
 
     /// The coordinator's address; with `coordinator=None`, the in-process
@@ -301,12 +327,12 @@ impl Loader {
     }
 
     #[getter]
-    fn member(&mut self) -> PyResult<String> {
-        Ok(self.inner()?.member())
+    fn member(&mut self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.inner(py)?.rank.member())
     }
 
-    fn __repr__(&mut self) -> PyResult<String> {
-        let (epoch, generation, rank, world) = self.inner()?.describe();
+    fn __repr__(&mut self, py: Python<'_>) -> PyResult<String> {
+        let (epoch, generation, rank, world) = self.inner(py)?.rank.describe();
         Ok(format!(
             "Loader(dataset={:?}, job={:?}, epoch={epoch}, generation={generation}, rank={rank}, world_size={world})",
             self.args.dataset, self.args.job
