@@ -64,8 +64,11 @@ def test_killed_worker_restart_resumes_from_checkpoint_exactly_once(images, tmp_
     log = tmp_path / "train.log"
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
     command = [
-        torchrun, "--nnodes=1", "--nproc-per-node=2", "--max-restarts=2",
+        # The elastic launch of the example's docstring; one node joins, so
+        # the rendezvous need not wait its default 30 s for more.
+        torchrun, "--nnodes=1:3", "--nproc-per-node=2", "--max-restarts=3",
         "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        "--rdzv-conf=last_call_timeout=1",
         str(REPO / "examples" / "train_resnet.py"),
         "--dataset", images, "--coordinator", f"127.0.0.1:{port}",
         "--batch-size", "4", "--image-size", "32", "--classes", "4",
@@ -90,6 +93,7 @@ def test_killed_worker_restart_resumes_from_checkpoint_exactly_once(images, tmp_
             trainer.kill()
         coordinator.kill()
     assert trainer.returncode == 0, output
+    print(output)
 
     starts = lines(log, "start")
     assert {s[1] for s in starts} == {"0", "1"}, f"torchrun restarted the group once: {starts}"
