@@ -116,6 +116,13 @@ impl Args {
                 self.stripe.index, self.stripe.count
             )));
         }
+        if self.mode == v1::Mode::Dynamic && self.coordinator.is_none() && self.stripe.count > 1 {
+            return Err(WorkerError::Config(format!(
+                "{} worker processes of a dynamic job need a shared coordinator: pass \
+                 coordinator=\"host:port\" (with coordinator=None each would read the whole epoch)",
+                self.stripe.count
+            )));
+        }
         if self.mode == v1::Mode::Dynamic && self.epoch.is_some() {
             return Err(WorkerError::Config(
                 "epoch= is for mode=\"sync\"; dynamic members read the job's current epoch".into(),

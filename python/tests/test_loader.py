@@ -94,6 +94,10 @@ def test_bad_arguments_raise_the_right_exception_with_a_useful_message(dataset, 
         tributary.Loader(dataset, rank=0, world_size=2)
     with pytest.raises(ValueError, match='mode must be "sync" or "dynamic"'):
         tributary.Loader(dataset, mode="async")
+    with pytest.raises(ValueError, match=r"worker=\(2, 2\): the worker id must be below"):
+        tributary.Loader(dataset, worker=(2, 2))
+    with pytest.raises(ValueError, match="worker processes of a dynamic job need a shared"):
+        tributary.Loader(dataset, mode="dynamic", worker=(0, 2))
     with pytest.raises(ConnectionError):
         tributary.Loader(dataset, coordinator="127.0.0.1:1", timeout_s=0.5, **SMALL)
 
