@@ -139,12 +139,17 @@ impl DynModel {
                 ));
                 return (ops, Some(error));
             }
-            if let Err(e) = self.pool.ack(&MemberId::from(member), unit.id) {
-                let error = match e {
-                    PoolError::UnknownUnit { .. } => CoordError::Invalid(e.to_string()),
-                    _ => CoordError::Precondition(e.to_string()),
-                };
-                return (ops, Some(error));
+            match self.pool.ack(&MemberId::from(member), unit.id) {
+                // A retried ack (its answer was lost) is already done.
+                Err(PoolError::AlreadyAcked { by, .. }) if by.as_str() == member => continue,
+                Err(e) => {
+                    let error = match e {
+                        PoolError::UnknownUnit { .. } => CoordError::Invalid(e.to_string()),
+                        _ => CoordError::Precondition(e.to_string()),
+                    };
+                    return (ops, Some(error));
+                }
+                Ok(()) => {}
             }
             ops.push(Op::Delete {
                 key: keys::leased(job, self.epoch, unit.id),
@@ -159,5 +164,45 @@ impl DynModel {
         status.acked_units = self.pool.acked_count() as u64;
         status.total_units = self.units.len() as u64;
         status.finished = self.finished();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn a_retried_ack_is_done_and_another_members_ack_is_refused() {
+        let config = JobConfig::from_proto(Some(v1::JobConfig {
+            manifest_url: "memory:///ds".into(),
+            batch_size: 4,
+            epochs: 1,
+            mode: v1::Mode::Dynamic as i32,
+            unit_samples: 8,
+            ..v1::JobConfig::default()
+        }))
+        .expect("config");
+        let dataset = Dataset {
+            shard_samples: Arc::new(vec![16]),
+        };
+        let mut model = DynModel::new(&config, &dataset, 0);
+        let (units, _) = model.acquire("job", "a", 1, 1);
+        let unit = v1::UnitRef {
+            epoch: 0,
+            id: units[0].id,
+        };
+        let (ops, error) = model.ack("job", "a", &[unit]);
+        assert!(error.is_none() && ops.len() == 2, "{error:?}");
+        // The answer was lost and the member retries: nothing more to do.
+        let (ops, error) = model.ack("job", "a", &[unit]);
+        assert!(error.is_none() && ops.is_empty(), "{error:?}");
+        // Another member cannot ack it.
+        let (_, error) = model.ack("job", "b", &[unit]);
+        assert!(
+            matches!(&error, Some(CoordError::Precondition(m)) if m.contains("already")),
+            "{error:?}"
+        );
     }
 }

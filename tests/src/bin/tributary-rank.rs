@@ -197,7 +197,8 @@ async fn run_dynamic(
     .await?;
     loop {
         while let Some(batch) = loader.next().await {
-            batch?;
+            let ids: Vec<String> = batch?.ids.iter().map(u64::to_string).collect();
+            emit(&format!("got {}", ids.join(" ")));
             tokio::time::sleep(step).await;
         }
         if !loader.next_epoch().await? {

@@ -4,8 +4,10 @@
 //! A feeder task leases a few units at a time and streams their spans into
 //! the loader; when the pool has nothing free it sends a flush so samples
 //! waiting in the shuffle buffer are delivered and their units acked (other
-//! members may be waiting on them to finish the epoch). Acks travel in
-//! batches. Delivery is at least once (a member that dies before acking has
+//! members may be waiting on them to finish the epoch). A unit is acked once
+//! the consumer is done with every batch holding its samples: when it asks
+//! for the next batch. Acks travel in batches, and a retried ack is
+//! harmless. Delivery is at least once (a member that dies before acking has
 //! its units read again elsewhere); acknowledgement is exactly once.
 
 use std::collections::BTreeMap;
@@ -67,6 +69,8 @@ pub struct DynamicLoader {
     tracker: Arc<Mutex<Tracker>>,
     feeder: Option<JoinHandle<Result<Option<Vec<v1::Unit>>>>>,
     carried: Vec<v1::Unit>,
+    /// Units whose last samples went out in the batch the consumer holds.
+    unacked: Vec<v1::UnitRef>,
     finished: bool,
     on_lease: Option<OnLease>,
     on_ack: Option<OnAck>,
@@ -100,6 +104,7 @@ impl DynamicLoader {
             tracker: Arc::default(),
             feeder: None,
             carried: Vec::new(),
+            unacked: Vec::new(),
             finished: false,
             on_lease,
             on_ack,
@@ -155,21 +160,22 @@ impl DynamicLoader {
                 "the coordinator forgot this member (its lease expired)".into(),
             )));
         }
+        // The consumer is done with the batch it held. Cancel-safe: the
+        // units stay here until the coordinator has the ack.
+        if !self.unacked.is_empty() {
+            if let Err(e) = self.ack(&self.unacked).await {
+                return Some(Err(e));
+            }
+            self.unacked.clear();
+        }
         let item = self.loader.as_mut()?.next().await;
         match &item {
             Some(Ok(batch)) => {
-                let ready = {
-                    let mut tracker = self.tracker.lock().unwrap_or_else(|e| e.into_inner());
-                    for &id in &batch.ids {
-                        tracker.delivered(id);
-                    }
-                    std::mem::take(&mut tracker.ready)
-                };
-                if !ready.is_empty() {
-                    if let Err(e) = self.ack(ready).await {
-                        return Some(Err(e));
-                    }
+                let mut tracker = self.tracker.lock().unwrap_or_else(|e| e.into_inner());
+                for &id in &batch.ids {
+                    tracker.delivered(id);
                 }
+                self.unacked.append(&mut tracker.ready);
             }
             None => {
                 if let Some(feeder) = self.feeder.take() {
@@ -186,11 +192,11 @@ impl DynamicLoader {
         item
     }
 
-    async fn ack(&self, units: Vec<v1::UnitRef>) -> Result<()> {
+    async fn ack(&self, units: &[v1::UnitRef]) -> Result<()> {
         let request = v1::ReportRequest {
             job: self.session.job.clone(),
             member: self.session.member().to_owned(),
-            acked: units.clone(),
+            acked: units.to_vec(),
             ..v1::ReportRequest::default()
         };
         self.session
@@ -198,7 +204,7 @@ impl DynamicLoader {
             .send(&request, |mut c, r| async move { c.report(r).await })
             .await?;
         if let Some(on_ack) = &self.on_ack {
-            on_ack(&units);
+            on_ack(units);
         }
         Ok(())
     }
