@@ -6,7 +6,8 @@
 #   scripts/setup.sh --build   only what building needs (the quickstart)
 #
 #   - protoc (Debian's protobuf-compiler), which builds the coordinator
-#     protocol and etcd-client's; a C compiler for the -sys crates.
+#     protocol and etcd-client's; a C compiler for the -sys crates; cmake and
+#     nasm, which build libjpeg-turbo (with its SIMD code) from source.
 #   - etcd (Debian's etcd-server), which the tests run on loopback.
 #   - the test virtualenv (.venv): moto_server (an S3-compatible server) and
 #     the Python webdataset library, pinned in tests/python/requirements.txt.
@@ -20,6 +21,8 @@ need_apt=()
 command -v cargo >/dev/null || { echo "setup: cargo is missing: install Rust (rustup) first" >&2; exit 1; }
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v protoc >/dev/null || [ -n "${PROTOC:-}" ] || need_apt+=(protobuf-compiler)
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v nasm >/dev/null || need_apt+=(nasm)
 if ! $build_only; then
     command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
     command -v etcd >/dev/null || [ -n "${TRIBUTARY_ETCD:-}" ] || need_apt+=(etcd-server)

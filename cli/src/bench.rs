@@ -5,8 +5,9 @@
 //! 1. Pipeline: one loader reads the first `--samples` samples of epoch 0
 //!    (fetch, verify, shuffle, decode, RandomResizedCrop, flip, resize,
 //!    normalise, batch); the consumer takes batches as fast as they come.
-//! 2. Ceiling: the same samples, already in memory, are only decoded and
-//!    cropped (the crop is a view; no resize, no normalisation, no batching)
+//! 2. Ceiling: the same samples, already in memory, are only decoded, whole
+//!    and at full size, with the fastest decoder the loader uses
+//!    (libjpeg-turbo for JPEG); no crop, resize, normalisation or batching;
 //!    on a pool of the same size.
 //!
 //! Peak RSS is read after the pipeline phase, before the ceiling phase loads
@@ -18,10 +19,10 @@ use std::time::Instant;
 use anyhow::Context;
 use rayon::prelude::*;
 use tributary_common::plan::epoch_spans;
-use tributary_worker::augment;
 use tributary_worker::batch::image_field;
 use tributary_worker::fetch::{fetch, FetchConfig};
 use tributary_worker::metrics::Metrics;
+use tributary_worker::{augment, jpeg};
 use tributary_worker::{Dataset, Loader};
 
 use crate::pipeline_args::PipelineArgs;
@@ -47,7 +48,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let all = epoch_spans(&counts, 0, 0);
     let wanted = args.samples.unwrap_or(all.len()).min(all.len());
     let spans = all.split_at(wanted).0;
-    let augment = config.augment.clone();
     let pool = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -93,12 +93,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .with_max_len(1)
             .map(|sample| -> anyhow::Result<usize> {
                 let (ext, bytes) = image_field(sample)?;
-                let image = augment::decode(bytes, ext)
+                // The fastest decoder the loader uses, on the whole image.
+                let width = match ext {
+                    "jpg" | "jpeg" => jpeg::decode_whole(bytes).map(|(w, _)| w),
+                    _ => augment::decode(bytes, ext).map(|image| image.width),
+                };
+                width
+                    .map(|w| w as usize)
                     .map_err(anyhow::Error::msg)
-                    .with_context(|| sample.key.clone())?;
-                let crop =
-                    augment::crop_params(&augment, 0, 0, sample.id, image.width, image.height);
-                Ok(crop.width as usize)
+                    .with_context(|| sample.key.clone())
             })
             .collect::<anyhow::Result<Vec<_>>>()
             .map(|v| v.len())
@@ -148,7 +151,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ),
         _ => println!("  peak RSS             unavailable (no /proc/self/status)"),
     }
-    println!("  decode-only ceiling  {ceiling:.1} samples/s (decode + crop, same images, {threads} threads)");
+    println!("  decode-only ceiling  {ceiling:.1} samples/s (whole-image decode alone, same images, {threads} threads)");
     println!("  pipeline / ceiling   {:.2}", pipeline_rate / ceiling);
     tracing::debug!(checksum, "output checksum");
     Ok(())

@@ -191,8 +191,38 @@ pub enum Slot<'a> {
     U8(&'a mut [u8]),
 }
 
+impl Slot<'_> {
+    /// The same slot, borrowed again (to try one writer, then another).
+    pub fn reborrow(&mut self) -> Slot<'_> {
+        match self {
+            Slot::F32(out) => Slot::F32(out),
+            Slot::U8(out) => Slot::U8(out),
+        }
+    }
+}
+
 thread_local! {
     static SCRATCH: RefCell<(Resizer, Vec<u8>)> = RefCell::new((Resizer::new(), Vec::new()));
+}
+
+/// A crop rectangle in (possibly fractional) pixel coordinates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rect {
+    pub x: f64,
+    pub y: f64,
+    pub width: f64,
+    pub height: f64,
+}
+
+impl From<Crop> for Rect {
+    fn from(crop: Crop) -> Self {
+        Self {
+            x: f64::from(crop.x),
+            y: f64::from(crop.y),
+            width: f64::from(crop.width),
+            height: f64::from(crop.height),
+        }
+    }
 }
 
 /// Crops, resizes, flips and normalises `image` into `slot`.
@@ -203,9 +233,23 @@ pub fn augment_into(
     lut: &NormLut,
     slot: Slot<'_>,
 ) -> Result<(), String> {
+    let view = (image.width, image.height, image.pixels.as_slice());
+    augment_rect_into(view, crop.into(), crop.flip, config, lut, slot)
+}
+
+/// [`augment_into`] for a `(width, height, RGB8 pixels)` view and a
+/// fractional crop rectangle.
+pub fn augment_rect_into(
+    (width, height, pixels): (u32, u32, &[u8]),
+    rect: Rect,
+    flip: bool,
+    config: &AugmentConfig,
+    lut: &NormLut,
+    slot: Slot<'_>,
+) -> Result<(), String> {
     let size = config.size;
     let side = size as usize;
-    let src = ImageRef::new(image.width, image.height, &image.pixels, PixelType::U8x3)
+    let src = ImageRef::new(width, height, pixels, PixelType::U8x3)
         .map_err(|e| format!("bad image buffer: {e}"))?;
     SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
@@ -214,12 +258,7 @@ pub fn augment_into(
         let mut dst = Image::from_slice_u8(size, size, buf, PixelType::U8x3)
             .map_err(|e| format!("bad output buffer: {e}"))?;
         let options = ResizeOptions::new()
-            .crop(
-                f64::from(crop.x),
-                f64::from(crop.y),
-                f64::from(crop.width),
-                f64::from(crop.height),
-            )
+            .crop(rect.x, rect.y, rect.width, rect.height)
             .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
         resizer
             .resize(&src, &mut dst, &options)
@@ -228,7 +267,7 @@ pub fn augment_into(
         match slot {
             Slot::U8(out) => {
                 for (row, out_row) in rows.zip(out.chunks_exact_mut(3 * side)) {
-                    if crop.flip {
+                    if flip {
                         for (dst_px, src_px) in
                             out_row.chunks_exact_mut(3).zip(row.chunks_exact(3).rev())
                         {
@@ -245,7 +284,7 @@ pub fn augment_into(
                 for (y, row) in rows.enumerate() {
                     let base = y * side;
                     for x in 0..side {
-                        let sx = if crop.flip { side - 1 - x } else { x };
+                        let sx = if flip { side - 1 - x } else { x };
                         let px = &row[3 * sx..3 * sx + 3];
                         r_plane[base + x] = lut.0[0][px[0] as usize];
                         g_plane[base + x] = lut.0[1][px[1] as usize];

@@ -6,6 +6,7 @@ use tributary_common::sample::Sample;
 
 use crate::augment::{self, AugmentConfig, Layout, NormLut, Slot};
 use crate::error::{Result, WorkerError};
+use crate::jpeg;
 
 /// A batch's image buffer.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,13 +101,26 @@ pub fn decode_batch(
     let n = samples.len();
     let per = config.image_len();
     let s = config.size as usize;
-    let one = |sample: &Sample, slot: Slot<'_>| -> Result<()> {
+    let one = |sample: &Sample, mut slot: Slot<'_>| -> Result<()> {
         let fail = |reason: String| WorkerError::Sample {
             key: sample.key.clone(),
             id: sample.id,
             reason,
         };
         let (ext, bytes) = image_field(sample)?;
+        if matches!(ext, "jpg" | "jpeg")
+            && jpeg::augment_jpeg(
+                bytes,
+                config,
+                lut,
+                (seed, epoch, sample.id),
+                slot.reborrow(),
+            )
+            .is_ok()
+        {
+            return Ok(());
+        }
+        // PNG, and JPEGs libjpeg-turbo does not take (CMYK): the image crate.
         let image = augment::decode(bytes, ext).map_err(fail)?;
         let crop = augment::crop_params(config, seed, epoch, sample.id, image.width, image.height);
         augment::augment_into(&image, crop, config, lut, slot).map_err(fail)

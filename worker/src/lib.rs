@@ -53,6 +53,7 @@ pub mod fetch;
 pub mod index;
 pub mod inspect;
 pub mod intercept;
+pub mod jpeg;
 pub mod loader;
 pub mod metrics;
 pub mod pack;

@@ -1,0 +1,394 @@
+//! JPEG decoding with libjpeg-turbo 3 (built from source by `turbojpeg-sys`):
+//! SIMD Huffman, IDCT and colour conversion, plus two savings a random crop
+//! allows:
+//!
+//! - a reduced-size DCT (1/2, 1/4 or 1/8) when the crop is at least twice
+//!   the output on both sides, so a 4x smaller image is never reconstructed
+//!   at full size first;
+//! - decoding the crop region only: rows below it are never decoded, rows
+//!   above it are entropy-decoded and skipped, and columns outside it skip
+//!   the IDCT and colour conversion.
+//!
+//! Where libjpeg-turbo cannot decode to RGB (CMYK), callers fall back to the
+//! `image` crate.
+
+#![allow(
+    unsafe_code,
+    reason = "FFI to libjpeg-turbo; each block states its invariant"
+)]
+
+use std::cell::RefCell;
+use std::ffi::CStr;
+
+use turbojpeg_sys as tj;
+
+use crate::augment::{augment_rect_into, crop_params, AugmentConfig, NormLut, Rect, Slot};
+
+/// iMCU width by subsampling (TJSAMP_444, 422, 420, GRAY, 440, 411, 441):
+/// libjpeg-turbo's `tjMCUWidth`, copied to avoid reading an extern static.
+const MCU_WIDTH: [u32; 7] = [8, 16, 16, 8, 8, 32, 8];
+
+/// One libjpeg-turbo decompressor; keep one per thread.
+#[derive(Debug)]
+pub struct Decompressor {
+    handle: tj::tjhandle,
+}
+
+// SAFETY: the handle is owned by this value and only used through `&mut self`;
+// libjpeg-turbo handles may move between threads.
+unsafe impl Send for Decompressor {}
+
+impl Drop for Decompressor {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from tj3Init and is destroyed once.
+        unsafe { tj::tj3Destroy(self.handle) }
+    }
+}
+
+/// A JPEG's dimensions and chroma subsampling.
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    pub width: u32,
+    pub height: u32,
+    subsamp: i32,
+}
+
+/// A decoded part of a JPEG: `width x height` RGB8 pixels in the caller's
+/// buffer, and where the requested crop lies in them.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    pub width: u32,
+    pub height: u32,
+    pub crop: Rect,
+}
+
+/// The reduced-DCT scale for a `crop` resized to `size x size`: the smallest
+/// of 1, 1/2, 1/4 and 1/8 that keeps both sides of the crop at least `size`.
+pub fn scale_for(crop: Rect, size: u32) -> u32 {
+    let short = crop.width.min(crop.height);
+    [8, 4, 2]
+        .into_iter()
+        .find(|&denom| short / f64::from(denom) >= f64::from(size))
+        .unwrap_or(1)
+}
+
+impl Decompressor {
+    pub fn new() -> Result<Self, String> {
+        // SAFETY: tj3Init has no preconditions; a null handle is checked.
+        let handle = unsafe { tj::tj3Init(tj::TJINIT_TJINIT_DECOMPRESS as libc::c_int) };
+        if handle.is_null() {
+            return Err("libjpeg-turbo could not start a decompressor".into());
+        }
+        Ok(Self { handle })
+    }
+
+    fn error(&self) -> String {
+        // SAFETY: tj3GetErrorStr returns a NUL-terminated string owned by the
+        // library, valid until the next call on the handle.
+        unsafe { CStr::from_ptr(tj::tj3GetErrorStr(self.handle)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn check(&self, status: libc::c_int) -> Result<(), String> {
+        if status == 0 {
+            Ok(())
+        } else {
+            Err(self.error())
+        }
+    }
+
+    /// Reads the header of `jpeg`. Decoding must follow on the same bytes.
+    pub fn header(&mut self, jpeg: &[u8]) -> Result<Header, String> {
+        // SAFETY: the pointer and length describe `jpeg`, alive for the call.
+        let status = unsafe {
+            tj::tj3DecompressHeader(self.handle, jpeg.as_ptr(), jpeg.len() as tj::size_t)
+        };
+        self.check(status)?;
+        // SAFETY: tj3Get reads a parameter of a valid handle.
+        let get = |param| unsafe { tj::tj3Get(self.handle, param as libc::c_int) };
+        let colorspace = get(tj::TJPARAM_TJPARAM_COLORSPACE);
+        if colorspace == tj::TJCS_TJCS_CMYK as i32 || colorspace == tj::TJCS_TJCS_YCCK as i32 {
+            return Err("a CMYK JPEG does not decode to RGB here".into());
+        }
+        let (width, height) = (
+            get(tj::TJPARAM_TJPARAM_JPEGWIDTH),
+            get(tj::TJPARAM_TJPARAM_JPEGHEIGHT),
+        );
+        if width <= 0 || height <= 0 {
+            return Err(format!("the JPEG header says {width}x{height}"));
+        }
+        Ok(Header {
+            width: width as u32,
+            height: height as u32,
+            subsamp: get(tj::TJPARAM_TJPARAM_SUBSAMP),
+        })
+    }
+
+    /// Decodes the part of `jpeg` (whose header was just read) that holds
+    /// `crop`, at the DCT scale 1/`denom`, into `pixels` (resized to fit).
+    pub fn decode(
+        &mut self,
+        jpeg: &[u8],
+        header: Header,
+        crop: Rect,
+        denom: u32,
+        pixels: &mut Vec<u8>,
+    ) -> Result<Region, String> {
+        let factor = tj::tjscalingfactor {
+            num: 1,
+            denom: denom as libc::c_int,
+        };
+        // SAFETY: a valid handle whose header has been read.
+        self.check(unsafe { tj::tj3SetScalingFactor(self.handle, factor) })?;
+        let scaled = |side: u32| side.div_ceil(denom);
+        let (full_w, full_h) = (scaled(header.width), scaled(header.height));
+        let s = 1.0 / f64::from(denom);
+        let (x0, y0) = (crop.x * s, crop.y * s);
+        let (x1, y1) = ((crop.x + crop.width) * s, (crop.y + crop.height) * s);
+        // The region's left edge must fall on a (scaled) iMCU column.
+        let mcu = usize::try_from(header.subsamp)
+            .ok()
+            .and_then(|i| MCU_WIDTH.get(i).copied())
+            .map(|w| w.div_ceil(denom));
+        let (rx, ry) = match mcu {
+            Some(mcu) => ((x0 as u32) / mcu * mcu, y0 as u32),
+            None => (0, 0), // unknown subsampling: decode whole rows
+        };
+        let rw = (x1.ceil() as u32).min(full_w) - rx;
+        let rh = (y1.ceil() as u32).min(full_h) - ry;
+        let region = if mcu.is_some() {
+            tj::tjregion {
+                x: rx as libc::c_int,
+                y: ry as libc::c_int,
+                w: rw as libc::c_int,
+                h: rh as libc::c_int,
+            }
+        } else {
+            tj::tjregion {
+                x: 0,
+                y: 0,
+                w: 0,
+                h: 0,
+            }
+        };
+        // SAFETY: a valid handle; the region lies inside the scaled image.
+        self.check(unsafe { tj::tj3SetCroppingRegion(self.handle, region) })?;
+        let (out_w, out_h) = if mcu.is_some() {
+            (rw, rh)
+        } else {
+            (full_w, full_h)
+        };
+        let pitch = 3 * out_w as usize;
+        pixels.resize(pitch * out_h as usize, 0);
+        // SAFETY: `pixels` holds `pitch * out_h` bytes, which is what
+        // libjpeg-turbo writes for this cropping region and scale; `jpeg` is
+        // alive for the call.
+        let status = unsafe {
+            tj::tj3Decompress8(
+                self.handle,
+                jpeg.as_ptr(),
+                jpeg.len() as tj::size_t,
+                pixels.as_mut_ptr(),
+                pitch as libc::c_int,
+                tj::TJPF_TJPF_RGB as libc::c_int,
+            )
+        };
+        self.check(status)?;
+        let (ox, oy) = if mcu.is_some() {
+            (f64::from(rx), f64::from(ry))
+        } else {
+            (0.0, 0.0)
+        };
+        Ok(Region {
+            width: out_w,
+            height: out_h,
+            crop: Rect {
+                x: (x0 - ox).max(0.0),
+                y: (y0 - oy).max(0.0),
+                width: (crop.width * s).min(f64::from(out_w) - (x0 - ox).max(0.0)),
+                height: (crop.height * s).min(f64::from(out_h) - (y0 - oy).max(0.0)),
+            },
+        })
+    }
+}
+
+thread_local! {
+    /// Each decode thread's decompressor and pixel buffer, reused per image.
+    static DECODER: RefCell<Option<(Decompressor, Vec<u8>)>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's decompressor and pixel buffer.
+fn with_decoder<T>(
+    f: impl FnOnce(&mut Decompressor, &mut Vec<u8>) -> Result<T, String>,
+) -> Result<T, String> {
+    DECODER.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if cell.is_none() {
+            *cell = Some((Decompressor::new()?, Vec::new()));
+        }
+        let (decoder, pixels) = cell.as_mut().expect("set above");
+        f(decoder, pixels)
+    })
+}
+
+/// Decodes the JPEG `bytes` of sample `id` and writes its augmented crop
+/// into `slot`: the crop is drawn from the full-size dimensions (as with any
+/// decoder), then only its region is decoded, at a reduced DCT size where
+/// the crop is at least twice the output.
+pub fn augment_jpeg(
+    bytes: &[u8],
+    config: &AugmentConfig,
+    lut: &NormLut,
+    (seed, epoch, id): (u64, u64, u64),
+    slot: Slot<'_>,
+) -> Result<(), String> {
+    with_decoder(|decoder, pixels| {
+        let header = decoder.header(bytes)?;
+        let crop = crop_params(config, seed, epoch, id, header.width, header.height);
+        let rect = Rect::from(crop);
+        let region = decoder.decode(bytes, header, rect, scale_for(rect, config.size), pixels)?;
+        let view = (region.width, region.height, pixels.as_slice());
+        augment_rect_into(view, region.crop, crop.flip, config, lut, slot)
+    })
+}
+
+/// Decodes the whole JPEG at full size, and nothing else: the decode-only
+/// ceiling `tributary bench` compares the loader with. Returns its size.
+pub fn decode_whole(bytes: &[u8]) -> Result<(u32, u32), String> {
+    with_decoder(|decoder, pixels| {
+        let header = decoder.header(bytes)?;
+        let whole = Rect {
+            x: 0.0,
+            y: 0.0,
+            width: f64::from(header.width),
+            height: f64::from(header.height),
+        };
+        decoder.decode(bytes, header, whole, 1, pixels)?;
+        Ok((header.width, header.height))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::augment::{augment_into, decode, Crop, Layout};
+
+    /// A smooth 4:2:0 JPEG, `width x height`.
+    fn jpeg(width: u16, height: u16) -> Vec<u8> {
+        let mut pixels = Vec::new();
+        for y in 0..u32::from(height) {
+            for x in 0..u32::from(width) {
+                let (fx, fy) = (f64::from(x) / 37.0, f64::from(y) / 23.0);
+                pixels.extend([
+                    (128.0 + 100.0 * fx.sin()) as u8,
+                    (128.0 + 100.0 * fy.cos()) as u8,
+                    ((x + y) / 4 % 256) as u8,
+                ]);
+            }
+        }
+        let mut out = Vec::new();
+        jpeg_encoder::Encoder::new(&mut out, 90)
+            .encode(&pixels, width, height, jpeg_encoder::ColorType::Rgb)
+            .expect("encode");
+        out
+    }
+
+    #[test]
+    fn the_dct_scale_keeps_the_crop_at_least_the_output() {
+        let rect = |w: f64, h: f64| Rect {
+            x: 0.0,
+            y: 0.0,
+            width: w,
+            height: h,
+        };
+        assert_eq!(scale_for(rect(300.0, 400.0), 224), 1);
+        assert_eq!(scale_for(rect(448.0, 500.0), 224), 2);
+        assert_eq!(scale_for(rect(1000.0, 900.0), 224), 4);
+        assert_eq!(scale_for(rect(4000.0, 1800.0), 224), 8);
+        assert_eq!(scale_for(rect(4000.0, 1700.0), 224), 4);
+    }
+
+    /// Mean absolute difference, in u8 levels, between libjpeg-turbo's
+    /// region decode and the image crate's whole decode of the same crop.
+    fn difference(bytes: &[u8], crop: Crop, size: u32) -> f64 {
+        let config = AugmentConfig {
+            size,
+            layout: Layout::NhwcU8,
+            ..AugmentConfig::default()
+        };
+        let lut = NormLut::new(&config);
+        let mut turbo = vec![0u8; config.image_len()];
+        let mut reference = vec![0u8; config.image_len()];
+        let mut decoder = Decompressor::new().expect("decompressor");
+        let mut pixels = Vec::new();
+        let header = decoder.header(bytes).expect("header");
+        let rect = Rect::from(crop);
+        let region = decoder
+            .decode(bytes, header, rect, scale_for(rect, size), &mut pixels)
+            .expect("decode");
+        let view = (region.width, region.height, pixels.as_slice());
+        augment_rect_into(
+            view,
+            region.crop,
+            crop.flip,
+            &config,
+            &lut,
+            Slot::U8(&mut turbo),
+        )
+        .expect("augment");
+        let whole = decode(bytes, "jpg").expect("image crate");
+        augment_into(&whole, crop, &config, &lut, Slot::U8(&mut reference)).expect("augment");
+        let sum: f64 = turbo
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| f64::from(a.abs_diff(*b)))
+            .sum();
+        sum / turbo.len() as f64
+    }
+
+    #[test]
+    fn region_decodes_match_a_whole_decode_of_the_crop() {
+        let bytes = jpeg(500, 375);
+        let crop = |x, y, width, height| Crop {
+            x,
+            y,
+            width,
+            height,
+            flip: false,
+        };
+        // Full scale, edges off the 16-pixel iMCU grid.
+        for c in [
+            crop(0, 0, 500, 375),
+            crop(37, 21, 201, 150),
+            crop(299, 200, 201, 175),
+        ] {
+            let d = difference(&bytes, c, 112);
+            assert!(d < 1.5, "{c:?}: {d:.2} levels");
+        }
+        // Half and quarter scale DCT (crops at least 2x and 4x the output).
+        for (c, size) in [(crop(13, 7, 460, 360), 112), (crop(3, 9, 480, 350), 80)] {
+            let denom = scale_for(Rect::from(c), size);
+            assert!(denom > 1);
+            let d = difference(&bytes, c, size);
+            assert!(d < 3.0, "{c:?} at 1/{denom}: {d:.2} levels");
+        }
+    }
+
+    #[test]
+    fn bad_bytes_are_an_error_not_a_crash() {
+        let mut decoder = Decompressor::new().expect("decompressor");
+        assert!(decoder.header(b"not a jpeg").is_err());
+        let mut bytes = jpeg(64, 48);
+        bytes.truncate(bytes.len() - 100);
+        let header = decoder.header(&bytes).expect("the header survives");
+        let whole = Rect {
+            x: 0.0,
+            y: 0.0,
+            width: 64.0,
+            height: 48.0,
+        };
+        // libjpeg-turbo warns on a truncated stream; either way, no crash.
+        let _ = decoder.decode(&bytes, header, whole, 1, &mut Vec::new());
+    }
+}
