@@ -209,15 +209,7 @@ impl LoaderBuilder {
         }
         let pool = match self.pool {
             Some(pool) => pool,
-            None => Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(config.decode_threads)
-                    .thread_name(|i| format!("tributary-decode-{i}"))
-                    .build()
-                    .map_err(|e| {
-                        WorkerError::Config(format!("cannot start the decode pool: {e}"))
-                    })?,
-            ),
+            None => decode_pool(config.decode_threads)?,
         };
         let metrics = Arc::new(Metrics::default());
         let samples = if self.input.is_some() { 0 } else { spans.len() };
@@ -252,6 +244,17 @@ impl LoaderBuilder {
             done: false,
         })
     }
+}
+
+/// A pool of `threads` decode threads. Readers of several epochs share one:
+/// new threads each epoch would grow the allocator's per-thread arenas.
+pub fn decode_pool(threads: usize) -> Result<Arc<ThreadPool>> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("tributary-decode-{i}"))
+        .build()
+        .map(Arc::new)
+        .map_err(|e| WorkerError::Config(format!("cannot start the decode pool: {e}")))
 }
 
 /// Rank `rank`'s spans of epoch `epoch` when `world` ranks share the dataset

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use rayon::ThreadPool;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tributary_common::proto::v1;
@@ -23,7 +24,7 @@ use crate::batch::Batch;
 use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
 use crate::fetch::Input;
-use crate::loader::{Loader, LoaderConfig};
+use crate::loader::{decode_pool, Loader, LoaderConfig};
 
 /// Units leased per request.
 const LEASE_BATCH: u32 = 2;
@@ -66,6 +67,8 @@ pub struct DynamicLoader {
     base: LoaderConfig,
     epoch: u64,
     loader: Option<Loader>,
+    /// Decodes every epoch's batches.
+    pool: Arc<ThreadPool>,
     tracker: Arc<Mutex<Tracker>>,
     feeder: Option<JoinHandle<Result<Option<Vec<v1::Unit>>>>>,
     carried: Vec<v1::Unit>,
@@ -98,6 +101,7 @@ impl DynamicLoader {
         let mut loader = Self {
             session,
             dataset,
+            pool: decode_pool(base.decode_threads)?,
             base,
             epoch,
             loader: None,
@@ -136,6 +140,7 @@ impl DynamicLoader {
             Loader::builder(self.dataset.clone())
                 .config(config)
                 .input(rx)
+                .decode_pool(Arc::clone(&self.pool))
                 .build()
                 .await?,
         );

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rayon::ThreadPool;
 use serde::{Deserialize, Serialize};
 use tributary_common::proto::{spans_from_proto, v1};
 use tributary_common::span::SpanSet;
@@ -18,7 +19,7 @@ use super::Session;
 use crate::batch::Batch;
 use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
-use crate::loader::{Loader, LoaderConfig};
+use crate::loader::{decode_pool, Loader, LoaderConfig};
 
 /// Where a rank stands: saved with a checkpoint, committed once durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +46,8 @@ pub struct SyncLoader {
     base: LoaderConfig,
     assignment: v1::Assignment,
     pipeline: Pipeline,
+    /// Decodes every epoch's batches.
+    pool: Option<Arc<ThreadPool>>,
     emitted: u64,
     reported: Instant,
 }
@@ -85,6 +88,7 @@ impl SyncLoader {
             base,
             assignment: v1::Assignment::default(),
             pipeline: Pipeline::None,
+            pool: None,
             emitted: 0,
             reported: Instant::now(),
         };
@@ -181,9 +185,17 @@ impl SyncLoader {
         }
         if let Pipeline::Pending(config, spans) = &self.pipeline {
             // Cancel-safe: the pending pipeline stays until one is running.
+            let pool = match &self.pool {
+                Some(pool) => Arc::clone(pool),
+                None => match decode_pool(config.decode_threads) {
+                    Ok(pool) => Arc::clone(self.pool.insert(pool)),
+                    Err(error) => return Some(Err(error)),
+                },
+            };
             let built = Loader::builder(self.dataset.clone())
                 .config((**config).clone())
                 .spans(spans.clone())
+                .decode_pool(pool)
                 .build()
                 .await;
             match built {
