@@ -12,7 +12,10 @@ import threading
 import pytest
 
 SCRIPT = """
-import sys, tributary
+import signal, sys, tributary
+# A process started in the background may inherit SIGINT ignored; the test
+# is about what happens when Python's handler runs.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 options = dict(aws_endpoint=sys.argv[1], aws_allow_http="true", aws_region="us-east-1",
                aws_access_key_id="test", aws_secret_access_key="test")
 try:
