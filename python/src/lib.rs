@@ -98,9 +98,7 @@ impl Loader {
         }
         Ok(self.inner.as_mut().expect("started above"))
     }
-}
 
-impl Loader {
     /// In a forked child, abandons the parent's native state: the runtime's
     /// threads did not survive fork(), and its destructor would wait for
     /// them forever, so it is leaked.

@@ -151,34 +151,32 @@ impl Decompressor {
             .ok()
             .and_then(|i| MCU_WIDTH.get(i).copied())
             .map(|w| w.div_ceil(denom));
-        let (rx, ry) = match mcu {
-            Some(mcu) => ((x0 as u32) / mcu * mcu, y0 as u32),
-            None => (0, 0), // unknown subsampling: decode whole rows
-        };
-        let rw = (x1.ceil() as u32).min(full_w) - rx;
-        let rh = (y1.ceil() as u32).min(full_h) - ry;
-        let region = if mcu.is_some() {
-            tj::tjregion {
-                x: rx as libc::c_int,
-                y: ry as libc::c_int,
-                w: rw as libc::c_int,
-                h: rh as libc::c_int,
+        let (rx, ry, out_w, out_h, region) = match mcu {
+            Some(mcu) => {
+                let (rx, ry) = ((x0 as u32) / mcu * mcu, y0 as u32);
+                let rw = (x1.ceil() as u32).min(full_w) - rx;
+                let rh = (y1.ceil() as u32).min(full_h) - ry;
+                let region = tj::tjregion {
+                    x: rx as libc::c_int,
+                    y: ry as libc::c_int,
+                    w: rw as libc::c_int,
+                    h: rh as libc::c_int,
+                };
+                (rx, ry, rw, rh, region)
             }
-        } else {
-            tj::tjregion {
-                x: 0,
-                y: 0,
-                w: 0,
-                h: 0,
+            // Unknown subsampling: the whole (scaled) image, uncropped.
+            None => {
+                let whole = tj::tjregion {
+                    x: 0,
+                    y: 0,
+                    w: 0,
+                    h: 0,
+                };
+                (0, 0, full_w, full_h, whole)
             }
         };
         // SAFETY: a valid handle; the region lies inside the scaled image.
         self.check(unsafe { tj::tj3SetCroppingRegion(self.handle, region) })?;
-        let (out_w, out_h) = if mcu.is_some() {
-            (rw, rh)
-        } else {
-            (full_w, full_h)
-        };
         let pitch = 3 * out_w as usize;
         pixels.resize(pitch * out_h as usize, 0);
         // SAFETY: `pixels` holds `pitch * out_h` bytes, which is what
@@ -195,19 +193,16 @@ impl Decompressor {
             )
         };
         self.check(status)?;
-        let (ox, oy) = if mcu.is_some() {
-            (f64::from(rx), f64::from(ry))
-        } else {
-            (0.0, 0.0)
-        };
+        // The region starts at or before the crop (rx, ry <= x0, y0).
+        let (cx, cy) = (x0 - f64::from(rx), y0 - f64::from(ry));
         Ok(Region {
             width: out_w,
             height: out_h,
             crop: Rect {
-                x: (x0 - ox).max(0.0),
-                y: (y0 - oy).max(0.0),
-                width: (crop.width * s).min(f64::from(out_w) - (x0 - ox).max(0.0)),
-                height: (crop.height * s).min(f64::from(out_h) - (y0 - oy).max(0.0)),
+                x: cx,
+                y: cy,
+                width: (crop.width * s).min(f64::from(out_w) - cx),
+                height: (crop.height * s).min(f64::from(out_h) - cy),
             },
         })
     }
