@@ -3,7 +3,8 @@
 //! The `tributary._tributary` extension module behind the `tributary` Python
 //! package: `Loader` wraps a rank's loader (see `inner.rs`) for Python.
 //!
-//! - Batches arrive as numpy arrays that own the Rust buffers (no copy).
+//! - Batches arrive as numpy arrays over the Rust buffers (no copy), which
+//!   go back to the loader for reuse when the arrays are gone (`images.rs`).
 //! - The GIL is released while waiting (for a batch, the coordinator or the
 //!   store), and every wait wakes each 100 ms to let Ctrl-C interrupt it.
 //! - After `fork()` (DataLoader workers) the native state, whose threads did
@@ -11,14 +12,15 @@
 //! - Errors become `ValueError`, `FileNotFoundError`, `ConnectionError` or
 //!   `RuntimeError` carrying the Rust message.
 
+mod images;
 mod inner;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use numpy::ndarray::{Array1, Array4};
-use numpy::{PyArray1, PyArray4};
+use numpy::ndarray::Array1;
+use numpy::PyArray1;
 use pyo3::exceptions::{
     PyConnectionError, PyFileNotFoundError, PyRuntimeError, PyStopIteration, PyValueError,
 };
@@ -26,7 +28,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_common::proto::v1;
 use tributary_worker::coordinated::LoaderState;
-use tributary_worker::{Batch, Images, Stripe, WorkerError};
+use tributary_worker::{Batch, Stripe, WorkerError};
 
 use crate::inner::{Args, Inner, Rank, Runtime};
 
@@ -119,19 +121,7 @@ impl Drop for Loader {
 }
 
 fn batch_to_py(py: Python<'_>, batch: Batch, ids: bool) -> PyResult<Py<PyAny>> {
-    let [n, a, b, c] = batch.shape;
-    let images: Py<PyAny> = match batch.images {
-        Images::F32(data) => {
-            let array = Array4::from_shape_vec((n, a, b, c), data)
-                .map_err(|e| PyRuntimeError::new_err(format!("batch shape: {e}")))?;
-            PyArray4::from_owned_array(py, array).into_any().unbind()
-        }
-        Images::U8(data) => {
-            let array = Array4::from_shape_vec((n, a, b, c), data)
-                .map_err(|e| PyRuntimeError::new_err(format!("batch shape: {e}")))?;
-            PyArray4::from_owned_array(py, array).into_any().unbind()
-        }
-    };
+    let images = images::images_to_py(py, batch.images, batch.shape)?;
     let labels = PyArray1::from_owned_array(py, Array1::from_vec(batch.labels));
     if ids {
         let ids = PyArray1::from_owned_array(py, Array1::from_vec(batch.ids));

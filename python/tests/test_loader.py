@@ -36,13 +36,33 @@ def test_batches_are_numpy_arrays_of_the_right_shape(dataset):
 
 def test_arrays_own_the_rust_buffers_without_a_copy(dataset):
     images, labels = next(iter(tributary.Loader(dataset, seed=1, **SMALL)))
-    for array in (images, labels):
+    for array, owner in ((images, "BatchImages"), (labels, "PySliceContainer")):
         # numpy did not allocate the data: a Rust-owned container holds it.
         assert not array.flags.owndata
-        assert type(array.base).__name__ == "PySliceContainer"
+        assert type(array.base).__name__ == owner
         assert array.flags.c_contiguous and array.flags.writeable
     images[0, 0, 0, 0] = 42.0  # the buffer is the array's alone
     assert images[0, 0, 0, 0] == 42.0
+
+
+def data_address(array):
+    return array.__array_interface__["data"][0]
+
+
+def test_a_held_batch_is_never_decoded_over(dataset):
+    # Buffers of dropped batches are reused; a batch still viewed must not be.
+    loader = iter(tributary.Loader(dataset, seed=1, batch_size=2, image_size=32, decode_threads=2))
+    held, _ = next(loader)
+    kept = held.copy()
+    view = held[1:]  # a view keeps the buffer alive as well
+    del held
+    batches = 0
+    for images, _ in loader:
+        assert data_address(images) != data_address(view.base)
+        batches += 1
+        del images
+    assert batches == 19
+    assert np.array_equal(view, kept[1:3]), "a held batch was overwritten"
 
 
 def test_same_seed_same_batches_other_seed_other_batches(dataset):

@@ -5,16 +5,17 @@ use rayon::prelude::*;
 use tributary_common::sample::Sample;
 
 use crate::augment::{self, AugmentConfig, Layout, NormLut, Slot};
+use crate::buffers::{Buffer, BufferPool};
 use crate::error::{Result, WorkerError};
 use crate::jpeg;
 
-/// A batch's image buffer.
+/// A batch's image buffer; it goes back to its loader's pool when dropped.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Images {
     /// `N x 3 x S x S`, normalised.
-    F32(Vec<f32>),
+    F32(Buffer<f32>),
     /// `N x S x S x 3`.
-    U8(Vec<u8>),
+    U8(Buffer<u8>),
 }
 
 /// A batch ready for the trainer.
@@ -87,68 +88,97 @@ pub fn label(sample: &Sample) -> Result<i64> {
         })
 }
 
-/// Decodes and augments `samples` into one batch. Runs on the current rayon
-/// pool; every sample's randomness comes from `(seed, epoch, id)`, so the
-/// result does not depend on the number of threads.
-pub fn decode_batch(
-    index: u64,
-    samples: &[Sample],
-    config: &AugmentConfig,
-    lut: &NormLut,
+/// Decodes sample batches of one epoch into image batches.
+#[derive(Debug)]
+pub struct BatchDecoder {
+    config: AugmentConfig,
+    lut: NormLut,
     seed: u64,
     epoch: u64,
-) -> Result<Batch> {
-    let n = samples.len();
-    let per = config.image_len();
-    let s = config.size as usize;
-    let one = |sample: &Sample, mut slot: Slot<'_>| -> Result<()> {
-        let fail = |reason: String| WorkerError::Sample {
-            key: sample.key.clone(),
-            id: sample.id,
-            reason,
+    f32_buffers: BufferPool<f32>,
+    u8_buffers: BufferPool<u8>,
+}
+
+impl BatchDecoder {
+    /// A decoder for epoch `epoch` of a job seeded with `seed`, keeping up to
+    /// `keep_buffers` buffers of dropped batches for reuse.
+    pub fn new(config: &AugmentConfig, seed: u64, epoch: u64, keep_buffers: usize) -> Self {
+        Self {
+            config: config.clone(),
+            lut: NormLut::new(config),
+            seed,
+            epoch,
+            f32_buffers: BufferPool::new(keep_buffers),
+            u8_buffers: BufferPool::new(keep_buffers),
+        }
+    }
+
+    /// Decodes and augments `samples` into batch `index`. Runs on the
+    /// current rayon pool; every sample's randomness comes from
+    /// `(seed, epoch, id)`, so the result does not depend on the number of
+    /// threads.
+    pub fn decode(&self, index: u64, samples: &[Sample]) -> Result<Batch> {
+        let Self {
+            config,
+            lut,
+            seed,
+            epoch,
+            ..
+        } = self;
+        let (seed, epoch) = (*seed, *epoch);
+        let n = samples.len();
+        let per = config.image_len();
+        let s = config.size as usize;
+        let one = |sample: &Sample, mut slot: Slot<'_>| -> Result<()> {
+            let fail = |reason: String| WorkerError::Sample {
+                key: sample.key.clone(),
+                id: sample.id,
+                reason,
+            };
+            let (ext, bytes) = image_field(sample)?;
+            if matches!(ext, "jpg" | "jpeg")
+                && jpeg::augment_jpeg(
+                    bytes,
+                    config,
+                    lut,
+                    (seed, epoch, sample.id),
+                    slot.reborrow(),
+                )
+                .is_ok()
+            {
+                return Ok(());
+            }
+            // PNG, and JPEGs libjpeg-turbo does not take (CMYK): the image crate.
+            let image = augment::decode(bytes, ext).map_err(fail)?;
+            let crop =
+                augment::crop_params(config, seed, epoch, sample.id, image.width, image.height);
+            augment::augment_into(&image, crop, config, lut, slot).map_err(fail)
         };
-        let (ext, bytes) = image_field(sample)?;
-        if matches!(ext, "jpg" | "jpeg")
-            && jpeg::augment_jpeg(
-                bytes,
-                config,
-                lut,
-                (seed, epoch, sample.id),
-                slot.reborrow(),
-            )
-            .is_ok()
-        {
-            return Ok(());
-        }
-        // PNG, and JPEGs libjpeg-turbo does not take (CMYK): the image crate.
-        let image = augment::decode(bytes, ext).map_err(fail)?;
-        let crop = augment::crop_params(config, seed, epoch, sample.id, image.width, image.height);
-        augment::augment_into(&image, crop, config, lut, slot).map_err(fail)
-    };
-    let (images, shape) = match config.layout {
-        Layout::NchwF32 => {
-            let mut buf = vec![0f32; n * per];
-            buf.par_chunks_mut(per)
-                .zip(samples.par_iter())
-                .with_max_len(1)
-                .try_for_each(|(slot, sample)| one(sample, Slot::F32(slot)))?;
-            (Images::F32(buf), [n, 3, s, s])
-        }
-        Layout::NhwcU8 => {
-            let mut buf = vec![0u8; n * per];
-            buf.par_chunks_mut(per)
-                .zip(samples.par_iter())
-                .with_max_len(1)
-                .try_for_each(|(slot, sample)| one(sample, Slot::U8(slot)))?;
-            (Images::U8(buf), [n, s, s, 3])
-        }
-    };
-    Ok(Batch {
-        index,
-        images,
-        shape,
-        labels: samples.iter().map(label).collect::<Result<_>>()?,
-        keys: samples.iter().map(|s| s.key.clone()).collect(),
-        ids: samples.iter().map(|s| s.id).collect(),
-    })
+        let (images, shape) = match config.layout {
+            Layout::NchwF32 => {
+                let mut buf = self.f32_buffers.take(n * per);
+                buf.par_chunks_mut(per)
+                    .zip(samples.par_iter())
+                    .with_max_len(1)
+                    .try_for_each(|(slot, sample)| one(sample, Slot::F32(slot)))?;
+                (Images::F32(buf), [n, 3, s, s])
+            }
+            Layout::NhwcU8 => {
+                let mut buf = self.u8_buffers.take(n * per);
+                buf.par_chunks_mut(per)
+                    .zip(samples.par_iter())
+                    .with_max_len(1)
+                    .try_for_each(|(slot, sample)| one(sample, Slot::U8(slot)))?;
+                (Images::U8(buf), [n, s, s, 3])
+            }
+        };
+        Ok(Batch {
+            index,
+            images,
+            shape,
+            labels: samples.iter().map(label).collect::<Result<_>>()?,
+            keys: samples.iter().map(|s| s.key.clone()).collect(),
+            ids: samples.iter().map(|s| s.id).collect(),
+        })
+    }
 }

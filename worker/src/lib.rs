@@ -19,6 +19,7 @@
 //! - [`augment`]: decode, RandomResizedCrop, flip, resize, normalise, into a
 //!   batch slot.
 //! - [`batch`]: the batch type and the rayon decode of a whole batch.
+//! - [`buffers`]: batch buffers recycled from dropped batches.
 //! - [`loader`]: the pipeline wiring, its bounds and its public API.
 //! - [`coordinated`]: loading under a coordinator: join, keep-alive, the
 //!   sync loader (equal parts per generation, checkpoints) and the dynamic
@@ -46,6 +47,7 @@
 
 pub mod augment;
 pub mod batch;
+pub mod buffers;
 pub mod coordinated;
 pub mod dataset;
 pub mod error;

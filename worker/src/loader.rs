@@ -24,8 +24,8 @@ use tributary_common::plan::{epoch_spans, split_equal, Remainder};
 use tributary_common::sample::Sample;
 use tributary_common::span::SpanSet;
 
-use crate::augment::{AugmentConfig, NormLut};
-use crate::batch::{decode_batch, Batch};
+use crate::augment::AugmentConfig;
+use crate::batch::{Batch, BatchDecoder};
 use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
 use crate::fetch::{fetch_input, FetchConfig, Input, Output};
@@ -426,23 +426,28 @@ async fn decode(
     rx: mpsc::Receiver<Result<(u64, Vec<Sample>)>>,
     tx: mpsc::Sender<Result<Batch>>,
 ) {
-    let lut = Arc::new(NormLut::new(&config.augment));
-    let augment = Arc::new(config.augment.clone());
-    let (seed, epoch) = (config.seed, config.epoch);
+    // Steady state needs a free buffer for each batch being decoded and one
+    // more; buffers beyond that (a start-up peak) are freed as they return.
+    let keep = config.decode_batches_in_flight + 1;
+    let decoder = Arc::new(BatchDecoder::new(
+        &config.augment,
+        config.seed,
+        config.epoch,
+        keep,
+    ));
     let incoming = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
     let mut ready = pin!(incoming
         .map(|item| {
             let pool = Arc::clone(&pool);
-            let (lut, augment, metrics) =
-                (Arc::clone(&lut), Arc::clone(&augment), Arc::clone(&metrics));
+            let (decoder, metrics) = (Arc::clone(&decoder), Arc::clone(&metrics));
             async move {
                 let (index, samples) = item?;
                 let (done_tx, done_rx) = oneshot::channel();
                 pool.spawn(move || {
                     let started = Instant::now();
-                    let batch = decode_batch(index, &samples, &augment, &lut, seed, epoch);
+                    let batch = decoder.decode(index, &samples);
                     metrics.record_decode(started.elapsed());
                     let _ = done_tx.send(batch);
                 });
