@@ -279,16 +279,26 @@ pub fn augment_rect_into(
                 }
             }
             Slot::F32(out) => {
+                // Planar f32 through the lookup table, a row at a time with
+                // the flip decided once per row: no bounds checks inside.
                 let (r_plane, rest) = out.split_at_mut(side * side);
                 let (g_plane, b_plane) = rest.split_at_mut(side * side);
-                for (y, row) in rows.enumerate() {
-                    let base = y * side;
-                    for x in 0..side {
-                        let sx = if flip { side - 1 - x } else { x };
-                        let px = &row[3 * sx..3 * sx + 3];
-                        r_plane[base + x] = lut.0[0][px[0] as usize];
-                        g_plane[base + x] = lut.0[1][px[1] as usize];
-                        b_plane[base + x] = lut.0[2][px[2] as usize];
+                let [lr, lg, lb] = &*lut.0;
+                let planes = r_plane
+                    .chunks_exact_mut(side)
+                    .zip(g_plane.chunks_exact_mut(side))
+                    .zip(b_plane.chunks_exact_mut(side));
+                for (row, ((r, g), b)) in rows.zip(planes) {
+                    let mut put = |(px, ((r, g), b)): (&[u8], ((&mut f32, &mut f32), &mut f32))| {
+                        *r = lr[usize::from(px[0])];
+                        *g = lg[usize::from(px[1])];
+                        *b = lb[usize::from(px[2])];
+                    };
+                    let out = r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut());
+                    if flip {
+                        row.chunks_exact(3).rev().zip(out).for_each(&mut put);
+                    } else {
+                        row.chunks_exact(3).zip(out).for_each(&mut put);
                     }
                 }
             }
