@@ -1,6 +1,7 @@
 //! Loader flags shared by the commands that run the pipeline.
 
 use tributary_worker::augment::{AugmentConfig, Layout};
+use tributary_worker::fetch::FetchConfig;
 use tributary_worker::LoaderConfig;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -19,6 +20,15 @@ pub struct PipelineArgs {
     /// Decode threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Range requests in flight at once.
+    #[arg(long, default_value_t = FetchConfig::default().max_requests)]
+    pub max_requests: usize,
+    /// Largest range request, in KiB.
+    #[arg(long, default_value_t = FetchConfig::default().max_read_bytes >> 10)]
+    pub max_read_kib: u64,
+    /// Bytes fetched and not yet in the shuffle buffer, in MiB.
+    #[arg(long, default_value_t = FetchConfig::default().max_bytes_in_flight >> 20)]
+    pub max_in_flight_mib: u64,
 }
 
 impl PipelineArgs {
@@ -37,6 +47,12 @@ impl PipelineArgs {
                     Layout::NchwF32
                 },
                 ..AugmentConfig::default()
+            },
+            fetch: FetchConfig {
+                max_requests: self.max_requests,
+                max_read_bytes: self.max_read_kib << 10,
+                max_bytes_in_flight: self.max_in_flight_mib << 20,
+                ..FetchConfig::default()
             },
             ..defaults
         }

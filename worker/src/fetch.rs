@@ -33,6 +33,11 @@ pub struct FetchConfig {
     /// Largest single range request (whole chunks; a chunk larger than this
     /// is still read in one request).
     pub max_read_bytes: u64,
+    /// Size of the first range request of a stream; each next one doubles,
+    /// up to `max_read_bytes`. Small first reads bring the first samples
+    /// after a round trip and a little transfer, instead of after a whole
+    /// large read that shares the link with every other read in flight.
+    pub first_read_bytes: u64,
 }
 
 impl Default for FetchConfig {
@@ -41,7 +46,33 @@ impl Default for FetchConfig {
             max_requests: 16,
             max_bytes_in_flight: 128 << 20,
             max_read_bytes: 4 << 20,
+            first_read_bytes: 256 << 10,
         }
+    }
+}
+
+/// The size limits of a stream's successive reads: `first_read_bytes`,
+/// doubling up to `max_read_bytes`.
+#[derive(Debug, Clone)]
+struct ReadSizes {
+    next: u64,
+    max: u64,
+}
+
+impl ReadSizes {
+    fn new(config: &FetchConfig) -> Self {
+        Self {
+            next: config
+                .first_read_bytes
+                .clamp(1, config.max_read_bytes.max(1)),
+            max: config.max_read_bytes,
+        }
+    }
+
+    fn take(&mut self) -> u64 {
+        let size = self.next;
+        self.next = size.saturating_mul(2).min(self.max.max(size));
+        size
     }
 }
 
@@ -55,16 +86,17 @@ pub struct Read {
 }
 
 /// Plans the range reads for `spans`, in order.
-pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, max_read_bytes: u64) -> Vec<Read> {
+pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, config: &FetchConfig) -> Vec<Read> {
     let mut reads = Vec::new();
+    let mut sizes = ReadSizes::new(config);
     for span in spans.spans() {
-        plan_span(dataset, span, max_read_bytes, &mut reads);
+        plan_span(dataset, span, &mut sizes, &mut reads);
     }
     reads
 }
 
 /// Appends the range reads for one span.
-fn plan_span(dataset: &Dataset, span: &Span, max_read_bytes: u64, reads: &mut Vec<Read>) {
+fn plan_span(dataset: &Dataset, span: &Span, sizes: &mut ReadSizes, reads: &mut Vec<Read>) {
     {
         let meta = &dataset.manifest.shards[span.shard as usize];
         let whole = chunk_range(meta, span.start..span.end);
@@ -74,6 +106,7 @@ fn plan_span(dataset: &Dataset, span: &Span, max_read_bytes: u64, reads: &mut Ve
             let start_chunk = chunk;
             let start_sample = first_sample;
             let start_byte = meta.chunk_offsets[chunk];
+            let max_read_bytes = sizes.take();
             while chunk < whole.chunks.end
                 && (chunk == start_chunk
                     || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
@@ -149,7 +182,7 @@ pub fn fetch_input(
 ) -> impl Stream<Item = Result<Output>> + Send + 'static {
     let total_units = budget_units(config.max_bytes_in_flight).max(1);
     let budget = Arc::new(Semaphore::new(total_units as usize));
-    let max_read_bytes = config.max_read_bytes;
+    let mut sizes = ReadSizes::new(config);
     let planner = dataset.clone();
     input
         .flat_map(move |input| {
@@ -157,7 +190,7 @@ pub fn fetch_input(
             match input {
                 Input::Span(span) => {
                     let mut reads = Vec::new();
-                    plan_span(&planner, &span, max_read_bytes, &mut reads);
+                    plan_span(&planner, &span, &mut sizes, &mut reads);
                     work.extend(reads.into_iter().map(Some));
                 }
                 Input::Flush => work.push(None),

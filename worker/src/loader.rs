@@ -435,27 +435,40 @@ async fn decode(
         config.epoch,
         keep,
     ));
+    let decode_one = |item: Result<(u64, Vec<Sample>)>| {
+        let pool = Arc::clone(&pool);
+        let (decoder, metrics) = (Arc::clone(&decoder), Arc::clone(&metrics));
+        async move {
+            let (index, samples) = item?;
+            let (done_tx, done_rx) = oneshot::channel();
+            pool.spawn(move || {
+                let started = Instant::now();
+                let batch = decoder.decode(index, &samples);
+                metrics.record_decode(started.elapsed());
+                let _ = done_tx.send(batch);
+            });
+            done_rx
+                .await
+                .map_err(|_| WorkerError::Stopped("a decode task panicked".into()))?
+        }
+    };
+    // The first batch is decoded alone, on every thread: with a second one
+    // beside it, the threads would share out both and the first would come
+    // out only when both are nearly done.
+    let mut rx = rx;
+    let Some(first) = rx.recv().await else {
+        return;
+    };
+    let batch = decode_one(first).await;
+    let failed = batch.is_err();
+    if tx.send(batch).await.is_err() || failed {
+        return;
+    }
     let incoming = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
     let mut ready = pin!(incoming
-        .map(|item| {
-            let pool = Arc::clone(&pool);
-            let (decoder, metrics) = (Arc::clone(&decoder), Arc::clone(&metrics));
-            async move {
-                let (index, samples) = item?;
-                let (done_tx, done_rx) = oneshot::channel();
-                pool.spawn(move || {
-                    let started = Instant::now();
-                    let batch = decoder.decode(index, &samples);
-                    metrics.record_decode(started.elapsed());
-                    let _ = done_tx.send(batch);
-                });
-                done_rx
-                    .await
-                    .map_err(|_| WorkerError::Stopped("a decode task panicked".into()))?
-            }
-        })
+        .map(decode_one)
         .buffered(config.decode_batches_in_flight));
     while let Some(batch) = ready.next().await {
         let failed = batch.is_err();

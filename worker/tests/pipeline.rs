@@ -224,6 +224,7 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
             .config(LoaderConfig {
                 fetch: FetchConfig {
                     max_read_bytes: 1 << 30,
+                    first_read_bytes: 1 << 30,
                     ..FetchConfig::default()
                 },
                 ..config(2)
@@ -357,4 +358,43 @@ async fn bad_manifests_and_missing_datasets_are_clear_errors() {
         .expect_err("bad url")
         .to_string();
     assert!(message.contains("s3://"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_start_small_and_double_up_to_the_largest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dataset = packed(dir.path(), Compression::NONE, 64).await;
+    let meta = &dataset.manifest.shards[0];
+    let chunk = |i: usize| meta.chunk_offsets[i + 1] - meta.chunk_offsets[i];
+    let largest_chunk = (0..meta.chunk_offsets.len() - 1)
+        .map(chunk)
+        .max()
+        .expect("chunks");
+    let first = largest_chunk; // one chunk or so
+    let config = FetchConfig {
+        first_read_bytes: first,
+        max_read_bytes: 8 * first,
+        ..FetchConfig::default()
+    };
+    let spans = SpanSet::new([Span::new(0, 0, meta.samples)]);
+    let reads = tributary_worker::fetch::plan_reads(&dataset, &spans, &config);
+    let sizes: Vec<u64> = reads
+        .iter()
+        .map(|r| r.range.bytes.end - r.range.bytes.start)
+        .collect();
+    // Each read holds at most its limit: first, 2 first, 4 first, then 8.
+    for (i, size) in sizes.iter().enumerate() {
+        let limit = first << i.min(3);
+        assert!(
+            *size <= limit,
+            "read {i} of {size} bytes over {limit}: {sizes:?}"
+        );
+    }
+    assert!(sizes[3] > 2 * first, "the limit grew: {sizes:?}");
+    // Together they cover the span exactly, in order.
+    assert_eq!(reads[0].want.start, 0);
+    assert_eq!(reads.last().expect("reads").want.end, meta.samples);
+    assert!(reads.windows(2).all(
+        |w| w[0].want.end == w[1].want.start && w[0].range.bytes.end == w[1].range.bytes.start
+    ));
 }
