@@ -1,6 +1,8 @@
 """One contender of the throughput comparison, run in a process of its own;
-prints one JSON line: samples, seconds, samples/s after the first batch
-(and overall), first batch latency, peak RSS, RSS after each epoch.
+prints one JSON line: samples, seconds, the steady samples/s (from half-way
+to 80% of the first epoch; overall too), first batch latency, peak RSS (overall and within each epoch), and the
+CPU seconds used by the contender and by the `--watch`ed processes (the S3
+server and the delaying proxy, which share this machine's cores).
 
     python bench/contenders.py torch-folder  --images DIR  [--workers N]
     python bench/contenders.py torch-s3      --bucket B --keys FILE --endpoint URL [--workers N]
@@ -24,6 +26,7 @@ class PeakRss:
 
     def __init__(self) -> None:
         self.peak = 0
+        self.epoch = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -54,12 +57,46 @@ class PeakRss:
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, self.now())
+            now = self.now()
+            self.peak = max(self.peak, now)
+            self.epoch = max(self.epoch, now)
+
+    def epoch_peak(self) -> int:
+        """The peak since the last call, in MiB; starts a new one."""
+        peak, self.epoch = max(self.epoch, self.now()), 0
+        return round(peak / 2**20)
 
     def stop(self) -> float:
         self._stop.set()
         self._thread.join()
         return max(self.peak, self.now()) / 2**20
+
+
+def window_rate(progress: list, start: float, end: float) -> float:
+    """Samples/s between the batches that reach `start` and `end` of the
+    first epoch's samples. The steady rate: by half-way the data fetched
+    ahead while the first batch was made is used up, and before 80% the
+    shuffle buffer has not begun to drain (which needs no fetching)."""
+    total = progress[-1][1]
+    t0, s0 = next(p for p in progress if p[1] >= start * total)
+    t1, s1 = next(p for p in progress if p[1] >= end * total)
+    return (s1 - s0) / max(t1 - t0, 1e-9)
+
+
+def cpu_seconds(pids: list) -> float:
+    """User + system CPU time of `pids` and their descendants (the
+    DataLoader's workers count once they have exited and been waited for)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in {p for root in pids for p in PeakRss._tree(root)}:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            # utime, stime, cutime, cstime: fields 14-17 of stat(5).
+            total += sum(int(x) for x in fields[11:15]) / ticks
+        except OSError:
+            pass
+    return total
 
 
 def transforms():
@@ -91,9 +128,7 @@ class S3Images:
         from PIL import Image
 
         if self.client is None:  # one client per worker process
-            self.client = boto3.client(
-                "s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                aws_access_key_id="bench", aws_secret_access_key="bench")
+            self.client = boto3.client("s3", endpoint_url=self.endpoint)
         body = self.client.get_object(Bucket=self.bucket, Key=self.keys[i])["Body"].read()
         image = Image.open(io.BytesIO(body)).convert("RGB")
         label = int(self.keys[i].split("/")[-2].rsplit("_", 1)[-1])
@@ -107,9 +142,7 @@ def epochs(args):
 
         options = {}
         if args.endpoint:
-            options = dict(aws_endpoint=args.endpoint, aws_allow_http="true",
-                           aws_region="us-east-1", aws_access_key_id="bench",
-                           aws_secret_access_key="bench")
+            options = dict(aws_endpoint=args.endpoint, aws_allow_http="true")
         loader = tributary.Loader(args.dataset, batch_size=64, image_size=224,
                                   epochs=args.epochs, decode_threads=args.threads,
                                   storage_options=options)
@@ -142,27 +175,34 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count())
     p.add_argument("--threads", type=int, default=None, help="Tributary decode threads")
     p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--label", default="", help="name of the row, copied to the output")
+    p.add_argument("--watch", type=int, nargs="*", default=[],
+                   help="other processes (the S3 server, the proxy) whose CPU time to report")
     args = p.parse_args()
 
     rss = PeakRss()
+    watched = cpu_seconds(args.watch)
+    own = cpu_seconds([os.getpid()])
     started = time.perf_counter()
-    first, first_samples, samples, rss_after_epoch = None, 0, 0, []
+    first, samples, rss_after_epoch, progress = None, 0, [], []
     for epoch in epochs(args):
         for images, labels in epoch:
             assert tuple(images.shape[1:]) == (3, 224, 224), images.shape
             samples += len(labels)
             if first is None:
-                first, first_samples = time.perf_counter() - started, samples
-        rss_after_epoch.append(round(rss.now() / 2**20))
+                first = time.perf_counter() - started
+            if not rss_after_epoch:
+                progress.append((time.perf_counter(), samples))
+        rss_after_epoch.append(rss.epoch_peak())
     seconds = time.perf_counter() - started
-    # The rate once running: start-up (worker processes, imports) is the
-    # first batch's latency, reported apart.
-    steady = (samples - first_samples) / max(seconds - first, 1e-9)
+    steady = window_rate(progress, 0.5, 0.8)
     print(json.dumps({
-        "contender": args.contender, "samples": samples, "seconds": round(seconds, 2),
+        "label": args.label, "contender": args.contender, "samples": samples, "seconds": round(seconds, 2),
         "samples_per_s": round(steady, 1), "overall_samples_per_s": round(samples / seconds, 1),
         "first_batch_s": round(first, 3),
-        "peak_rss_mib": round(rss.stop()), "rss_after_each_epoch_mib": rss_after_epoch,
+        "peak_rss_mib": round(rss.stop()), "peak_rss_each_epoch_mib": rss_after_epoch,
+        "cpu_s": round(cpu_seconds([os.getpid()]) - own, 2),
+        "watched_cpu_s": round(cpu_seconds(args.watch) - watched, 2),
     }), flush=True)
 
 

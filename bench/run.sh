@@ -2,26 +2,40 @@
 # The throughput comparison: Tributary against PyTorch's DataLoader on the
 # same images, on this machine, each contender in a process of its own.
 #
-#   bench/run.sh [IMAGES]        (default 2000; run by hand, not by CI)
+#   bench/run.sh [IMAGES]        (default 5000; run by hand, not by CI)
+#   ROUNDS=3 RTT_MS=20 bench/run.sh
 #
-# Sets up everything it needs: the project venv with torch, torchvision and
-# moto_server (scripts/setup.sh), the release binary and extension, a
-# synthetic ImageNet-like dataset packed into shards, an S3 server on
-# loopback with a delaying proxy (+20 ms per round trip) in front of it, and
-# the same images as one object each for the per-image-GET baseline.
+# Sets up everything it needs: the project venv with torch and torchvision
+# (scripts/setup.sh), the release binary, extension and delaying proxy,
+# s3rver (an S3-compatible server, from npm), a synthetic ImageNet-like
+# dataset packed into shards, the S3 server on loopback with the proxy
+# (+20 ms per round trip) in front of it, and the same images as one object
+# each for the per-image-GET baseline.
+#
+# This machine's speed drifts from minute to minute, so the rows every ratio
+# rests on (decode-only, the DataLoader, Tributary local and remote) run
+# ROUNDS times, interleaved; the table shows each figure's median and each
+# ratio's median over the rounds (each ratio taken within one round).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-IMAGES=${1:-2000}
+IMAGES=${1:-5000}
+# The per-image-GET baseline reads this many of them (it is slow).
+PER_IMAGE=$(( IMAGES < 1500 ? IMAGES : 1500 ))
 RTT_MS=${RTT_MS:-20}
+ROUNDS=${ROUNDS:-3}
 CORES=$(nproc)
 
 scripts/setup.sh >/dev/null
 VENV=$PWD/.venv
 PY=$VENV/bin/python
-echo "== building the release binary and extension" >&2
-cargo build --release --quiet --bin tributary
+TOOLS=$PWD/target/bench-tools
+echo "== building the release binary, extension and delay proxy; s3rver" >&2
+cargo build --release --quiet --bin tributary --example delay_proxy
 PATH="$VENV/bin:$PATH" "$VENV/bin/pip" install --quiet --no-build-isolation --no-deps \
     --force-reinstall ./python
+command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+[ -x "$TOOLS/node_modules/.bin/s3rver" ] ||
+    npm install --silent --prefix "$TOOLS" --no-audit --no-fund s3rver@3.7.1 >/dev/null
 BIN=$PWD/target/release/tributary
 
 WORK=$(mktemp -d)
@@ -37,64 +51,59 @@ echo "== $IMAGES synthetic ImageNet-like images, packed" >&2
 echo "== S3 server, +$RTT_MS ms proxy, uploads" >&2
 S3=$(port)
 SLOW=$(port)
-"$VENV/bin/moto_server" -p "$S3" >/dev/null 2>&1 &
-pids+=($!)
-"$PY" bench/delay_proxy.py --listen "127.0.0.1:$SLOW" --to "127.0.0.1:$S3" --rtt-ms "$RTT_MS" >/dev/null &
-pids+=($!)
-export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1
-"$PY" - "$S3" "$WORK" <<'PY'
+mkdir "$WORK/s3"
+"$TOOLS/node_modules/.bin/s3rver" -d "$WORK/s3" -a 127.0.0.1 -p "$S3" -s \
+    --configure-bucket bench >/dev/null 2>&1 &
+SERVER=$!
+pids+=($SERVER)
+target/release/examples/delay_proxy "127.0.0.1:$SLOW" "127.0.0.1:$S3" "$RTT_MS" >/dev/null &
+PROXY=$!
+pids+=($PROXY)
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+"$PY" - "$S3" "$WORK" "$PER_IMAGE" <<'PY'
 import pathlib, sys, time, boto3
-port, work = sys.argv[1], pathlib.Path(sys.argv[2])
+port, work, count = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3])
 s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}")
 for _ in range(100):  # the server is starting
     try:
-        s3.create_bucket(Bucket="bench")
+        s3.head_bucket(Bucket="bench")
         break
     except Exception:
         time.sleep(0.1)
 keys = []
-for path in sorted((work / "images").rglob("*")):
-    if path.is_file():
-        key = "images/" + str(path.relative_to(work / "images"))
-        s3.upload_file(str(path), "bench", key)
-        keys.append(key)
+for path in sorted(p for p in (work / "images").rglob("*") if p.is_file())[:count]:
+    key = "images/" + str(path.relative_to(work / "images"))
+    s3.upload_file(str(path), "bench", key)
+    keys.append(key)
 (work / "keys.txt").write_text("\n".join(keys))
 PY
 "$BIN" pack "$WORK/images" s3://bench/shards --s3-endpoint "http://127.0.0.1:$S3" >/dev/null
 
-run() { echo "== $*" >&2; "$PY" bench/contenders.py "$@" | tee -a "$WORK/results.jsonl"; }
-echo "== decode-only, 1 thread" >&2
-"$BIN" bench "$WORK/shards" --threads 1 --samples "$(( IMAGES < 1000 ? IMAGES : 1000 ))" \
-    | tee "$WORK/decode.txt" >&2
-run torch-folder --images "$WORK/images" --workers "$CORES"
-run tributary --dataset "$WORK/shards"
-run tributary --dataset s3://bench/shards --endpoint "http://127.0.0.1:$SLOW"
-run torch-s3 --bucket bench --keys "$WORK/keys.txt" --endpoint "http://127.0.0.1:$SLOW" --workers 2
-for threads in 1 2 4 8 16; do
-    [ "$threads" -le "$CORES" ] && run tributary --dataset "$WORK/shards" --threads "$threads"
+run() { echo "== $*" >&2; "$PY" bench/contenders.py "$@" --watch "$SERVER" "$PROXY" | tee -a "$WORK/results.jsonl"; }
+decode_only() {
+    echo "== decode-only, 1 thread" >&2
+    "$BIN" bench "$WORK/shards" --threads 1 --samples "$(( IMAGES < 1000 ? IMAGES : 1000 ))" |
+        "$PY" -c 'import json, re, sys; print(json.dumps({"label": "decode-only", "samples_per_s":
+            float(re.search(r"decode-only ceiling\s+([\d.]+)", sys.stdin.read()).group(1))}))' |
+        tee -a "$WORK/results.jsonl"
+}
+remote=(--dataset s3://bench/shards --endpoint "http://127.0.0.1:$SLOW")
+for round in $(seq "$ROUNDS"); do
+    echo "== round $round of $ROUNDS" >&2
+    decode_only
+    run torch-folder --label torch --images "$WORK/images" --workers "$CORES"
+    run tributary --label local --dataset "$WORK/shards"
+    run tributary --label remote "${remote[@]}"
 done
-run tributary --dataset "$WORK/shards" --epochs 3
+run torch-s3 --label torch-s3 --bucket bench --keys "$WORK/keys.txt" \
+    --endpoint "http://127.0.0.1:$SLOW" --workers 2
+for threads in 1 2 4 8 16; do
+    [ "$threads" -le "$CORES" ] || continue
+    run tributary --label "threads-$threads" --dataset "$WORK/shards" --threads "$threads"
+done
+run tributary --label remote-1 "${remote[@]}" --threads 1
+run tributary --label local-1 --dataset "$WORK/shards" --threads 1
+run tributary --label epochs --dataset "$WORK/shards" --epochs 3
 
-"$PY" - "$WORK" "$CORES" "$RTT_MS" <<'PY'
-import json, pathlib, re, sys
-work, cores, rtt = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-rows = [json.loads(l) for l in (work / "results.jsonl").read_text().splitlines()]
-single = float(re.search(r"decode-only ceiling\s+([\d.]+)", (work / "decode.txt").read_text()).group(1))
-base = rows[0]["samples_per_s"]
-names = ["PyTorch DataLoader, ImageFolder, %d workers" % cores, "Tributary, local shards",
-         f"Tributary, S3 +{rtt} ms", f"PyTorch DataLoader, one GET per image (S3 +{rtt} ms), 2 workers"]
-names += [f"Tributary, local, {t} decode thread{'s' if t > 1 else ''}" for t in (1, 2, 4, 8, 16) if t <= cores]
-names += ["Tributary, local, 3 epochs"]
-print(f"\n{cores} cores; decode-only (JPEG decode alone, 1 thread): {single:.1f} images/s, "
-      f"x {cores} cores = {single * cores:.1f}\n")
-print("| contender | samples/s (after the first batch) | vs DataLoader | vs cores x decode-only | first batch | peak RSS |")
-print("|---|---|---|---|---|---|")
-for name, r in zip(names, rows):
-    rss = f"{r['peak_rss_mib']} MiB"
-    if len(r["rss_after_each_epoch_mib"]) > 1:
-        rss += " (after each epoch: " + ", ".join(map(str, r["rss_after_each_epoch_mib"])) + ")"
-    print(f"| {name} | {r['samples_per_s']:.1f} | {r['samples_per_s'] / base:.2f}x | "
-          f"{r['samples_per_s'] / (single * cores):.0%} | {r['first_batch_s'] * 1000:.0f} ms | {rss} |")
-local, remote = rows[1]["samples_per_s"], rows[2]["samples_per_s"]
-print(f"\nremote / local: {remote / local:.0%}; remote / per-image GETs: {remote / rows[3]['samples_per_s']:.1f}x")
-PY
+SAMPLE_BYTES=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(sum(s["bytes"] for s in m["shards"]) / sum(s["samples"] for s in m["shards"]))' "$WORK/shards/manifest.json")
+"$PY" bench/table.py "$WORK/results.jsonl" --cores "$CORES" --rtt-ms "$RTT_MS" --sample-bytes "$SAMPLE_BYTES"
