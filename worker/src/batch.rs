@@ -119,13 +119,12 @@ impl BatchDecoder {
     /// threads.
     pub fn decode(&self, index: u64, samples: &[Sample]) -> Result<Batch> {
         let Self {
-            config,
-            lut,
+            ref config,
+            ref lut,
             seed,
             epoch,
             ..
-        } = self;
-        let (seed, epoch) = (*seed, *epoch);
+        } = *self;
         let n = samples.len();
         let per = config.image_len();
         let s = config.size as usize;
@@ -155,22 +154,26 @@ impl BatchDecoder {
             augment::augment_into(&image, crop, config, lut, slot).map_err(fail)
         };
         let (images, shape) = match config.layout {
-            Layout::NchwF32 => {
-                let mut buf = self.f32_buffers.take(n * per);
-                buf.par_chunks_mut(per)
-                    .zip(samples.par_iter())
-                    .with_max_len(1)
-                    .try_for_each(|(slot, sample)| one(sample, Slot::F32(slot)))?;
-                (Images::F32(buf), [n, 3, s, s])
-            }
-            Layout::NhwcU8 => {
-                let mut buf = self.u8_buffers.take(n * per);
-                buf.par_chunks_mut(per)
-                    .zip(samples.par_iter())
-                    .with_max_len(1)
-                    .try_for_each(|(slot, sample)| one(sample, Slot::U8(slot)))?;
-                (Images::U8(buf), [n, s, s, 3])
-            }
+            Layout::NchwF32 => (
+                Images::F32(fill(
+                    &self.f32_buffers,
+                    per,
+                    samples,
+                    |out| Slot::F32(out),
+                    &one,
+                )?),
+                [n, 3, s, s],
+            ),
+            Layout::NhwcU8 => (
+                Images::U8(fill(
+                    &self.u8_buffers,
+                    per,
+                    samples,
+                    |out| Slot::U8(out),
+                    &one,
+                )?),
+                [n, s, s, 3],
+            ),
         };
         Ok(Batch {
             index,
@@ -181,4 +184,21 @@ impl BatchDecoder {
             ids: samples.iter().map(|s| s.id).collect(),
         })
     }
+}
+
+/// A buffer from `pool` with each sample written into its `per`-element slot
+/// by `one`, the samples spread over the current rayon pool one per task.
+fn fill<T: Copy + Default + Send>(
+    pool: &BufferPool<T>,
+    per: usize,
+    samples: &[Sample],
+    slot: fn(&mut [T]) -> Slot<'_>,
+    one: &(impl Fn(&Sample, Slot<'_>) -> Result<()> + Sync),
+) -> Result<Buffer<T>> {
+    let mut buf = pool.take(samples.len() * per);
+    buf.par_chunks_mut(per)
+        .zip(samples.par_iter())
+        .with_max_len(1)
+        .try_for_each(|(out, sample)| one(sample, slot(out)))?;
+    Ok(buf)
 }
