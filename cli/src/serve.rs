@@ -1,42 +1,152 @@
 //! `tributary coordinator`: one coordinator replica. With `--etcd` its state
 //! lives in etcd and replicas elect a leader there; without, it runs alone
 //! on the in-memory store (state is lost when it stops).
+//!
+//! Every flag also reads a `TRIBUTARY_*` variable, so a Kubernetes
+//! ConfigMap can hold the settings; `--check` prints what a replica would
+//! run with and exits.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tonic::transport::{Identity, ServerTlsConfig};
 use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore};
-use tributary_coordinator::{keys, ServerConfig};
+use tributary_coordinator::{keys, Listeners, ServerConfig};
 
 use crate::storage::StoreArgs;
 
+/// The variables read besides those the flags name, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  Every flag above reads the variable shown beside it. Also read:
+  RUST_LOG   log filter (default warn), e.g. info or tributary_coordinator=debug
+  AWS_*      S3 credentials and settings (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+             AWS_SESSION_TOKEN, AWS_REGION, ...), for reading dataset manifests
+  GOOGLE_*   GCS credentials (GOOGLE_SERVICE_ACCOUNT, GOOGLE_APPLICATION_CREDENTIALS, ...)
+  AZURE_*    Azure Blob credentials (AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_ACCOUNT_KEY, ...)";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = ENVIRONMENT)]
 pub struct Args {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7070")]
+    /// Address to listen on for gRPC.
+    #[arg(long, env = "TRIBUTARY_LISTEN", default_value = "127.0.0.1:7070")]
     listen: String,
     /// Address clients reach this replica at (default: the bound address).
-    #[arg(long)]
+    /// Followers hand it out as the leader's.
+    #[arg(long, env = "TRIBUTARY_ADVERTISE")]
     advertise: Option<String>,
     /// etcd endpoints, comma-separated (host:port or http://host:port).
-    #[arg(long, value_delimiter = ',')]
+    /// None: run alone on the in-memory store.
+    #[arg(long, env = "TRIBUTARY_ETCD", value_delimiter = ',')]
     etcd: Vec<String>,
     /// Leader lease time to live: how long a dead leader holds on.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, env = "TRIBUTARY_LEADER_TTL_S", default_value_t = 3)]
     leader_ttl_s: u64,
     /// Group-commit window for store writes, in milliseconds.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, env = "TRIBUTARY_FLUSH_MS", default_value_t = 50)]
     flush_ms: u64,
+    /// Also serve the gRPC health service, always without TLS, here (for
+    /// kubelet gRPC probes, which speak no TLS).
+    #[arg(long, env = "TRIBUTARY_HEALTH_LISTEN")]
+    health_listen: Option<String>,
+    /// PEM certificate chain: serve gRPC over TLS (needs --tls-key).
+    #[arg(long, env = "TRIBUTARY_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "TRIBUTARY_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Check the flags and environment, print the settings, and exit.
+    #[arg(long)]
+    check: bool,
     #[command(flatten)]
     store: StoreArgs,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
+impl Args {
+    /// The settings, one per line, as `--check` prints them.
+    fn describe(&self) -> String {
+        let or = |value: &Option<String>, default: &str| {
+            value.clone().unwrap_or_else(|| default.to_owned())
+        };
+        let path = |value: &Option<PathBuf>| value.as_ref().map(|p| p.display().to_string());
+        let etcd = if self.etcd.is_empty() {
+            "none: the in-memory store, state lost on exit".to_owned()
+        } else {
+            self.etcd.join(",")
+        };
+        [
+            format!("listen        {}", self.listen),
+            format!("advertise     {}", or(&self.advertise, "the bound address")),
+            format!("etcd          {etcd}"),
+            format!("leader ttl    {} s", self.leader_ttl_s),
+            format!("flush         {} ms", self.flush_ms),
+            format!(
+                "health        {}",
+                or(&self.health_listen, "the gRPC port only")
+            ),
+            format!(
+                "tls cert      {}",
+                or(&path(&self.tls_cert), "none: plaintext")
+            ),
+            format!("tls key       {}", or(&path(&self.tls_key), "none")),
+            format!(
+                "s3 endpoint   {}",
+                or(&self.store.s3_endpoint, "the default")
+            ),
+        ]
+        .join("\n")
+    }
+
+    /// Checks what parsing does not: values that must be set, and shapes.
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.listen.trim().is_empty(), "--listen is empty");
+        if let Some(advertise) = &self.advertise {
+            anyhow::ensure!(
+                advertise.contains(':') && !advertise.contains("$("),
+                "--advertise {advertise:?} is not host:port (an unexpanded $(VAR)?)"
+            );
+        }
+        anyhow::ensure!(self.leader_ttl_s >= 1, "--leader-ttl-s must be at least 1");
+        Ok(())
+    }
+
+    /// Reads the certificate and key, naming the file that fails.
+    fn tls(&self) -> anyhow::Result<Option<ServerTlsConfig>> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok(None);
+        };
+        let read = |path: &PathBuf, what: &str| {
+            std::fs::read(path)
+                .with_context(|| format!("cannot read the TLS {what} {}", path.display()))
+        };
+        let identity = Identity::from_pem(read(cert, "certificate")?, read(key, "key")?);
+        Ok(Some(ServerTlsConfig::new().identity(identity)))
+    }
+}
+
+pub async fn run(mut args: Args) -> anyhow::Result<()> {
+    // An empty TRIBUTARY_ETCD means no etcd, as an absent one does.
+    args.etcd.retain(|endpoint| !endpoint.trim().is_empty());
+    args.validate()?;
+    if args.check {
+        println!("{}", args.describe());
+        return Ok(());
+    }
+    let tls = args.tls()?;
     let listener = TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let health = match &args.health_listen {
+        Some(address) => Some(
+            TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address} (--health-listen)"))?,
+        ),
+        None => None,
+    };
     let bound = listener.local_addr()?;
     let advertise = args.advertise.clone().unwrap_or_else(|| bound.to_string());
     let (store, election): (Arc<dyn MetaStore>, Arc<dyn Election>) = if args.etcd.is_empty() {
@@ -61,8 +171,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(advertise.clone());
     config.flush_interval = Duration::from_millis(args.flush_ms);
     config.store_options = args.store.options("s3://");
-    eprintln!("coordinator: listening on {bound} (advertised as {advertise})");
-    tributary_coordinator::run(listener, store, election, config, shutdown()).await?;
+    let scheme = if tls.is_some() { "TLS" } else { "plaintext" };
+    config.tls = tls;
+    let health_note = match &health {
+        Some(listener) => format!(", health on {}", listener.local_addr()?),
+        None => String::new(),
+    };
+    eprintln!(
+        "coordinator: listening on {bound} ({scheme}, advertised as {advertise}){health_note}"
+    );
+    let listeners = Listeners {
+        grpc: listener,
+        health,
+    };
+    tributary_coordinator::run(listeners, store, election, config, shutdown()).await?;
     Ok(())
 }
 

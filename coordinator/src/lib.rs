@@ -40,4 +40,4 @@ pub mod writer;
 pub use config::{JobConfig, Mode};
 pub use error::CoordError;
 pub use local::LocalCoordinator;
-pub use server::{run, ServerConfig};
+pub use server::{run, Listeners, ServerConfig, HEALTH_LEADER, HEALTH_READY};

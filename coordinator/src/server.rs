@@ -1,13 +1,27 @@
 //! One coordinator replica: the gRPC server, the health service, and the
 //! election loop that turns it into the leader and back.
+//!
+//! Health, on the main port and on the optional plaintext health port
+//! (kubelet's gRPC probes speak no TLS):
+//!
+//! - `""`: SERVING while the process serves (liveness);
+//! - [`HEALTH_READY`]: SERVING while this replica leads or knows a live
+//!   leader to send clients to (readiness: followers redirect, so they
+//!   count);
+//! - [`HEALTH_LEADER`] (`tributary.v1.Coordinator`): SERVING on the leader
+//!   only.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::RwLock;
+use tokio::sync::{watch, RwLock};
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic::server::NamedService;
+use tonic::transport::{Server, ServerTlsConfig};
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
 use tributary_common::proto::v1::coordinator_server::CoordinatorServer;
 use tributary_worker::StoreOptions;
 
@@ -25,6 +39,31 @@ pub struct ServerConfig {
     pub flush_interval: Duration,
     /// How the coordinator reads manifests.
     pub store_options: StoreOptions,
+    /// Serve the main port with TLS (the health port stays plaintext).
+    pub tls: Option<ServerTlsConfig>,
+}
+
+/// Health service name that is SERVING while a replica can answer calls:
+/// it leads, or knows a live leader to redirect to.
+pub const HEALTH_READY: &str = "ready";
+/// Health service name that is SERVING on the leader only.
+pub const HEALTH_LEADER: &str = <CoordinatorServer<Service> as NamedService>::NAME;
+/// How often a replica re-checks that it can redirect to a leader.
+const READINESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where a replica serves.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The coordinator service and health (TLS when configured).
+    pub grpc: TcpListener,
+    /// Health only, always plaintext: for probes that speak no TLS.
+    pub health: Option<TcpListener>,
+}
+
+impl From<TcpListener> for Listeners {
+    fn from(grpc: TcpListener) -> Self {
+        Self { grpc, health: None }
+    }
 }
 
 impl ServerConfig {
@@ -33,36 +72,106 @@ impl ServerConfig {
             advertise: advertise.into(),
             flush_interval: Duration::from_millis(50),
             store_options: StoreOptions::default(),
+            tls: None,
         }
     }
 }
 
-/// Serves on `listener` until `shutdown` completes: campaigns for
+/// Serves on `listeners` until `shutdown` completes: campaigns for
 /// leadership, loads every job from `store` when it wins, serves as leader
 /// until leadership is lost (then campaigns again), and answers "not
 /// leader" with the leader's address meanwhile.
 pub async fn run(
-    listener: TcpListener,
+    listeners: impl Into<Listeners>,
     store: Arc<dyn MetaStore>,
     election: Arc<dyn Election>,
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
+    let listeners = listeners.into();
     let role = Arc::new(RwLock::new(Role::Follower));
     let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_not_serving::<CoordinatorServer<Service>>().await;
+    health.set_service_status("", ServingStatus::Serving).await;
+    health
+        .set_service_status(HEALTH_LEADER, ServingStatus::NotServing)
+        .await;
+    health
+        .set_service_status(HEALTH_READY, ServingStatus::NotServing)
+        .await;
     let service = Service {
         role: Arc::clone(&role),
         election: Arc::clone(&election),
     };
+    let mut main = Server::builder();
+    if let Some(tls) = config.tls.clone() {
+        main = main.tls_config(tls)?;
+    }
+    let readiness = tokio::spawn(report_readiness(
+        Arc::clone(&election),
+        Arc::clone(&role),
+        health.clone(),
+    ));
     let campaign = tokio::spawn(lead(store, election, config, role, health));
-    let result = tonic::transport::Server::builder()
-        .add_service(health_service)
+
+    // One shutdown signal for both servers.
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+    };
+    let health_server = async {
+        match listeners.health {
+            Some(listener) => {
+                Server::builder()
+                    .add_service(health_service.clone())
+                    .serve_with_incoming_shutdown(
+                        TcpListenerStream::new(listener),
+                        until_stopped(stopped.clone()),
+                    )
+                    .await
+            }
+            None => Ok(()),
+        }
+    };
+    let main_server = main
+        .add_service(health_service.clone())
         .add_service(CoordinatorServer::new(service))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-        .await;
+        .serve_with_incoming_shutdown(
+            TcpListenerStream::new(listeners.grpc),
+            until_stopped(stopped.clone()),
+        );
+    let result = tokio::try_join!(main_server, health_server).map(|_| ());
     campaign.abort();
+    readiness.abort();
     result
+}
+
+/// Keeps [`HEALTH_READY`] true while this replica leads or can name a
+/// leader (it reaches the store, and somebody holds the election).
+async fn report_readiness(
+    election: Arc<dyn Election>,
+    role: Arc<RwLock<Role>>,
+    health: HealthReporter,
+) {
+    let mut reported = None;
+    loop {
+        let leading = matches!(*role.read().await, Role::Leader(_));
+        let ready = leading || matches!(election.leader().await, Ok(Some(_)));
+        if reported != Some(ready) {
+            let status = if ready {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            health.set_service_status(HEALTH_READY, status).await;
+            tracing::info!(ready, "readiness changed");
+            reported = Some(ready);
+        }
+        tokio::time::sleep(READINESS_INTERVAL).await;
+    }
 }
 
 async fn lead(
@@ -70,7 +179,7 @@ async fn lead(
     election: Arc<dyn Election>,
     config: ServerConfig,
     role: Arc<RwLock<Role>>,
-    health: tonic_health::server::HealthReporter,
+    health: HealthReporter,
 ) {
     loop {
         let leadership = match election.campaign(&config.advertise).await {
@@ -106,12 +215,19 @@ async fn lead(
         );
         let mut failed = leader.failed.clone();
         *role.write().await = Role::Leader(leader);
-        health.set_serving::<CoordinatorServer<Service>>().await;
+        health
+            .set_service_status(HEALTH_LEADER, ServingStatus::Serving)
+            .await;
+        health
+            .set_service_status(HEALTH_READY, ServingStatus::Serving)
+            .await;
         tokio::select! {
             _ = lost.wait_for(|lost| *lost) => tracing::warn!("leadership lost"),
             _ = failed.wait_for(|failed| *failed) => tracing::warn!("a write failed; stepping down"),
         }
-        health.set_not_serving::<CoordinatorServer<Service>>().await;
+        health
+            .set_service_status(HEALTH_LEADER, ServingStatus::NotServing)
+            .await;
         *role.write().await = Role::Follower;
     }
 }

@@ -9,7 +9,7 @@ use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
 use tributary_worker::augment::AugmentConfig;
 use tributary_worker::coordinated::{
-    self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader,
+    self, Client, ClientTls, DynamicLoader, Identity, LoaderState, Session, SyncLoader,
 };
 use tributary_worker::{Batch, Dataset, LoaderConfig, Result, StoreOptions, Stripe, WorkerError};
 
@@ -307,7 +307,11 @@ async fn start(
             (vec![local.address().to_owned()], Some(local))
         }
     };
-    let client = Arc::new(Client::new(&addresses)?.with_deadline(args.timeout));
+    let client = Arc::new(
+        Client::new(&addresses)?
+            .with_tls(&ClientTls::from_env(&args.env)?)
+            .with_deadline(args.timeout),
+    );
     let config = v1::JobConfig {
         manifest_url: args.dataset.clone(),
         seed: args.seed,

@@ -23,7 +23,9 @@ use anyhow::Context;
 use clap::Parser;
 use tributary_common::proto::v1;
 use tributary_worker::augment::AugmentConfig;
-use tributary_worker::coordinated::{self, Client, DynamicLoader, Identity, Session, SyncLoader};
+use tributary_worker::coordinated::{
+    self, Client, ClientTls, DynamicLoader, Identity, Session, SyncLoader,
+};
 use tributary_worker::{Dataset, LoaderConfig, StoreOptions};
 
 #[derive(Debug, Parser)]
@@ -97,7 +99,9 @@ async fn main() -> anyhow::Result<()> {
         options.set("aws_virtual_hosted_style_request", "false");
     }
     let dataset = Dataset::open(&args.dataset, &options).await?;
-    let client = Arc::new(Client::new(std::slice::from_ref(&args.coordinator))?);
+    let client = Arc::new(
+        Client::new(std::slice::from_ref(&args.coordinator))?.with_tls(&ClientTls::from_env(&env)?),
+    );
     let mode = match args.mode.as_str() {
         "dynamic" => v1::Mode::Dynamic,
         _ => v1::Mode::Sync,

@@ -28,7 +28,7 @@ pub struct Proc {
 }
 
 impl Proc {
-    fn spawn(name: &str, mut command: Command) -> Self {
+    pub fn spawn(name: &str, mut command: Command) -> Self {
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

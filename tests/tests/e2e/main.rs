@@ -9,6 +9,7 @@
 mod bad_requests;
 mod cli;
 mod cluster;
+mod deploy;
 mod elastic;
 mod harness;
 mod s3;

@@ -23,7 +23,7 @@ use tonic::transport::Channel;
 use tributary_common::proto::v1;
 use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
 
-pub use client::Client;
+pub use client::{Client, ClientTls};
 pub use dynamic::DynamicLoader;
 pub use sync::{LoaderState, SyncLoader};
 
