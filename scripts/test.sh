@@ -17,6 +17,8 @@ echo "== cargo build (the binary the end-to-end tests drive)"
 cargo build --quiet -p tributary-cli
 echo "== cargo test"
 cargo test --workspace
+echo "== deploy: render and validate manifests (kustomize, kubernetes-validate, hadolint, flags against target/debug/tributary)"
+"$TRIBUTARY_VENV/bin/python" -m pytest -q deploy/tests
 echo "== python: pip install ./python into the test venv (debug profile), then pytest"
 PATH="$TRIBUTARY_VENV/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" \
     "$TRIBUTARY_VENV/bin/pip" install --quiet --no-build-isolation --no-deps --force-reinstall ./python
