@@ -15,11 +15,19 @@ loader resumes right after the committed samples, so every sample of the
 epoch goes into the final model exactly once: samples trained after the
 last checkpoint by the failed group are discarded with that group's model.
 
+Each group that torchrun forms (at start, after a failure, or when nodes join
+or leave) gets a token, and the loader uses it as its restart count: the
+coordinator starts a new generation for a newer token. torchrun's own
+``TORCHELASTIC_RESTART_COUNT`` cannot serve: every node's agent counts its
+own failures, so a node that joins later or replaces a preempted one starts
+at 0 while the others do not. See ``join_group``.
+
 With ``--step-log FILE`` each rank appends one line per step (the sample ids it
-trained); the end-to-end test reads them.
+trained); the end-to-end tests read them.
 """
 
 import argparse
+import datetime
 import os
 import time
 
@@ -49,19 +57,51 @@ def parse_args():
     return p.parse_args()
 
 
+def join_group(rank, world, above):
+    """Forms this group's process group; returns its token, a number above
+    ``above`` and above every earlier group's (rank 0's clock in ms).
+
+    torchrun hands every group the same store (MASTER_ADDR:MASTER_PORT, kept
+    by rank 0's node agent across groups), holding what earlier groups wrote,
+    so gloo must not meet there. Rank 0 starts a fresh store, publishes its
+    port in the agent's store and the token in its own; the other ranks
+    connect to the published port once it answers (an earlier group's rank 0
+    is gone, so a stale port does not).
+    """
+    host, timeout = os.environ["MASTER_ADDR"], datetime.timedelta(minutes=5)
+    agent = dist.TCPStore(
+        host, int(os.environ["MASTER_PORT"]), world, timeout=timeout,
+        is_master=rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True",
+    )
+    key = "train-resnet/group-store"
+    if rank == 0:
+        store = dist.TCPStore(host, 0, world, is_master=True, timeout=timeout,
+                              wait_for_workers=False)
+        store.set("token", str(max(time.time_ns() // 1_000_000, above + 1)))
+        agent.set(key, str(store.port))
+    else:
+        tried = None
+        while True:
+            port = agent.get(key).decode()
+            if port != tried:
+                try:
+                    store = dist.TCPStore(host, int(port), world, is_master=False,
+                                          timeout=datetime.timedelta(seconds=5))
+                    break
+                except RuntimeError:  # torch's DistNetworkError
+                    tried = port  # an earlier group's: wait for this one's
+            time.sleep(0.1)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    return int(store.get("token"))
+
+
 def main():
     args = parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    # A store namespace per restart: gloo must not find the addresses the
-    # previous (killed) group published.
-    store = dist.TCPStore(
-        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
-        is_master=rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True",
-    )
-    dist.init_process_group(
-        "gloo", store=dist.PrefixStore(f"train-resnet/{restart}", store), rank=rank, world_size=world
-    )
+    checkpoint = None
+    if os.path.exists(args.checkpoint):
+        checkpoint = torch.load(args.checkpoint, weights_only=False)
+    group = join_group(rank, world, checkpoint.get("group", 0) if checkpoint else 0)
     log = open(args.step_log, "a", buffering=1) if args.step_log else None
 
     def emit(line):
@@ -82,20 +122,20 @@ def main():
         seed=args.seed,
         epochs=args.epochs,
         decode_threads=args.decode_threads,
+        restart_count=group,
         return_ids=True,
     )
     step = 0
-    if os.path.exists(args.checkpoint):
-        checkpoint = torch.load(args.checkpoint, weights_only=False)
+    if checkpoint:
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         step = checkpoint["step"]
         # The generation this loader reads must resume from this very state.
         loader.load_state_dict(checkpoint["loader"])
         state = checkpoint["loader"]
-        emit(f"resume {restart} {rank} {state['generation']} {state['samples']} {step}")
-    emit(f"start {restart} {rank} {world} {os.getpid()} {loader.generation}")
-    print(f"rank {rank}/{world} restart {restart}: generation {loader.generation}, "
+        emit(f"resume {group} {rank} {state['generation']} {state['samples']} {step}")
+    emit(f"start {group} {rank} {world} {os.getpid()} {loader.generation}")
+    print(f"rank {rank}/{world} group {group}: generation {loader.generation}, "
           f"{len(loader)} batches to read, from step {step}", flush=True)
 
     started, samples = time.time(), 0
@@ -109,23 +149,23 @@ def main():
             optimizer.step()
             step, batches, samples = step + 1, batches + 1, samples + len(ids)
             state = loader.state_dict()
-            emit(f"train {restart} {rank} {state['generation']} {state['samples']} "
+            emit(f"train {group} {rank} {state['generation']} {state['samples']} "
                  + " ".join(str(i) for i in ids.tolist()))
             if step % args.checkpoint_every == 0:
                 if rank == 0:
                     tmp = args.checkpoint + ".tmp"
                     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                "step": step, "loader": state}, tmp)
+                                "step": step, "loader": state, "group": group}, tmp)
                     os.replace(tmp, args.checkpoint)
                 dist.barrier()  # the checkpoint is durable before anyone commits
                 loader.commit(state)
-                emit(f"commit {restart} {rank} {state['generation']} {state['samples']} {step}")
+                emit(f"commit {group} {rank} {state['generation']} {state['samples']} {step}")
                 elapsed = time.time() - started
                 print(f"rank {rank}: step {step} loss {loss.item():.3f} "
                       f"{samples * world / elapsed:.0f} samples/s (all ranks)", flush=True)
         if batches == 0:
             break  # no epoch left
-    emit(f"done {restart} {rank} {step}")
+    emit(f"done {group} {rank} {step}")
     dist.destroy_process_group()
 
 

@@ -122,6 +122,15 @@ def test_bad_arguments_raise_the_right_exception_with_a_useful_message(dataset, 
         tributary.Loader(dataset, coordinator="127.0.0.1:1", timeout_s=0.5, **SMALL)
 
 
+def test_tls_settings_come_from_the_environment_and_are_checked(dataset, tmp_path, monkeypatch):
+    missing = str(tmp_path / "ca.pem")
+    monkeypatch.setenv("TRIBUTARY_TLS_CA", missing)
+    with pytest.raises(ValueError, match=f"TRIBUTARY_TLS_CA={missing}: cannot read it"):
+        tributary.Loader(dataset, coordinator="https://localhost:1", timeout_s=0.5, **SMALL)
+    with pytest.raises(ValueError, match="mix http:// and https://"):
+        tributary.Loader(dataset, coordinator="https://a:1,http://b:2", timeout_s=0.5, **SMALL)
+
+
 def test_torchrun_environment_sets_the_identity(dataset, monkeypatch):
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")

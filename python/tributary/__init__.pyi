@@ -50,7 +50,10 @@ class Loader:
         epoch: Optional[int] = None,
     ) -> None:
         """``coordinator``: "host:port[,host:port...]" of the replicas, or None
-        for an in-process one (one rank). ``storage_options``: object-store
+        for an in-process one (one rank); "https://host:port" speaks TLS,
+        trusting the CA file in ``TRIBUTARY_TLS_CA`` (else the system's roots)
+        and checking every replica's certificate for the first address's host
+        (or ``TRIBUTARY_TLS_DOMAIN``). ``storage_options``: object-store
         settings (``aws_endpoint``, ``aws_region``, ...) on top of the
         environment's. ``timeout_s``: how long calls retry an unreachable
         coordinator or a leader change before raising ``ConnectionError``.
