@@ -12,16 +12,9 @@ Run from the repository root:  .venv/bin/python -m pytest -q deploy/tests
 
 from __future__ import annotations
 
-import argparse
-import ast
-import contextlib
 import copy
-import io
 import json
-import os
-import re
 import subprocess
-import types
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,30 +24,21 @@ import pytest
 import yaml
 
 from deploylib import (
-    DOCKERFILE,
     K8S,
     PINNED_KUSTOMIZE_VERSION,
-    REPO,
     SCHEMAS,
-    all_runs,
     component_dirs,
-    containers,
     describe,
-    etcd_argv,
     example_files,
     get_source,
     kustomization_dirs,
     load_yaml_file,
     pinned_kustomize,
     pod_templates,
-    references,
     rel,
     render_with,
     renderers,
     source_ids,
-    torchrun_argv,
-    tributary_argv,
-    tributary_bin,
 )
 
 # The oldest Kubernetes minor the manifests support (grpc probes are GA since

@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import copy
 import io
-import json
 import os
 import re
 import subprocess
@@ -23,46 +21,27 @@ import types
 from functools import lru_cache
 from pathlib import Path
 
-import jsonschema
-import kubernetes_validate
 import pytest
-import yaml
 
 from deploylib import (
     DOCKERFILE,
     K8S,
-    PINNED_KUSTOMIZE_VERSION,
     REPO,
-    SCHEMAS,
     all_runs,
-    component_dirs,
     containers,
     describe,
     etcd_argv,
-    example_files,
     get_source,
     kustomization_dirs,
-    load_yaml_file,
-    pinned_kustomize,
     pod_templates,
     references,
     rel,
-    render_with,
-    renderers,
     source_ids,
     torchrun_argv,
     tributary_argv,
     tributary_bin,
 )
 
-# The oldest Kubernetes minor the manifests support (grpc probes are GA since
-# 1.27, PodDisruptionBudget.unhealthyPodEvictionPolicy is on by default since
-# 1.27), and the newest kubernetes-validate knows.
-K8S_VERSIONS = ["1.29", kubernetes_validate.latest_version()]
-
-PYTORCHJOB_SCHEMA = SCHEMAS / "pytorchjob-kubeflow.org-v1.json"
-
-KUSTOMIZATIONS = [str(d.relative_to(K8S)) for d in kustomization_dirs()]
 SOURCES = source_ids()
 OVERLAY_AND_EXAMPLE_SOURCES = source_ids(include_bases=False)
 EXAMPLE_SOURCES = [s for s in SOURCES if s.startswith("examples/")]
@@ -109,6 +88,14 @@ def known_env(binary: Path, subcommand: str) -> tuple[set[str], set[str]]:
     return names, prefixes
 
 
+def tributary_runs_in(source):
+    """The tributary containers of `source`; skips the test when it has none."""
+    runs = [(run, argv) for run, argv in tributary_runs() if run.source.name == source]
+    if not runs:
+        pytest.skip(f"{source} runs no tributary container")
+    return runs
+
+
 def tributary_runs(include_bases=True):
     return [(run, argv) for run in all_runs(include_bases)
             if (argv := tributary_argv(run.container, run.env.values)) is not None]
@@ -128,11 +115,8 @@ def test_coordinator_help_names_its_environment():
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_tributary_env_vars_are_ones_the_binary_reads(source):
-    tributary = tributary_bin()
-    errors = []
-    runs = [(run, argv) for run, argv in tributary_runs() if run.source.name == source]
-    if not runs:
-        pytest.skip(f"{source} runs no tributary container")
+    tributary, errors = tributary_bin(), []
+    runs = tributary_runs_in(source)
     for run, argv in runs:
         assert argv, f"{run.label}: no subcommand in args"
         names, prefixes = known_env(tributary, argv[0])
@@ -152,11 +136,8 @@ def test_tributary_args_and_env_pass_its_own_check(source):
     """`tributary coordinator ... --check` with exactly the container's
     environment; other subcommands (no --check) get their flags checked
     against their --help."""
-    tributary = tributary_bin()
-    errors = []
-    runs = [(run, argv) for run, argv in tributary_runs() if run.source.name == source]
-    if not runs:
-        pytest.skip(f"{source} runs no tributary container")
+    tributary, errors = tributary_bin(), []
+    runs = tributary_runs_in(source)
     for run, argv in runs:
         subcommand = argv[0]
         help_text = tributary_help(tributary, subcommand)

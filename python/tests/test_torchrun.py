@@ -85,6 +85,29 @@ def assert_each_sample_once(kept):
         f"{SAMPLES - len(kept)} samples never trained (drop-last of 2 ranks drops < 2)"
 
 
+def start_coordinator():
+    """A coordinator on the in-memory store; returns it and its address."""
+    port = free_port()
+    proc = subprocess.Popen([tributary_bin(), "coordinator", "--listen", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, f"127.0.0.1:{port}"
+
+
+def train_command(launch, images, coordinator, tmp_path, checkpoint_every):
+    """torchrun (elastic, c10d; flags in ``launch``) running the example,
+    its step log at tmp_path/train.log."""
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    return [
+        torchrun, *launch, "--max-restarts=3", "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--rdzv-conf=last_call_timeout=1",
+        str(REPO / "examples" / "train_resnet.py"),
+        "--dataset", images, "--coordinator", coordinator,
+        "--batch-size", "4", "--image-size", "32", "--classes", "4",
+        "--checkpoint", str(tmp_path / "ckpt.pt"), "--checkpoint-every", str(checkpoint_every),
+        "--step-log", str(tmp_path / "train.log"),
+    ]
+
+
 @pytest.fixture()
 def images(tmp_path):
     path = tmp_path / "shards"
@@ -96,24 +119,12 @@ def images(tmp_path):
 
 
 def test_killed_worker_restart_resumes_from_checkpoint_exactly_once(images, tmp_path):
-    port = free_port()
-    coordinator = subprocess.Popen(
-        [tributary_bin(), "coordinator", "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    coordinator, address = start_coordinator()
     log = tmp_path / "train.log"
-    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
-    command = [
-        # The elastic launch of the example's docstring; one node joins, so
-        # the rendezvous need not wait its default 30 s for more.
-        torchrun, "--nnodes=1:3", "--nproc-per-node=2", "--max-restarts=3",
-        "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}",
-        "--rdzv-conf=last_call_timeout=1",
-        str(REPO / "examples" / "train_resnet.py"),
-        "--dataset", images, "--coordinator", f"127.0.0.1:{port}",
-        "--batch-size", "4", "--image-size", "32", "--classes", "4",
-        "--checkpoint", str(tmp_path / "ckpt.pt"), "--checkpoint-every", "10",
-        "--step-log", str(log),
-    ]
+    # The elastic launch of the example's docstring; one node joins, so the
+    # rendezvous need not wait its default 30 s for more.
+    command = train_command(["--nnodes=1:3", "--nproc-per-node=2"], images, address, tmp_path,
+                            checkpoint_every=10)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     trainer = subprocess.Popen(command, cwd=tmp_path, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -157,22 +168,11 @@ def test_a_node_joins_then_is_preempted_and_every_sample_trains_once(images, tmp
     still counts 0 restarts, as B's does), then node B is killed with
     SIGKILL, agent and worker (a preempted node): A's group fails, A
     re-forms alone and finishes the epoch from the last checkpoint."""
-    port = free_port()
-    coordinator = subprocess.Popen(
-        [tributary_bin(), "coordinator", "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    coordinator, address = start_coordinator()
     log = tmp_path / "train.log"
-    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
-    command = [
-        torchrun, "--nnodes=1:2", "--nproc-per-node=1", "--max-restarts=3",
-        "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--rdzv-id=job",
-        "--rdzv-conf=last_call_timeout=1", "--monitor-interval=0.5",
-        str(REPO / "examples" / "train_resnet.py"),
-        "--dataset", images, "--coordinator", f"127.0.0.1:{port}",
-        "--batch-size", "4", "--image-size", "32", "--classes", "4",
-        "--checkpoint", str(tmp_path / "ckpt.pt"), "--checkpoint-every", "5",
-        "--step-log", str(log),
-    ]
+    command = train_command(["--nnodes=1:2", "--nproc-per-node=1", "--rdzv-id=job",
+                             "--monitor-interval=0.5"], images, address, tmp_path,
+                            checkpoint_every=5)
     # torch 2.15's rendezvous shares one store across rounds by default and
     # fails to re-publish its address when membership changes (the joining
     # node waits for MASTER_ADDR of the new round, forever); the examples in
