@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tonic::transport::{Identity, ServerTlsConfig};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use tributary_coordinator::auth::DatasetPolicy;
 use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore};
 use tributary_coordinator::{keys, Listeners, ServerConfig};
 
@@ -58,6 +59,20 @@ pub struct Args {
     /// PEM private key of --tls-cert.
     #[arg(long, env = "TRIBUTARY_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// PEM CA certificate(s): callers must present a client certificate
+    /// signed by one of them (mutual TLS; needs --tls-cert).
+    #[arg(long, env = "TRIBUTARY_TLS_CLIENT_CA", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// File holding the bearer token every call must carry (a mounted
+    /// Kubernetes Secret). Without it any caller that reaches the port is
+    /// served.
+    #[arg(long, env = "TRIBUTARY_AUTH_TOKEN_FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// Manifest URL prefixes CreateJob may name, comma-separated (e.g.
+    /// s3://bucket/datasets/). Without it, any URL the coordinator's
+    /// credentials reach (a warning at start-up).
+    #[arg(long, env = "TRIBUTARY_ALLOWED_DATASETS", value_delimiter = ',')]
+    allowed_datasets: Vec<String>,
     /// Check the flags and environment, print the settings, and exit.
     #[arg(long)]
     check: bool,
@@ -93,6 +108,22 @@ impl Args {
             ),
             format!("tls key       {}", or(&path(&self.tls_key), "none")),
             format!(
+                "client ca     {}",
+                or(&path(&self.tls_client_ca), "none: no client certificates")
+            ),
+            format!(
+                "auth token    {}",
+                or(&path(&self.auth_token_file), "none: any caller")
+            ),
+            format!(
+                "datasets      {}",
+                if self.allowed_datasets.is_empty() {
+                    "any URL".to_owned()
+                } else {
+                    self.allowed_datasets.join(",")
+                }
+            ),
+            format!(
                 "s3 endpoint   {}",
                 or(&self.store.s3_endpoint, "the default")
             ),
@@ -110,6 +141,7 @@ impl Args {
             );
         }
         anyhow::ensure!(self.leader_ttl_s >= 1, "--leader-ttl-s must be at least 1");
+        self.datasets()?;
         Ok(())
     }
 
@@ -123,7 +155,46 @@ impl Args {
                 .with_context(|| format!("cannot read the TLS {what} {}", path.display()))
         };
         let identity = Identity::from_pem(read(cert, "certificate")?, read(key, "key")?);
-        Ok(Some(ServerTlsConfig::new().identity(identity)))
+        let mut tls = ServerTlsConfig::new().identity(identity);
+        if let Some(ca) = &self.tls_client_ca {
+            tls = tls.client_ca_root(Certificate::from_pem(read(ca, "client CA")?));
+        }
+        Ok(Some(tls))
+    }
+
+    /// The bearer token, read from its file (trimmed); an empty file is an
+    /// error, not "no authentication".
+    fn auth_token(&self) -> anyhow::Result<Option<String>> {
+        let Some(path) = &self.auth_token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --auth-token-file {}", path.display()))?;
+        let token = text.trim();
+        anyhow::ensure!(
+            !token.is_empty(),
+            "--auth-token-file {} is empty",
+            path.display()
+        );
+        anyhow::ensure!(
+            token.len() <= 4096 && token.bytes().all(|b| b.is_ascii_graphic()),
+            "--auth-token-file {}: the token must be at most 4096 printable ASCII characters",
+            path.display()
+        );
+        Ok(Some(token.to_owned()))
+    }
+
+    fn datasets(&self) -> anyhow::Result<DatasetPolicy> {
+        let prefixes: Vec<String> = self
+            .allowed_datasets
+            .iter()
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .collect();
+        if prefixes.is_empty() {
+            return Ok(DatasetPolicy::any());
+        }
+        DatasetPolicy::under(&prefixes).map_err(|e| anyhow::anyhow!("--allowed-datasets: {e}"))
     }
 }
 
@@ -136,6 +207,8 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let tls = args.tls()?;
+    let auth_token = args.auth_token()?;
+    let datasets = args.datasets()?;
     let listener = TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -173,6 +246,15 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     config.store_options = args.store.options("s3://");
     let scheme = if tls.is_some() { "TLS" } else { "plaintext" };
     config.tls = tls;
+    if auth_token.is_none() {
+        tracing::warn!("no --auth-token-file: any client that reaches the port is served");
+        eprintln!("coordinator: warning: no --auth-token-file: any client that reaches the port is served");
+    }
+    if datasets.is_open() {
+        eprintln!("coordinator: warning: no --allowed-datasets: CreateJob may name any manifest the coordinator's credentials reach");
+    }
+    config.auth_token = auth_token;
+    config.datasets = datasets;
     let health_note = match &health {
         Some(listener) => format!(", health on {}", listener.local_addr()?),
         None => String::new(),

@@ -127,6 +127,7 @@ async fn scenario(
                     run_id: job.to_owned(),
                     restart_count: 0,
                 })),
+                secret: String::new(),
             })
             .await
             .expect("join")
@@ -167,6 +168,7 @@ async fn scenario(
                             samples: step,
                             step,
                             acked: Vec::new(),
+                            secret: joined.secret.clone(),
                         })
                         .await
                         .expect("report");
@@ -179,6 +181,7 @@ async fn scenario(
                                 member: joined.member.clone(),
                                 generation: joined.generation,
                                 samples: step,
+                                secret: joined.secret.clone(),
                             })
                             .await
                             .expect("commit");

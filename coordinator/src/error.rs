@@ -25,6 +25,23 @@ pub enum CoordError {
     Invalid(String),
     #[error("cannot read the dataset of job {job:?}: {error}")]
     Dataset { job: String, error: String },
+    #[error(
+        "member {member:?} of job {job:?} is already joined and its lease is live: \
+         a Join replacing it must carry its secret (or wait up to {ttl_s} s for the lease to expire)"
+    )]
+    AlreadyJoined {
+        job: String,
+        member: String,
+        ttl_s: u32,
+    },
+    #[error("job {job:?} has failed: {reason}")]
+    JobFailed { job: String, reason: String },
+    #[error("stored state is corrupt: {0}")]
+    Corrupt(String),
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
     #[error("not the leader (leader: {})", .0.as_deref().unwrap_or("none elected yet"))]
     NotLeader(Option<String>),
     #[error(transparent)]
@@ -39,9 +56,15 @@ impl From<CoordError> for Status {
             CoordError::UnknownJob(_) | CoordError::UnknownMember { .. } => Code::NotFound,
             CoordError::RankOutOfRange { .. } => Code::OutOfRange,
             CoordError::Stale(_) | CoordError::Precondition(_) => Code::FailedPrecondition,
-            CoordError::ConflictingConfig { .. } => Code::AlreadyExists,
+            CoordError::ConflictingConfig { .. } | CoordError::AlreadyJoined { .. } => {
+                Code::AlreadyExists
+            }
             CoordError::Invalid(_) => Code::InvalidArgument,
-            CoordError::Dataset { .. } => Code::FailedPrecondition,
+            CoordError::Dataset { .. } | CoordError::JobFailed { .. } | CoordError::Corrupt(_) => {
+                Code::FailedPrecondition
+            }
+            CoordError::Unauthenticated(_) => Code::Unauthenticated,
+            CoordError::PermissionDenied(_) => Code::PermissionDenied,
             CoordError::NotLeader(_) | CoordError::Store(_) => Code::Unavailable,
         };
         let mut status = Status::new(code, error.to_string());

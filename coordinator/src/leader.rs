@@ -1,7 +1,13 @@
 //! The leader's state: every job's model, loaded from the store when this
 //! replica wins the election, and the group-commit writer fenced by that win.
+//!
+//! Each job loads on its own: one whose stored config is bad, whose manifest
+//! cannot be read, or whose manifest changed since the job was created is
+//! marked failed with the reason (GetStatus shows it) while the others are
+//! served. A failed manifest read is retried in the background.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,8 +19,13 @@ use tributary_worker::{Dataset as WorkerDataset, StoreOptions};
 use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::model::{Dataset, Job, StoredJob};
-use crate::store::{Leadership, MetaStore, Op, WatchEvent};
-use crate::writer::Writer;
+use crate::store::{KeyValue, Leadership, MetaStore, Op, WatchEvent};
+use crate::writer::{Pending, Writer};
+
+/// The longest a manifest read may take while a job loads or is created.
+const MANIFEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// How often a job whose manifest could not be read is tried again.
+const RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// One job and what waits on it.
 #[derive(Debug)]
@@ -22,6 +33,9 @@ pub struct JobHandle {
     pub job: Mutex<Job>,
     /// Woken when units return to the pool or an epoch opens.
     pub notify: Notify,
+    /// Set when a write of this job was rejected by the store: the model
+    /// may be ahead of the store, so it is reloaded before the next request.
+    stale: AtomicBool,
     watcher: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -35,6 +49,14 @@ impl Drop for JobHandle {
     }
 }
 
+/// A job as the leader knows it.
+#[derive(Debug, Clone)]
+pub enum Slot {
+    Ready(Arc<JobHandle>),
+    /// The job cannot be served; why.
+    Failed(String),
+}
+
 /// State held while this replica leads.
 #[derive(Debug)]
 pub struct Leader {
@@ -42,43 +64,80 @@ pub struct Leader {
     pub writer: Writer,
     pub address: String,
     pub options: StoreOptions,
-    pub jobs: Mutex<HashMap<String, Arc<JobHandle>>>,
+    pub jobs: Mutex<HashMap<String, Slot>>,
     /// True once a write failed: the replica must step down.
     pub failed: watch::Receiver<bool>,
     pub _leadership: Leadership,
 }
 
-/// Opens a job's dataset and returns what planning needs plus the manifest
-/// checksum.
-pub async fn open_dataset(
-    job: &str,
-    url: &str,
-    options: &StoreOptions,
-) -> Result<(Dataset, u32, u64)> {
-    let opened = WorkerDataset::open(url, options)
-        .await
-        .map_err(|e| CoordError::Dataset {
-            job: job.to_owned(),
-            error: e.to_string(),
-        })?;
-    let manifest = &opened.manifest;
-    let crc = crc32c_of(&manifest.to_json());
-    let shard_samples = manifest.shards.iter().map(|s| s.samples).collect();
-    Ok((
-        Dataset {
-            shard_samples: Arc::new(shard_samples),
-        },
-        crc,
-        manifest.samples,
-    ))
+/// A job's dataset as planning needs it, with the manifest's digests.
+#[derive(Debug)]
+pub struct OpenedDataset {
+    pub dataset: Dataset,
+    pub samples: u64,
+    pub crc32c: u32,
+    /// SHA-256 of the manifest's canonical JSON, hex.
+    pub sha256: String,
 }
 
-fn crc32c_of(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+/// Opens a job's dataset, within [`MANIFEST_TIMEOUT`].
+pub async fn open_dataset(job: &str, url: &str, options: &StoreOptions) -> Result<OpenedDataset> {
+    let failed = |error: String| CoordError::Dataset {
+        job: job.to_owned(),
+        error,
+    };
+    let opened = tokio::time::timeout(MANIFEST_TIMEOUT, WorkerDataset::open(url, options))
+        .await
+        .map_err(|_| {
+            failed(format!(
+                "the manifest {url} did not arrive within {MANIFEST_TIMEOUT:?}"
+            ))
+        })?
+        .map_err(|e| failed(e.to_string()))?;
+    let manifest = &opened.manifest;
+    let json = manifest.to_json();
+    let shard_samples = manifest.shards.iter().map(|s| s.samples).collect();
+    Ok(OpenedDataset {
+        dataset: Dataset {
+            shard_samples: Arc::new(shard_samples),
+        },
+        samples: manifest.samples,
+        crc32c: crc32c::crc32c(&json),
+        sha256: sha256_hex(&json),
+    })
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A job's stored record, checked: its config within bounds, its manifest
+/// the one it was created with.
+fn check_stored(name: &str, stored: &StoredJob, opened: &OpenedDataset) -> Result<()> {
+    let (was, now) = match &stored.manifest_sha256 {
+        Some(sha) => (format!("sha256:{sha}"), format!("sha256:{}", opened.sha256)),
+        None => (
+            format!("crc32c:{:08x}", stored.manifest_crc32c),
+            format!("crc32c:{:08x}", opened.crc32c),
+        ),
+    };
+    if was != now {
+        return Err(CoordError::Precondition(format!(
+            "job {name:?}: the manifest {} changed since the job was created ({was} then, {now} now); \
+             the plan would change under existing commits: create a new job for the new dataset",
+            stored.config.manifest_url
+        )));
+    }
+    Ok(())
 }
 
 impl Leader {
-    /// Loads every job from the store.
+    /// Loads every job from the store. A job that cannot load is marked
+    /// failed; the others are served.
     pub async fn load(
         store: Arc<dyn MetaStore>,
         leadership: Leadership,
@@ -99,28 +158,56 @@ impl Leader {
             _leadership: leadership,
         });
         let (kvs, revision) = store.range(keys::ROOT).await?;
-        let mut by_job: HashMap<&str, Vec<_>> = HashMap::new();
-        for kv in &kvs {
+        let mut by_job: HashMap<String, Vec<KeyValue>> = HashMap::new();
+        for kv in kvs {
             if let Some((job, _)) = keys::split(&kv.key) {
-                by_job.entry(job).or_default().push(kv.clone());
+                by_job.entry(job.to_owned()).or_default().push(kv);
             }
         }
-        let mut jobs = leader.jobs.lock().await;
-        for (name, kvs) in by_job {
-            let Some(stored) = Job::stored_of(name, &kvs)? else {
-                continue;
-            };
-            let (dataset, crc, _) =
-                open_dataset(name, &stored.config.manifest_url, &leader.options).await?;
-            if crc != stored.manifest_crc32c {
-                tracing::warn!(job = name, "the manifest changed since the job was created");
+        let loads = by_job.into_iter().map(|(name, kvs)| {
+            let leader = Arc::clone(&leader);
+            async move {
+                let slot = leader.open_job(&name, &kvs, revision).await;
+                (name, slot)
             }
-            let job = Job::load(name, stored, dataset, &kvs)?;
-            tracing::info!(job = name, members = job.members.len(), "loaded job");
-            jobs.insert(name.to_owned(), leader.start_job(job, revision + 1));
+        });
+        let slots: Vec<_> = futures::future::join_all(loads).await;
+        let mut jobs = leader.jobs.lock().await;
+        for (name, slot) in slots {
+            match slot {
+                Ok(Some(handle)) => {
+                    jobs.insert(name, Slot::Ready(handle));
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(job = name, %error, "job failed to load; serving the others");
+                    if matches!(error, CoordError::Dataset { .. }) {
+                        tokio::spawn(retry_job(Arc::downgrade(&leader), name.clone()));
+                    }
+                    jobs.insert(name, Slot::Failed(error.to_string()));
+                }
+            }
         }
         drop(jobs);
         Ok(leader)
+    }
+
+    /// Builds one job from every key under its prefix (`kvs`, read at
+    /// `revision`); None when it has no stored record.
+    async fn open_job(
+        self: &Arc<Self>,
+        name: &str,
+        kvs: &[KeyValue],
+        revision: i64,
+    ) -> Result<Option<Arc<JobHandle>>> {
+        let Some(stored) = Job::stored_of(name, kvs)? else {
+            return Ok(None);
+        };
+        let opened = open_dataset(name, &stored.config.manifest_url, &self.options).await?;
+        check_stored(name, &stored, &opened)?;
+        let job = Job::load(name, stored, opened.dataset, kvs)?;
+        tracing::info!(job = name, members = job.members.len(), "loaded job");
+        Ok(Some(self.start_job(job, revision + 1)))
     }
 
     /// Wraps a job and starts watching its members for expiry.
@@ -129,6 +216,7 @@ impl Leader {
         let handle = Arc::new(JobHandle {
             job: Mutex::new(job),
             notify: Notify::new(),
+            stale: AtomicBool::new(false),
             watcher: std::sync::Mutex::new(None),
         });
         let task = tokio::spawn(watch_members(
@@ -143,34 +231,141 @@ impl Leader {
         handle
     }
 
+    /// The job's handle, its model reloaded first if a write of it was
+    /// rejected; `JobFailed` for a job that cannot be served.
     pub async fn job(&self, name: &str) -> Result<Arc<JobHandle>> {
-        self.jobs
-            .lock()
-            .await
-            .get(name)
-            .cloned()
-            .ok_or_else(|| CoordError::UnknownJob(name.to_owned()))
+        let slot = self.jobs.lock().await.get(name).cloned();
+        match slot {
+            Some(Slot::Ready(handle)) => {
+                if handle.stale.load(Ordering::SeqCst) {
+                    self.reload(&handle).await?;
+                }
+                Ok(handle)
+            }
+            Some(Slot::Failed(reason)) => Err(CoordError::JobFailed {
+                job: name.to_owned(),
+                reason,
+            }),
+            None => Err(CoordError::UnknownJob(name.to_owned())),
+        }
     }
 
-    /// Writes ops durably (group commit).
-    pub async fn write(&self, ops: Vec<Op>) -> Result<()> {
-        Ok(self.writer.write(ops).await?)
+    /// Rebuilds a job's model from the store, in place: a write of it was
+    /// rejected, so the model may hold what the store does not.
+    async fn reload(&self, handle: &JobHandle) -> Result<()> {
+        let mut job = handle.job.lock().await;
+        if !handle.stale.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let reloaded = async {
+            self.flush().await?;
+            let (kvs, _) = self.store.range(&keys::job(&job.name)).await?;
+            let stored = Job::stored_of(&job.name, &kvs)?
+                .ok_or_else(|| CoordError::UnknownJob(job.name.clone()))?;
+            Job::load(&job.name, stored, job.dataset.clone(), &kvs)
+        }
+        .await;
+        match reloaded {
+            Ok(mut fresh) => {
+                tracing::warn!(
+                    job = job.name,
+                    "reloaded the job from the store after a rejected write"
+                );
+                fresh.events = job.events.clone();
+                *job = fresh;
+                drop(job);
+                handle.notify.notify_waiters();
+                Ok(())
+            }
+            Err(error) => {
+                handle.stale.store(true, Ordering::SeqCst);
+                Err(error)
+            }
+        }
+    }
+
+    /// Hands a job's ops to the writer without waiting (call it while
+    /// holding the job's lock, so the store's order is the model's), then
+    /// [`JobWrite::wait`] for them.
+    pub async fn enqueue(&self, handle: &Arc<JobHandle>, ops: Vec<Op>) -> Result<JobWrite> {
+        Ok(JobWrite {
+            pending: self.writer.enqueue(ops).await?,
+            handle: Arc::clone(handle),
+        })
+    }
+
+    /// Writes a job's ops durably (group commit).
+    pub async fn write(&self, handle: &Arc<JobHandle>, ops: Vec<Op>) -> Result<()> {
+        self.enqueue(handle, ops).await?.wait().await
     }
 
     /// Waits until every write submitted so far is durable.
     pub async fn flush(&self) -> Result<()> {
         Ok(self.writer.flush().await?)
     }
+}
 
-    pub async fn create_stored(
-        &self,
-        name: &str,
-        stored: StoredJob,
-        dataset: Dataset,
-    ) -> Result<Job> {
-        let (job, ops) = Job::create(name, stored, dataset);
-        self.write(ops).await?;
-        Ok(job)
+/// A job's write on its way to the store.
+#[derive(Debug)]
+pub struct JobWrite {
+    pending: Pending,
+    handle: Arc<JobHandle>,
+}
+
+impl JobWrite {
+    /// Returns once the write is durable. When the store rejected it (not
+    /// a lost leadership: that deposes the replica), the job's model is
+    /// marked for reloading and the request fails with the store's reason.
+    pub async fn wait(self) -> Result<()> {
+        match self.pending.wait().await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                if !error.is_unavailable() {
+                    self.handle.stale.store(true, Ordering::SeqCst);
+                }
+                Err(CoordError::Store(error))
+            }
+        }
+    }
+}
+
+/// Tries a job whose manifest could not be read again until it loads, its
+/// failure becomes permanent, or this leadership ends.
+async fn retry_job(leader: std::sync::Weak<Leader>, name: String) {
+    loop {
+        tokio::time::sleep(RETRY_INTERVAL).await;
+        let Some(leader) = leader.upgrade() else {
+            return;
+        };
+        if *leader.failed.borrow() {
+            return;
+        }
+        let result = match leader.store.range(&keys::job(&name)).await {
+            Ok((kvs, revision)) => leader.open_job(&name, &kvs, revision).await,
+            Err(error) => Err(error.into()),
+        };
+        let mut jobs = leader.jobs.lock().await;
+        match result {
+            Ok(Some(handle)) => {
+                tracing::info!(
+                    job = name,
+                    "the job's manifest is readable again; serving it"
+                );
+                jobs.insert(name, Slot::Ready(handle));
+                return;
+            }
+            Ok(None) => {
+                jobs.remove(&name);
+                return;
+            }
+            Err(error) => {
+                let retry = matches!(error, CoordError::Dataset { .. } | CoordError::Store(_));
+                jobs.insert(name.clone(), Slot::Failed(error.to_string()));
+                if !retry {
+                    return;
+                }
+            }
+        }
     }
 }
 

@@ -20,12 +20,14 @@
 //!   the dynamic lease pool), returning the writes that make it durable.
 //! - [`writer`]: group commit, so store writes per second stay bounded.
 //! - [`leader`]: the leader's state, loaded from the store on election.
-//! - [`service`]: the gRPC handlers.
+//! - [`service`]: the gRPC handlers, and the checks of what they are sent.
+//! - [`auth`]: the bearer token, member secrets, allowed dataset prefixes.
 //! - [`server`]: one replica: server, health, election loop.
 //! - [`local`]: a coordinator inside the calling process, on the in-memory
 //!   store, for single-node runs.
 //! - [`error`]: errors and their mapping to gRPC status codes.
 
+pub mod auth;
 pub mod config;
 pub mod error;
 pub mod keys;

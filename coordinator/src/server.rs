@@ -25,6 +25,7 @@ use tonic_health::ServingStatus;
 use tributary_common::proto::v1::coordinator_server::CoordinatorServer;
 use tributary_worker::StoreOptions;
 
+use crate::auth::{DatasetPolicy, TokenCheck};
 use crate::leader::Leader;
 use crate::service::{Role, Service};
 use crate::store::{Election, MetaStore};
@@ -40,7 +41,12 @@ pub struct ServerConfig {
     /// How the coordinator reads manifests.
     pub store_options: StoreOptions,
     /// Serve the main port with TLS (the health port stays plaintext).
+    /// With a client CA root in it, callers must present certificates.
     pub tls: Option<ServerTlsConfig>,
+    /// The bearer token every call must carry; `None`: any caller.
+    pub auth_token: Option<String>,
+    /// Which manifests CreateJob may name.
+    pub datasets: DatasetPolicy,
 }
 
 /// Health service name that is SERVING while a replica can answer calls:
@@ -73,6 +79,8 @@ impl ServerConfig {
             flush_interval: Duration::from_millis(50),
             store_options: StoreOptions::default(),
             tls: None,
+            auth_token: None,
+            datasets: DatasetPolicy::any(),
         }
     }
 }
@@ -101,7 +109,9 @@ pub async fn run(
     let service = Service {
         role: Arc::clone(&role),
         election: Arc::clone(&election),
+        datasets: config.datasets.clone(),
     };
+    let token = TokenCheck::new(config.auth_token.as_deref());
     let mut main = Server::builder();
     if let Some(tls) = config.tls.clone() {
         main = main.tls_config(tls)?;
@@ -138,7 +148,9 @@ pub async fn run(
     };
     let main_server = main
         .add_service(health_service.clone())
-        .add_service(CoordinatorServer::new(service))
+        .add_service(CoordinatorServer::with_interceptor(service, move |r| {
+            token.check(r)
+        }))
         .serve_with_incoming_shutdown(
             TcpListenerStream::new(listeners.grpc),
             until_stopped(stopped.clone()),

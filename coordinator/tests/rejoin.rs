@@ -24,10 +24,11 @@ fn config(url: &str, mode: v1::Mode) -> v1::JobConfig {
 }
 
 /// Makes the coordinator forget `member`, as a lease expiry does.
-async fn forget(client: &Client, job: &str, member: &str) {
+async fn forget(client: &Client, job: &str, session: &Session) {
     let request = v1::MemberRequest {
         job: job.to_owned(),
-        member: member.to_owned(),
+        member: session.member().to_owned(),
+        secret: session.joined.secret.clone(),
     };
     client
         .send(&request, |mut c, r| async move { c.leave(r).await })
@@ -70,7 +71,7 @@ async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_i
     Session::join(Arc::clone(&client), "sync", &identity(1))
         .await
         .expect("join");
-    forget(&client, "sync", rank0.member()).await;
+    forget(&client, "sync", &rank0).await;
     assert!(!members(&client, "sync")
         .await
         .contains(&rank0.member().to_owned()));
@@ -79,6 +80,7 @@ async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_i
         job: "sync".into(),
         member: rank0.member().to_owned(),
         epoch: 0,
+        secret: rank0.joined.secret.clone(),
     };
     let assignment = rank0
         .send(
@@ -102,12 +104,13 @@ async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_i
     let worker = Session::join(Arc::clone(&client), "dyn", &Identity::Name("w".into()))
         .await
         .expect("join");
-    forget(&client, "dyn", worker.member()).await;
+    forget(&client, "dyn", &worker).await;
     let request = v1::AcquireRequest {
         job: "dyn".into(),
         member: worker.member().to_owned(),
         max_units: 1,
         wait_ms: 0,
+        secret: worker.joined.secret.clone(),
     };
     let lost = worker
         .send(&request, |mut c, r| async move { c.acquire(r).await })

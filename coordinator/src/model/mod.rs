@@ -28,6 +28,11 @@ pub struct StoredJob {
     pub config: JobConfig,
     /// crc32c of the manifest's canonical JSON when the job was created.
     pub manifest_crc32c: u32,
+    /// SHA-256 (hex) of the same: the digest a loaded job is checked
+    /// against. Absent in jobs created before it was recorded, which are
+    /// checked by their crc32c.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_sha256: Option<String>,
     pub samples: u64,
     pub shards: u32,
 }
@@ -50,6 +55,11 @@ pub enum Identity {
 pub struct MemberRecord {
     pub identity: Identity,
     pub lease: LeaseId,
+    /// SHA-256 (hex) of the secret the member got at Join; every
+    /// member-scoped call must carry the secret. Empty in records written
+    /// before secrets existed: such a member must join again.
+    #[serde(default)]
+    pub secret_sha256: String,
 }
 
 /// The dataset facts planning needs.
@@ -80,12 +90,8 @@ fn json<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T> {
-    serde_json::from_slice(&kv.value).map_err(|e| {
-        CoordError::Store(crate::store::StoreError::Other(format!(
-            "corrupt value at {}: {e}",
-            kv.key
-        )))
-    })
+    serde_json::from_slice(&kv.value)
+        .map_err(|e| CoordError::Corrupt(format!("the value at {}: {e}", kv.key)))
 }
 
 /// A put without a lease.
@@ -126,7 +132,15 @@ impl Job {
     /// has one.
     pub fn stored_of(name: &str, kvs: &[KeyValue]) -> Result<Option<StoredJob>> {
         let key = keys::config(name);
-        kvs.iter().find(|kv| kv.key == key).map(parse).transpose()
+        let Some(kv) = kvs.iter().find(|kv| kv.key == key) else {
+            return Ok(None);
+        };
+        let stored: StoredJob = parse(kv)?;
+        stored
+            .config
+            .validate()
+            .map_err(|e| CoordError::Corrupt(format!("the stored config of job {name:?}: {e}")))?;
+        Ok(Some(stored))
     }
 
     /// Rebuilds a job from every key under its prefix.
@@ -164,7 +178,7 @@ impl Job {
             }
         }
         let state = match stored.config.mode {
-            Mode::Sync => State::Sync(SyncModel::load(gens, commit)),
+            Mode::Sync => State::Sync(SyncModel::load(gens, commit)?),
             Mode::Dynamic => {
                 let mut model = DynModel::new(&stored.config, &dataset, dyn_epoch);
                 for (epoch, unit, member) in acked.into_iter().filter(|a| a.0 == dyn_epoch) {
@@ -191,6 +205,22 @@ impl Job {
                 job: self.name.clone(),
                 member: member.to_owned(),
             })
+    }
+
+    /// The member's record when `secret` is the one its Join returned:
+    /// `UnknownMember` for a member the job does not have,
+    /// `PermissionDenied` for anyone else speaking for it.
+    pub fn authorize(&self, member: &str, secret: &str) -> Result<&MemberRecord> {
+        let record = self.member(member)?;
+        if record.secret_sha256.is_empty()
+            || crate::auth::secret_digest(secret) != record.secret_sha256
+        {
+            return Err(CoordError::PermissionDenied(format!(
+                "member {member:?} of job {:?}: the call does not carry the member's secret",
+                self.name
+            )));
+        }
+        Ok(record)
     }
 
     /// Adds a member under `lease`; returns the op that stores it.

@@ -19,7 +19,7 @@ use tributary_common::shuffle::ShuffleSpec;
 use tributary_common::span::SpanSet;
 
 use super::{json, put, Dataset};
-use crate::config::JobConfig;
+use crate::config::{JobConfig, MAX_WORLD};
 use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::store::Op;
@@ -32,6 +32,17 @@ pub struct GenMeta {
     pub run_id: String,
     pub restart: u64,
 }
+
+/// How far one join may move a run's restart count ahead of the job's
+/// current one, and the largest first count of a run. torchrun's counts grow
+/// by one per restart (bounded by `--max-restarts`); the group tokens of
+/// `examples/train_resnet.py::join_group` are wall clocks in milliseconds,
+/// growing by the time between two groups: 2^40 ms is 35 years. So no real
+/// job comes near either bound, while a count of 2^64-1 (a bug, or a client
+/// trying to lock the real ranks out for good) is refused, and `restart + 1`
+/// can never overflow.
+pub const MAX_RESTART_STEP: u64 = 1 << 40;
+pub const MAX_FIRST_RESTART: u64 = 1 << 42;
 
 /// The rank's torchrun identity.
 #[derive(Debug, Clone, Copy)]
@@ -56,13 +67,46 @@ fn spec(config: &JobConfig) -> ShuffleSpec {
 }
 
 impl SyncModel {
-    pub fn load(mut gens: Vec<GenMeta>, commit: Option<CommitPoint>) -> Self {
+    /// Rebuilds the model from stored generations and commit, checking
+    /// what the planner will index and loop by: generations numbered 0..n,
+    /// worlds within bounds, the commit naming a stored generation.
+    pub fn load(mut gens: Vec<GenMeta>, commit: Option<CommitPoint>) -> Result<Self> {
         gens.sort_by_key(|g| g.record.generation.0);
-        Self {
+        let corrupt = |why: String| Err(CoordError::Corrupt(why));
+        for (i, gen) in gens.iter().enumerate() {
+            let g = gen.record.generation.0;
+            if g != i as u64 {
+                return corrupt(format!("stored generations skip from {} to {g}", i));
+            }
+            if !(1..=MAX_WORLD).contains(&gen.record.world) {
+                return corrupt(format!(
+                    "generation {g} has a world of {} ranks (1..={MAX_WORLD})",
+                    gen.record.world
+                ));
+            }
+            if let Some(from) = gen.record.from {
+                if from.generation.0 >= g {
+                    return corrupt(format!(
+                        "generation {g} resumes from generation {}, which is not older",
+                        from.generation.0
+                    ));
+                }
+            }
+        }
+        if let Some(commit) = commit {
+            if commit.generation.0 >= gens.len() as u64 {
+                return corrupt(format!(
+                    "the commit names generation {}, but {} are stored",
+                    commit.generation.0,
+                    gens.len()
+                ));
+            }
+        }
+        Ok(Self {
             gens,
             commit,
             ..Self::default()
-        }
+        })
     }
 
     fn current(&self) -> Option<&GenMeta> {
@@ -109,10 +153,11 @@ impl SyncModel {
     /// Checks a torchrun identity against the current generation: Ok(true)
     /// when it belongs to it, Ok(false) when it is newer (a restart).
     fn classify(&self, rank: Rank<'_>) -> Result<bool> {
-        if rank.world == 0 {
-            return Err(CoordError::Invalid(
-                "torchrun.world_size must be at least 1".into(),
-            ));
+        if !(1..=MAX_WORLD).contains(&rank.world) {
+            return Err(CoordError::Invalid(format!(
+                "torchrun.world_size {} is outside 1..={MAX_WORLD}",
+                rank.world
+            )));
         }
         if rank.rank >= rank.world {
             return Err(CoordError::RankOutOfRange {
@@ -120,11 +165,20 @@ impl SyncModel {
                 world: rank.world,
             });
         }
-        let Some(current) = self.current() else {
+        let Some(current) = self.current().filter(|c| c.run_id == rank.run_id) else {
+            if rank.restart > MAX_FIRST_RESTART {
+                return Err(CoordError::Invalid(format!(
+                    "torchrun.restart_count {} is above {MAX_FIRST_RESTART} for the first group of run {:?}",
+                    rank.restart, rank.run_id
+                )));
+            }
             return Ok(false);
         };
-        if current.run_id != rank.run_id {
-            return Ok(false);
+        if rank.restart - current.restart.min(rank.restart) > MAX_RESTART_STEP {
+            return Err(CoordError::Invalid(format!(
+                "torchrun.restart_count {} is more than {MAX_RESTART_STEP} ahead of the job's current restart {}",
+                rank.restart, current.restart
+            )));
         }
         if rank.restart < current.restart {
             return Err(CoordError::Stale(format!(

@@ -46,6 +46,15 @@ pub enum StoreError {
     Other(String),
 }
 
+impl StoreError {
+    /// Whether the store could not be reached or the leadership fence
+    /// failed (transient, or this replica no longer leads), as opposed to
+    /// a write the store refused.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// One key with its value and revisions.

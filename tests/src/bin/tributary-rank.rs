@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -63,6 +64,32 @@ struct Args {
     /// Simulated training time per batch.
     #[arg(long, default_value_t = 0)]
     step_ms: u64,
+    /// Sync: `SAMPLES:FILE`: once the first generation has consumed (and
+    /// committed, when due) SAMPLES, print `holding SAMPLES` and wait until
+    /// FILE exists. Lets a test act at a known point of every rank.
+    #[arg(long, value_parser = parse_hold)]
+    hold: Vec<(u64, PathBuf)>,
+}
+
+fn parse_hold(text: &str) -> Result<(u64, PathBuf), String> {
+    let (samples, file) = text
+        .split_once(':')
+        .ok_or_else(|| format!("--hold {text:?} is not SAMPLES:FILE"))?;
+    let samples = samples
+        .parse()
+        .map_err(|e| format!("--hold {text:?}: {e}"))?;
+    Ok((samples, PathBuf::from(file)))
+}
+
+/// Waits at each hold point reached, until its file exists.
+async fn hold(holds: &mut Vec<(u64, PathBuf)>, samples: u64) {
+    while let Some(i) = holds.iter().position(|(at, _)| samples >= *at) {
+        let (at, file) = holds.remove(i);
+        emit(&format!("holding {at}"));
+        while !file.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 fn now_ms() -> u128 {
@@ -130,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
     let step = Duration::from_millis(args.step_ms);
     match mode {
         v1::Mode::Dynamic => run_dynamic(session, dataset, base, step).await?,
-        _ => run_sync(session, dataset, base, step, args.commit_every).await?,
+        _ => run_sync(session, dataset, base, step, args.commit_every, args.hold).await?,
     }
     emit("done");
     Ok(())
@@ -142,6 +169,7 @@ async fn run_sync(
     base: LoaderConfig,
     step: Duration,
     commit_every: u64,
+    mut holds: Vec<(u64, PathBuf)>,
 ) -> anyhow::Result<()> {
     let mut loader = SyncLoader::start(session, dataset, base).await?;
     while !loader.finished() {
@@ -169,6 +197,9 @@ async fn run_sync(
                 next_commit += commit_every;
                 loader.commit(&state).await?;
                 emit(&format!("commit {} {}", state.generation, state.samples));
+            }
+            if state.generation == 0 {
+                hold(&mut holds, state.samples).await;
             }
         }
         if !loader.next_epoch().await? {

@@ -47,6 +47,7 @@ fn torchrun(job: &str, rank: u32, world: u32, restart: u64) -> v1::JoinRequest {
             run_id: RUN.to_owned(),
             restart_count: restart,
         })),
+        secret: String::new(),
     }
 }
 
@@ -54,21 +55,23 @@ fn member(name: &str) -> v1::MemberRequest {
     v1::MemberRequest {
         job: JOB.to_owned(),
         member: name.to_owned(),
+        secret: String::new(),
     }
 }
 
-fn commit(member: &str, generation: u64, samples: u64) -> v1::CommitRequest {
+fn commit(joined: &v1::JoinResponse, generation: u64, samples: u64) -> v1::CommitRequest {
     v1::CommitRequest {
         job: JOB.to_owned(),
-        member: member.to_owned(),
+        member: joined.member.clone(),
         generation,
         samples,
+        secret: joined.secret.clone(),
     }
 }
 
 /// Asserts that `result` failed with `code` and a message containing `what`.
 #[track_caller]
-fn expect<T: std::fmt::Debug>(
+pub fn expect<T: std::fmt::Debug>(
     result: Result<tonic::Response<T>, tonic::Status>,
     code: Code,
     what: &str,
@@ -83,7 +86,7 @@ fn expect<T: std::fmt::Debug>(
 }
 
 /// Every key under `/tributary/` with its value, and the store revision.
-async fn snapshot(etcd: &str) -> (Vec<(String, Vec<u8>)>, i64) {
+pub async fn snapshot(etcd: &str) -> (Vec<(String, Vec<u8>)>, i64) {
     let mut client = etcd_client::Client::connect([etcd], None)
         .await
         .expect("connect etcd");
@@ -145,7 +148,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             .expect("join")
             .into_inner();
         c.join(torchrun(JOB, 1, 2, 0)).await.expect("join");
-        c.commit(commit(&old.member, 0, 4)).await.expect("commit");
+        c.commit(commit(&old, 0, 4)).await.expect("commit");
         let new = c
             .join(torchrun(JOB, 0, 2, 1))
             .await
@@ -252,6 +255,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             c.join(v1::JoinRequest {
                 job: JOB.into(),
                 identity: None,
+                secret: String::new(),
             })
             .await,
             Code::InvalidArgument,
@@ -267,7 +271,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
         // or fetch an assignment; the new one may not name a generation
         // that does not exist or commit past its part.
         expect(
-            c.commit(commit(&old.member, 0, 8)).await,
+            c.commit(commit(&old, 0, 8)).await,
             Code::FailedPrecondition,
             "stale",
         );
@@ -277,6 +281,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
                 member: old.member.clone(),
                 generation: 0,
                 samples: 8,
+                secret: old.secret.clone(),
                 ..v1::ReportRequest::default()
             })
             .await,
@@ -288,18 +293,19 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
                 job: JOB.into(),
                 member: old.member.clone(),
                 epoch: 0,
+                secret: old.secret.clone(),
             })
             .await,
             Code::FailedPrecondition,
             "stale",
         );
         expect(
-            c.commit(commit(&new.member, 7, 1)).await,
+            c.commit(commit(&new, 7, 1)).await,
             Code::FailedPrecondition,
             "generation 7",
         );
         expect(
-            c.commit(commit(&new.member, 1, 1_000_000)).await,
+            c.commit(commit(&new, 1, 1_000_000)).await,
             Code::InvalidArgument,
             "exceeds",
         );
@@ -308,6 +314,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
                 job: JOB.into(),
                 member: new.member.clone(),
                 epoch: 5,
+                secret: new.secret.clone(),
             })
             .await,
             Code::FailedPrecondition,
@@ -319,6 +326,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
                 member: new.member.clone(),
                 max_units: 1,
                 wait_ms: 0,
+                secret: new.secret.clone(),
             })
             .await,
             Code::FailedPrecondition,

@@ -84,6 +84,11 @@ impl Drop for Proc {
 
 /// A coordinator replica on a free port, state in etcd.
 pub fn coordinator(etcd: &[String], s3_endpoint: &str) -> (Proc, String) {
+    coordinator_with(etcd, s3_endpoint, &[])
+}
+
+/// [`coordinator`] with more flags.
+pub fn coordinator_with(etcd: &[String], s3_endpoint: &str, extra: &[&str]) -> (Proc, String) {
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let mut command = Command::new(tributary_bin());
@@ -98,6 +103,7 @@ pub fn coordinator(etcd: &[String], s3_endpoint: &str) -> (Proc, String) {
         "--s3-endpoint",
         s3_endpoint,
     ]);
+    command.args(extra);
     command.envs(S3_ENV);
     (
         Proc::spawn(&format!("coordinator {address}"), command),

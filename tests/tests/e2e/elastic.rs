@@ -132,6 +132,11 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     let (first, a) = coordinator(&endpoints, &s3.endpoint);
     let (second, b) = coordinator(&endpoints, &s3.endpoint);
     let addresses = vec![a.clone(), b.clone()];
+    // Each rank's part of the epoch is 120 samples. The ranks hold at 48
+    // (committed through the first leader) until the failover is done, and
+    // at 96 (committed through the second) until they are killed: the kill
+    // always lands mid-part, however the two cores are shared.
+    let (failed_over, never) = (scratch.path("failed-over"), scratch.path("never"));
     let job = JobArgs {
         coordinators: addresses.join(","),
         job: "sync-e2e",
@@ -142,8 +147,12 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
             "8",
             "--commit-every",
             "24",
+            "--hold",
+            &format!("48:{failed_over}"),
+            "--hold",
+            &format!("96:{never}"),
             "--step-ms",
-            "60",
+            "20",
             // As short as the leader's TTL: the failover outlasts some
             // members' leases, and those ranks must rejoin their generation.
             "--member-ttl-s",
@@ -155,9 +164,15 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
         .to_vec(),
     };
     let mut group: Vec<Proc> = (0..4).map(|r| torchrun_rank(&job, r, 4, 0)).collect();
-    wait_until("a first commit", Duration::from_secs(60), || {
-        max_commit(&group[0]) >= 24
-    });
+    let holding = |group: &[Proc], at: u64| {
+        let line = format!("holding {at}");
+        group.iter().all(|p| p.lines().contains(&line))
+    };
+    wait_until(
+        "every rank at 48, committed",
+        Duration::from_secs(60),
+        || holding(&group, 48),
+    );
 
     // c: kill -9 the leader mid-epoch.
     let leader = leader_status(&addresses, "sync-e2e")
@@ -180,11 +195,14 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
         killed_at.elapsed()
     );
     let before = max_commit(&group[0]);
+    assert_eq!(before, 48, "rank 0 committed up to its hold point");
+    std::fs::write(&failed_over, b"").expect("release the ranks");
     wait_until(
-        "commits through the new leader",
+        "every rank at 96, committed through the new leader",
         Duration::from_secs(60),
-        || max_commit(&group[0]) > before,
+        || holding(&group, 96),
     );
+    assert_eq!(max_commit(&group[0]), 96);
 
     // a: kill -9 one rank; torchrun tears the group down.
     group[2].kill();

@@ -202,6 +202,7 @@ impl DynamicLoader {
             job: self.session.job.clone(),
             member: self.session.member().to_owned(),
             acked: units.to_vec(),
+            secret: self.session.joined.secret.clone(),
             ..v1::ReportRequest::default()
         };
         self.session
@@ -253,6 +254,7 @@ impl Feeder {
             member: self.session.member().to_owned(),
             max_units: LEASE_BATCH,
             wait_ms: ACQUIRE_WAIT_MS,
+            secret: self.session.joined.secret.clone(),
         };
         let mut flushed = false;
         loop {

@@ -132,6 +132,7 @@ async fn join(client: &Client, job: &str, identity: &Identity) -> Result<v1::Joi
     let request = v1::JoinRequest {
         job: job.to_owned(),
         identity: Some(identity.to_proto()),
+        secret: String::new(),
     };
     client
         .send(&request, |mut c, r| async move { c.join(r).await })
@@ -171,6 +172,7 @@ impl Session {
             job.to_owned(),
             identity.clone(),
             joined.member.clone(),
+            joined.secret.clone(),
             Duration::from_millis(u64::from(joined.ttl_ms.max(300))),
             Arc::clone(&lost),
         ));
@@ -225,6 +227,7 @@ impl Session {
         v1::MemberRequest {
             job: self.job.clone(),
             member: self.joined.member.clone(),
+            secret: self.joined.secret.clone(),
         }
     }
 
@@ -250,12 +253,14 @@ async fn keep_alive(
     job: String,
     identity: Identity,
     member: String,
+    secret: String,
     ttl: Duration,
     lost: Arc<AtomicBool>,
 ) {
     let request = v1::MemberRequest {
         job: job.clone(),
         member,
+        secret,
     };
     loop {
         tokio::time::sleep(ttl / 3).await;

@@ -106,6 +106,7 @@ impl SyncLoader {
             job: self.session.job.clone(),
             member: self.session.member().to_owned(),
             epoch,
+            secret: self.session.joined.secret.clone(),
         };
         let assignment = self
             .session
@@ -231,6 +232,7 @@ impl SyncLoader {
             member: session.member().to_owned(),
             generation: self.assignment.generation,
             samples: self.emitted,
+            secret: session.joined.secret.clone(),
             ..v1::ReportRequest::default()
         };
         tokio::spawn(async move {
@@ -269,6 +271,7 @@ impl SyncLoader {
             member: self.session.member().to_owned(),
             generation: state.generation,
             samples: state.samples,
+            secret: self.session.joined.secret.clone(),
         };
         self.session
             .send(&request, |mut c, r| async move { c.commit(r).await })

@@ -1,5 +1,8 @@
-//! The gRPC service: thin handlers that find the leader's job, call the
-//! model, write what it returns, and answer.
+//! The gRPC service: thin handlers that check what they were sent, find the
+//! leader's job, check that the caller speaks for the member it names, call
+//! the model, write what it returns, and answer.
+
+mod requests;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,13 +15,16 @@ use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
 use tributary_common::proto::v1::{self, coordinator_server::Coordinator};
 
+use crate::auth::{new_secret, secret_digest, DatasetPolicy};
 use crate::config::JobConfig;
 use crate::error::{CoordError, Result};
 use crate::keys;
-use crate::leader::{open_dataset, JobHandle, Leader};
+use crate::leader::{open_dataset, JobHandle, Leader, Slot};
 use crate::model::sync::Rank;
 use crate::model::{Identity, Job, MemberRecord, State, StoredJob};
 use crate::store::Election;
+
+pub use requests::{MAX_ACKS_PER_REPORT, MAX_UNITS_PER_ACQUIRE};
 
 /// What a replica is right now.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +39,8 @@ pub enum Role {
 pub struct Service {
     pub role: Arc<RwLock<Role>>,
     pub election: Arc<dyn Election>,
+    /// Which manifests CreateJob may name.
+    pub datasets: DatasetPolicy,
 }
 
 /// The longest an `Acquire` waits for units.
@@ -53,6 +61,83 @@ impl Service {
         let leader = self.leader().await?;
         let job = leader.job(name).await?;
         Ok((leader, job))
+    }
+
+    /// The answer to a CreateJob for a job that exists.
+    async fn existing(
+        handle: &JobHandle,
+        config: &JobConfig,
+    ) -> Result<Response<v1::CreateJobResponse>> {
+        let job = handle.job.lock().await;
+        if job.stored.config != *config {
+            return Err(CoordError::ConflictingConfig {
+                job: job.name.clone(),
+                diff: job.stored.config.diff(config),
+            });
+        }
+        Ok(Response::new(v1::CreateJobResponse {
+            config: Some(config.to_proto()),
+            created: false,
+            samples: job.stored.samples,
+            shards: job.stored.shards,
+        }))
+    }
+
+    async fn create(
+        &self,
+        request: v1::CreateJobRequest,
+    ) -> Result<Response<v1::CreateJobResponse>> {
+        let name = request.job;
+        requests::name("job name", &name)?;
+        let config = JobConfig::from_proto(request.config)?;
+        self.datasets.check(&config.manifest_url)?;
+        let leader = self.leader().await?;
+        let slot = leader.jobs.lock().await.get(&name).cloned();
+        match slot {
+            Some(Slot::Ready(handle)) => return Self::existing(&handle, &config).await,
+            Some(Slot::Failed(reason)) => return Err(CoordError::JobFailed { job: name, reason }),
+            None => {}
+        }
+        // No lock is held while the manifest is read: a slow or hung store
+        // stalls this call only.
+        let opened = open_dataset(&name, &config.manifest_url, &leader.options).await?;
+        let stored = StoredJob {
+            config: config.clone(),
+            manifest_crc32c: opened.crc32c,
+            manifest_sha256: Some(opened.sha256),
+            samples: opened.samples,
+            shards: opened.dataset.shard_samples.len() as u32,
+        };
+        let (samples, shards) = (stored.samples, stored.shards);
+        let (job, ops) = Job::create(&name, stored, opened.dataset);
+        let (_, revision) = leader.store.range(&keys::members(&name)).await?;
+        let mut jobs = leader.jobs.lock().await;
+        match jobs.get(&name).cloned() {
+            Some(Slot::Ready(handle)) => {
+                drop(jobs);
+                return Self::existing(&handle, &config).await;
+            }
+            Some(Slot::Failed(reason)) => return Err(CoordError::JobFailed { job: name, reason }),
+            None => {}
+        }
+        let handle = leader.start_job(job, revision + 1);
+        let write = leader.enqueue(&handle, ops).await?;
+        jobs.insert(name.clone(), Slot::Ready(Arc::clone(&handle)));
+        drop(jobs);
+        if let Err(error) = write.wait().await {
+            let mut jobs = leader.jobs.lock().await;
+            if matches!(jobs.get(&name), Some(Slot::Ready(h)) if Arc::ptr_eq(h, &handle)) {
+                jobs.remove(&name);
+            }
+            return Err(error);
+        }
+        tracing::info!(job = name, samples, shards, "created job");
+        Ok(Response::new(v1::CreateJobResponse {
+            config: Some(config.to_proto()),
+            created: true,
+            samples,
+            shards,
+        }))
     }
 }
 
@@ -95,56 +180,7 @@ impl Coordinator for Service {
         &self,
         request: Request<v1::CreateJobRequest>,
     ) -> std::result::Result<Response<v1::CreateJobResponse>, Status> {
-        let request = request.into_inner();
-        let name = request.job;
-        if !keys::valid_name(&name) {
-            return Err(CoordError::Invalid(format!(
-                "job name {name:?} must be 1-128 characters of [A-Za-z0-9_.-], not starting with '.'"
-            ))
-            .into());
-        }
-        let config = JobConfig::from_proto(request.config)?;
-        let leader = self.leader().await?;
-        let mut jobs = leader.jobs.lock().await;
-        if let Some(handle) = jobs.get(&name) {
-            let job = handle.job.lock().await;
-            if job.stored.config != config {
-                return Err(CoordError::ConflictingConfig {
-                    job: name,
-                    diff: job.stored.config.diff(&config),
-                }
-                .into());
-            }
-            return Ok(Response::new(v1::CreateJobResponse {
-                config: Some(config.to_proto()),
-                created: false,
-                samples: job.stored.samples,
-                shards: job.stored.shards,
-            }));
-        }
-        let (dataset, crc, samples) =
-            open_dataset(&name, &config.manifest_url, &leader.options).await?;
-        let stored = StoredJob {
-            config: config.clone(),
-            manifest_crc32c: crc,
-            samples,
-            shards: dataset.shard_samples.len() as u32,
-        };
-        let job = leader.create_stored(&name, stored, dataset).await?;
-        let (_, revision) = leader
-            .store
-            .range(&keys::members(&name))
-            .await
-            .map_err(CoordError::from)?;
-        let shards = job.stored.shards;
-        jobs.insert(name.clone(), leader.start_job(job, revision + 1));
-        tracing::info!(job = name, samples, shards, "created job");
-        Ok(Response::new(v1::CreateJobResponse {
-            config: Some(config.to_proto()),
-            created: true,
-            samples,
-            shards,
-        }))
+        Ok(self.create(request.into_inner()).await?)
     }
 
     async fn join(
@@ -152,50 +188,19 @@ impl Coordinator for Service {
         request: Request<v1::JoinRequest>,
     ) -> std::result::Result<Response<v1::JoinResponse>, Status> {
         let request = request.into_inner();
+        requests::name("job", &request.job)?;
+        requests::bounded_secret(&request.secret)?;
+        let (identity, member) = requests::identity(request.identity)?;
         let (leader, handle) = self.job(&request.job).await?;
-        let identity = match request.identity {
-            Some(v1::join_request::Identity::Torchrun(t)) => {
-                if !keys::valid_name(&t.run_id) {
-                    return Err(CoordError::Invalid(format!(
-                        "torchrun.run_id {:?} must be 1-128 characters of [A-Za-z0-9_.-]",
-                        t.run_id
-                    ))
-                    .into());
-                }
-                Identity::Torchrun {
-                    rank: t.rank,
-                    world: t.world_size,
-                    run_id: t.run_id,
-                    restart: t.restart_count,
-                }
-            }
-            Some(v1::join_request::Identity::Name(name)) => {
-                if !keys::valid_name(&name) {
-                    return Err(CoordError::Invalid(format!(
-                        "member name {name:?} must be 1-128 characters of [A-Za-z0-9_.-]"
-                    ))
-                    .into());
-                }
-                Identity::Name(name)
-            }
-            None => return Err(CoordError::Invalid("identity is missing".into()).into()),
-        };
-        let member = match &identity {
-            Identity::Torchrun {
-                rank,
-                run_id,
-                restart,
-                ..
-            } => format!("{run_id}.{restart}.{rank}"),
-            Identity::Name(name) => name.clone(),
-        };
         let mut job = handle.job.lock().await;
         let ttl = Duration::from_secs(u64::from(job.stored.config.member_ttl_s));
+        let secret = new_secret()?;
         let mut ops = Vec::new();
         let mut response = v1::JoinResponse {
             member: member.clone(),
             config: Some(job.stored.config.to_proto()),
             ttl_ms: ttl.as_millis() as u32,
+            secret: secret.clone(),
             ..v1::JoinResponse::default()
         };
         let mut new_generation = false;
@@ -217,28 +222,37 @@ impl Coordinator for Service {
                 response.rank = rank.rank;
                 response.world = gen.record.world;
             }
-            State::Dynamic(model) => {
-                if let Identity::Torchrun { rank, world, .. } = &identity {
-                    if rank >= world {
-                        return Err(CoordError::RankOutOfRange {
-                            rank: *rank,
-                            world: *world,
-                        }
-                        .into());
-                    }
-                }
-                response.epoch = model.epoch();
-            }
+            State::Dynamic(model) => response.epoch = model.epoch(),
         }
-        let old_lease = job.members.get(&member).map(|m| m.lease);
+        // Checked after the model: an existing member has the same identity,
+        // so its join changed nothing there (or was refused as stale).
+        let old_lease = match job.members.get(&member) {
+            None => None,
+            Some(_) => match job.authorize(&member, &request.secret) {
+                Ok(old) => Some(old.lease),
+                Err(_) => {
+                    return Err(CoordError::AlreadyJoined {
+                        job: request.job,
+                        member,
+                        ttl_s: job.stored.config.member_ttl_s,
+                    }
+                    .into())
+                }
+            },
+        };
         if old_lease.is_some() {
             let (removed, _) = job.remove_member(&member);
             ops.extend(removed);
             handle.notify.notify_waiters();
         }
         let lease = leader.store.grant(ttl).await.map_err(CoordError::from)?;
-        ops.push(job.add_member(&member, MemberRecord { identity, lease }));
-        leader.write(ops).await?;
+        let record = MemberRecord {
+            identity,
+            lease,
+            secret_sha256: secret_digest(&secret),
+        };
+        ops.push(job.add_member(&member, record));
+        leader.write(&handle, ops).await?;
         drop(job);
         if let Some(old) = old_lease {
             let _ = leader.store.revoke(old).await;
@@ -262,8 +276,14 @@ impl Coordinator for Service {
         request: Request<v1::MemberRequest>,
     ) -> std::result::Result<Response<v1::KeepAliveResponse>, Status> {
         let request = request.into_inner();
+        requests::member_call(&request.job, &request.member, &request.secret)?;
         let (leader, handle) = self.job(&request.job).await?;
-        let lease = handle.job.lock().await.member(&request.member)?.lease;
+        let lease = handle
+            .job
+            .lock()
+            .await
+            .authorize(&request.member, &request.secret)?
+            .lease;
         match leader.store.keep_alive(lease).await {
             Ok(ttl) => Ok(Response::new(v1::KeepAliveResponse {
                 ttl_ms: ttl.as_millis() as u32,
@@ -288,9 +308,13 @@ impl Coordinator for Service {
         request: Request<v1::AssignmentRequest>,
     ) -> std::result::Result<Response<v1::Assignment>, Status> {
         let request = request.into_inner();
+        requests::member_call(&request.job, &request.member, &request.secret)?;
         let (leader, handle) = self.job(&request.job).await?;
         let mut job = handle.job.lock().await;
-        let identity = job.member(&request.member)?.identity.clone();
+        let identity = job
+            .authorize(&request.member, &request.secret)?
+            .identity
+            .clone();
         let Job {
             name,
             stored,
@@ -310,7 +334,7 @@ impl Coordinator for Service {
             request.epoch,
         )?;
         let new_generation = !ops.is_empty();
-        leader.write(ops).await?;
+        leader.write(&handle, ops).await?;
         if new_generation {
             let _ = events.send(v1::JobEvent {
                 event: Some(v1::job_event::Event::Generation(assignment.generation)),
@@ -326,9 +350,10 @@ impl Coordinator for Service {
         request: Request<v1::MemberRequest>,
     ) -> std::result::Result<Response<Self::WatchStream>, Status> {
         let request = request.into_inner();
+        requests::member_call(&request.job, &request.member, &request.secret)?;
         let (_, handle) = self.job(&request.job).await?;
         let job = handle.job.lock().await;
-        job.member(&request.member)?;
+        job.authorize(&request.member, &request.secret)?;
         let events = BroadcastStream::new(job.events.subscribe())
             .filter_map(|e| async move { e.ok().map(Ok) });
         Ok(Response::new(Box::pin(events)))
@@ -339,14 +364,15 @@ impl Coordinator for Service {
         request: Request<v1::AcquireRequest>,
     ) -> std::result::Result<Response<v1::AcquireResponse>, Status> {
         let request = request.into_inner();
+        requests::member_call(&request.job, &request.member, &request.secret)?;
         let (leader, handle) = self.job(&request.job).await?;
         let deadline =
             Instant::now() + Duration::from_millis(u64::from(request.wait_ms)).min(MAX_WAIT);
-        let max = request.max_units.clamp(1, 1024) as usize;
+        let max = request.max_units.clamp(1, MAX_UNITS_PER_ACQUIRE) as usize;
         loop {
             let notified = handle.notify.notified();
             let mut job = handle.job.lock().await;
-            let lease = job.member(&request.member)?.lease;
+            let lease = job.authorize(&request.member, &request.secret)?.lease;
             let (name, dataset) = (job.name.clone(), job.dataset.clone());
             let State::Dynamic(model) = &mut job.state else {
                 return Err(dynamic_only(&request.job).into());
@@ -360,7 +386,7 @@ impl Coordinator for Service {
             }
             if let Some(ops) = model.advance(&name, &dataset) {
                 let epoch = model.epoch();
-                leader.write(ops).await?;
+                leader.write(&handle, ops).await?;
                 let _ = job.events.send(v1::JobEvent {
                     event: Some(v1::job_event::Event::PoolChanged(epoch)),
                 });
@@ -370,7 +396,7 @@ impl Coordinator for Service {
             let epoch = model.epoch();
             let (units, ops) = model.acquire(&name, &request.member, lease, max);
             if !units.is_empty() {
-                leader.write(ops).await?;
+                leader.write(&handle, ops).await?;
                 return Ok(Response::new(v1::AcquireResponse {
                     units,
                     epoch,
@@ -393,9 +419,14 @@ impl Coordinator for Service {
         request: Request<v1::ReportRequest>,
     ) -> std::result::Result<Response<v1::ReportResponse>, Status> {
         let request = request.into_inner();
+        requests::member_call(&request.job, &request.member, &request.secret)?;
+        requests::acks(&request.acked)?;
         let (leader, handle) = self.job(&request.job).await?;
         let mut job = handle.job.lock().await;
-        let identity = job.member(&request.member)?.identity.clone();
+        let identity = job
+            .authorize(&request.member, &request.secret)?
+            .identity
+            .clone();
         let (name, dataset) = (job.name.clone(), job.dataset.clone());
         let (ops, error) = match &mut job.state {
             State::Sync(model) => (
@@ -423,8 +454,12 @@ impl Coordinator for Service {
                 (ops, error)
             }
         };
+        // Handed to the writer before the lock goes, so the store sees the
+        // job's changes in the model's order; waited for after, so reports
+        // of many ranks share one flush.
+        let write = leader.enqueue(&handle, ops).await?;
         drop(job);
-        leader.write(ops).await?;
+        write.wait().await?;
         match error {
             Some(error) => Err(error.into()),
             None => Ok(Response::new(v1::ReportResponse {})),
@@ -436,9 +471,13 @@ impl Coordinator for Service {
         request: Request<v1::CommitRequest>,
     ) -> std::result::Result<Response<v1::CommitResponse>, Status> {
         let request = request.into_inner();
+        requests::member_call(&request.job, &request.member, &request.secret)?;
         let (leader, handle) = self.job(&request.job).await?;
         let mut job = handle.job.lock().await;
-        let identity = job.member(&request.member)?.identity.clone();
+        let identity = job
+            .authorize(&request.member, &request.secret)?
+            .identity
+            .clone();
         let Job {
             name,
             stored,
@@ -457,7 +496,7 @@ impl Coordinator for Service {
             request.generation,
             request.samples,
         )?;
-        leader.write(ops).await?;
+        leader.write(&handle, ops).await?;
         tracing::info!(
             job = name,
             generation = request.generation,
@@ -472,12 +511,14 @@ impl Coordinator for Service {
         request: Request<v1::MemberRequest>,
     ) -> std::result::Result<Response<v1::LeaveResponse>, Status> {
         let request = request.into_inner();
+        requests::member_call(&request.job, &request.member, &request.secret)?;
         let (leader, handle) = self.job(&request.job).await?;
         let mut job = handle.job.lock().await;
-        let lease = job.member(&request.member)?.lease;
+        let lease = job.authorize(&request.member, &request.secret)?.lease;
         let (ops, _) = job.remove_member(&request.member);
+        let write = leader.enqueue(&handle, ops).await?;
         drop(job);
-        leader.write(ops).await?;
+        write.wait().await?;
         let _ = leader.store.revoke(lease).await;
         handle.notify.notify_waiters();
         Ok(Response::new(v1::LeaveResponse {}))
@@ -488,7 +529,19 @@ impl Coordinator for Service {
         request: Request<v1::JobRequest>,
     ) -> std::result::Result<Response<v1::JobStatus>, Status> {
         let request = request.into_inner();
-        let (leader, handle) = self.job(&request.job).await?;
+        requests::name("job", &request.job)?;
+        let leader = self.leader().await?;
+        let handle = match leader.job(&request.job).await {
+            Ok(handle) => handle,
+            Err(CoordError::JobFailed { reason, .. }) => {
+                return Ok(Response::new(v1::JobStatus {
+                    failed: reason,
+                    leader: leader.address.clone(),
+                    ..v1::JobStatus::default()
+                }))
+            }
+            Err(error) => return Err(error.into()),
+        };
         let status = handle.job.lock().await.status(&leader.address);
         // A handler cancelled mid-write (its client died) leaves its change
         // in memory with the write still queued: answer only once it is
