@@ -95,7 +95,11 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
         c.create_job(create("sync", config(&url, v1::Mode::Sync)))
             .await
             .expect("create");
-        let a = c.join(named("dyn", "a", "")).await.expect("join").into_inner();
+        let a = c
+            .join(named("dyn", "a", ""))
+            .await
+            .expect("join")
+            .into_inner();
         assert_eq!(a.secret.len(), 32, "a secret comes with the join");
         let units = c
             .acquire(v1::AcquireRequest {
@@ -110,18 +114,34 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
             .into_inner()
             .units;
         assert_eq!(units.len(), 2);
-        let rank0 = c.join(torchrun("sync", 0, 2, 0)).await.expect("join").into_inner();
-        let rank1 = c.join(torchrun("sync", 1, 2, 0)).await.expect("join").into_inner();
+        let rank0 = c
+            .join(torchrun("sync", 0, 2, 0))
+            .await
+            .expect("join")
+            .into_inner();
+        let rank1 = c
+            .join(torchrun("sync", 1, 2, 0))
+            .await
+            .expect("join")
+            .into_inner();
         let before = snapshot(&etcd.endpoint()).await;
 
         // Taking a live member's name, or acting without its secret.
-        expect(c.join(named("dyn", "a", "")).await, Code::AlreadyExists, "secret");
+        expect(
+            c.join(named("dyn", "a", "")).await,
+            Code::AlreadyExists,
+            "secret",
+        );
         expect(
             c.join(named("dyn", "a", &rank0.secret)).await,
             Code::AlreadyExists,
             "secret",
         );
-        for secret in ["", "0123456789abcdef0123456789abcdef", rank0.secret.as_str()] {
+        for secret in [
+            "",
+            "0123456789abcdef0123456789abcdef",
+            rank0.secret.as_str(),
+        ] {
             let acked = units
                 .iter()
                 .map(|u| v1::UnitRef {
@@ -153,9 +173,21 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
                 Code::PermissionDenied,
                 "secret",
             );
-            expect(c.keep_alive(as_member("dyn", &a, secret)).await, Code::PermissionDenied, "secret");
-            expect(c.leave(as_member("dyn", &a, secret)).await, Code::PermissionDenied, "secret");
-            expect(c.watch(as_member("dyn", &a, secret)).await, Code::PermissionDenied, "secret");
+            expect(
+                c.keep_alive(as_member("dyn", &a, secret)).await,
+                Code::PermissionDenied,
+                "secret",
+            );
+            expect(
+                c.leave(as_member("dyn", &a, secret)).await,
+                Code::PermissionDenied,
+                "secret",
+            );
+            expect(
+                c.watch(as_member("dyn", &a, secret)).await,
+                Code::PermissionDenied,
+                "secret",
+            );
         }
         // Rank 1 commits, reports or asks for rank 0.
         expect(
@@ -187,16 +219,27 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
         for job in ["dyn", "sync"] {
             let shown = format!("{:?}", status(&mut c, job).await);
             for secret in [&a.secret, &rank0.secret, &rank1.secret] {
-                assert!(!shown.contains(secret.as_str()), "{job} status shows a secret");
+                assert!(
+                    !shown.contains(secret.as_str()),
+                    "{job} status shows a secret"
+                );
             }
         }
         let stored = format!("{:?}", before.0);
         assert!(!stored.contains(&a.secret), "etcd holds a member secret");
 
         // The member itself, with its secret, may rejoin (a retried join).
-        let again = c.join(named("dyn", "a", &a.secret)).await.expect("rejoin").into_inner();
+        let again = c
+            .join(named("dyn", "a", &a.secret))
+            .await
+            .expect("rejoin")
+            .into_inner();
         assert_ne!(again.secret, a.secret);
-        expect(c.keep_alive(as_member("dyn", &a, &a.secret)).await, Code::PermissionDenied, "secret");
+        expect(
+            c.keep_alive(as_member("dyn", &a, &a.secret)).await,
+            Code::PermissionDenied,
+            "secret",
+        );
         c.keep_alive(as_member("dyn", &again, &again.secret))
             .await
             .expect("the new secret works");
@@ -212,14 +255,48 @@ fn numbers_from_outside_are_bounded_and_the_coordinator_lives() {
         let url = tiny_dataset(std::path::Path::new(&scratch.path("")), 64, 16).await;
         let mut c = leader_client(&address).await;
         let huge = [
-            ("shuffle_buffer", v1::JobConfig { shuffle_buffer: u32::MAX, ..config(&url, v1::Mode::Sync) }),
-            ("batch_size", v1::JobConfig { batch_size: u32::MAX, ..config(&url, v1::Mode::Sync) }),
-            ("epochs", v1::JobConfig { epochs: u64::MAX, ..config(&url, v1::Mode::Sync) }),
-            ("unit_samples", v1::JobConfig { unit_samples: u32::MAX, ..config(&url, v1::Mode::Dynamic) }),
-            ("member_ttl_s", v1::JobConfig { member_ttl_s: u32::MAX, ..config(&url, v1::Mode::Dynamic) }),
+            (
+                "shuffle_buffer",
+                v1::JobConfig {
+                    shuffle_buffer: u32::MAX,
+                    ..config(&url, v1::Mode::Sync)
+                },
+            ),
+            (
+                "batch_size",
+                v1::JobConfig {
+                    batch_size: u32::MAX,
+                    ..config(&url, v1::Mode::Sync)
+                },
+            ),
+            (
+                "epochs",
+                v1::JobConfig {
+                    epochs: u64::MAX,
+                    ..config(&url, v1::Mode::Sync)
+                },
+            ),
+            (
+                "unit_samples",
+                v1::JobConfig {
+                    unit_samples: u32::MAX,
+                    ..config(&url, v1::Mode::Dynamic)
+                },
+            ),
+            (
+                "member_ttl_s",
+                v1::JobConfig {
+                    member_ttl_s: u32::MAX,
+                    ..config(&url, v1::Mode::Dynamic)
+                },
+            ),
         ];
         for (field, config) in huge {
-            expect(c.create_job(create("huge", config)).await, Code::InvalidArgument, field);
+            expect(
+                c.create_job(create("huge", config)).await,
+                Code::InvalidArgument,
+                field,
+            );
         }
         c.create_job(create("sync", config(&url, v1::Mode::Sync)))
             .await
@@ -241,7 +318,11 @@ fn numbers_from_outside_are_bounded_and_the_coordinator_lives() {
             "restart_count",
         );
         assert_eq!(snapshot(&etcd.endpoint()).await, before, "nothing changed");
-        let joined = c.join(torchrun("sync", 0, 2, 0)).await.expect("join").into_inner();
+        let joined = c
+            .join(torchrun("sync", 0, 2, 0))
+            .await
+            .expect("join")
+            .into_inner();
         expect(
             c.join(torchrun("sync", 1, 2, u64::MAX)).await,
             Code::InvalidArgument,
@@ -261,7 +342,11 @@ fn numbers_from_outside_are_bounded_and_the_coordinator_lives() {
             "acked",
         );
         // Still serving: the rest of the group joins and gets its part.
-        let rank1 = c.join(torchrun("sync", 1, 2, 0)).await.expect("join").into_inner();
+        let rank1 = c
+            .join(torchrun("sync", 1, 2, 0))
+            .await
+            .expect("join")
+            .into_inner();
         let part = c
             .get_assignment(v1::AssignmentRequest {
                 job: "sync".into(),
@@ -292,7 +377,10 @@ async fn spoil_stored_config(etcd: &str, job: &str, field: &str, value: u64) {
         .await
         .expect("put");
     let listed = client
-        .get("/tributary/", Some(GetOptions::new().with_prefix().with_keys_only()))
+        .get(
+            "/tributary/",
+            Some(GetOptions::new().with_prefix().with_keys_only()),
+        )
         .await
         .expect("list");
     assert!(!listed.kvs().is_empty());
@@ -321,7 +409,12 @@ fn one_bad_job_never_takes_down_the_others() {
     });
     // Behind the coordinator's back: a config past its bounds in etcd, a
     // manifest gone, a dataset repacked in place with other contents.
-    rt.block_on(spoil_stored_config(&etcd.endpoint(), "bad", "shuffle_buffer", u64::from(u32::MAX)));
+    rt.block_on(spoil_stored_config(
+        &etcd.endpoint(),
+        "bad",
+        "shuffle_buffer",
+        u64::from(u32::MAX),
+    ));
     let manifest = format!("{}/manifest.json", urls[2]);
     let saved = std::fs::read(&manifest).expect("manifest");
     std::fs::remove_file(&manifest).expect("remove manifest");
@@ -339,23 +432,40 @@ fn one_bad_job_never_takes_down_the_others() {
         let failed = status(&mut c, "gone").await.failed;
         assert!(failed.contains("manifest"), "{failed}");
         let failed = status(&mut c, "repacked").await.failed;
-        assert_eq!(failed.matches("sha256:").count(), 2, "both digests: {failed}");
+        assert_eq!(
+            failed.matches("sha256:").count(),
+            2,
+            "both digests: {failed}"
+        );
         for job in ["bad", "gone", "repacked"] {
-            expect(c.join(torchrun(job, 0, 1, 0)).await, Code::FailedPrecondition, job);
+            expect(
+                c.join(torchrun(job, 0, 1, 0)).await,
+                Code::FailedPrecondition,
+                job,
+            );
         }
         // The good job is served as if nothing happened.
         assert!(status(&mut c, "good").await.failed.is_empty());
-        let joined = c.join(torchrun("good", 0, 1, 0)).await.expect("join").into_inner();
+        let joined = c
+            .join(torchrun("good", 0, 1, 0))
+            .await
+            .expect("join")
+            .into_inner();
         assert_eq!(joined.world, 1);
 
         // A manifest that comes back is picked up without a failover.
         std::fs::write(&manifest, &saved).expect("restore manifest");
         let deadline = Instant::now() + Duration::from_secs(30);
         while !status(&mut c, "gone").await.failed.is_empty() {
-            assert!(Instant::now() < deadline, "the restored job is never served again");
+            assert!(
+                Instant::now() < deadline,
+                "the restored job is never served again"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        c.join(torchrun("gone", 0, 1, 0)).await.expect("join the restored job");
+        c.join(torchrun("gone", 0, 1, 0))
+            .await
+            .expect("join the restored job");
     });
 }
 
@@ -367,7 +477,10 @@ fn a_manifest_that_never_arrives_stalls_only_its_own_create() {
     let hung = scratch.path("hung");
     std::fs::create_dir_all(&hung).expect("mkdir");
     let fifo = format!("{hung}/manifest.json");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
     assert!(made.success());
     runtime().block_on(async {
         let url = tiny_dataset(std::path::Path::new(&scratch.path("good")), 64, 16).await;
@@ -390,7 +503,8 @@ fn a_manifest_that_never_arrives_stalls_only_its_own_create() {
             let started = Instant::now();
             let answer = tokio::time::timeout(Duration::from_secs(2), async {
                 c.get_status(v1::JobRequest { job: "good".into() }).await?;
-                c.join(torchrun("good", rank % 2, 2, u64::from(rank / 2))).await
+                c.join(torchrun("good", rank % 2, 2, u64::from(rank / 2)))
+                    .await
             })
             .await;
             assert!(
@@ -407,7 +521,8 @@ fn a_manifest_that_never_arrives_stalls_only_its_own_create() {
     drop(std::fs::OpenOptions::new().write(true).open(&fifo));
 }
 
-type Authed = CoordinatorClient<InterceptedService<Channel, Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Send>>>;
+type Intercept = Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Send>;
+type Authed = CoordinatorClient<InterceptedService<Channel, Intercept>>;
 
 async fn client_with_token(address: &str, token: Option<&str>) -> Authed {
     let channel = Channel::from_shared(format!("http://{address}"))
@@ -415,14 +530,16 @@ async fn client_with_token(address: &str, token: Option<&str>) -> Authed {
         .connect()
         .await
         .expect("connect");
-    let header = token.map(|t| format!("Bearer {t}").parse().expect("ascii"));
-    let intercept: Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Send> =
-        Box::new(move |mut request: Request<()>| {
-            if let Some(value) = &header {
-                request.metadata_mut().insert("authorization", value.clone());
-            }
-            Ok(request)
-        });
+    let header: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> =
+        token.map(|t| format!("Bearer {t}").parse().expect("ascii"));
+    let intercept: Intercept = Box::new(move |mut request: Request<()>| {
+        if let Some(value) = &header {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    });
     CoordinatorClient::with_interceptor(channel, intercept)
 }
 
@@ -450,7 +567,11 @@ fn calls_without_the_token_or_outside_the_allowed_datasets_are_refused() {
         let mut good = client_with_token(&address, Some("s3cret-token")).await;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let probe = good.get_status(v1::JobRequest { job: "probe".into() }).await;
+            let probe = good
+                .get_status(v1::JobRequest {
+                    job: "probe".into(),
+                })
+                .await;
             if matches!(&probe, Err(s) if s.code() == Code::NotFound) {
                 break;
             }
@@ -461,9 +582,22 @@ fn calls_without_the_token_or_outside_the_allowed_datasets_are_refused() {
         for token in [None, Some("wrong")] {
             let mut bad = client_with_token(&address, token).await;
             let url = format!("file://{inside}");
-            expect(bad.create_job(create("j", config(&url, v1::Mode::Sync))).await, Code::Unauthenticated, "token");
-            expect(bad.get_status(v1::JobRequest { job: "j".into() }).await, Code::Unauthenticated, "token");
-            expect(bad.join(torchrun("j", 0, 1, 0)).await, Code::Unauthenticated, "token");
+            expect(
+                bad.create_job(create("j", config(&url, v1::Mode::Sync)))
+                    .await,
+                Code::Unauthenticated,
+                "token",
+            );
+            expect(
+                bad.get_status(v1::JobRequest { job: "j".into() }).await,
+                Code::Unauthenticated,
+                "token",
+            );
+            expect(
+                bad.join(torchrun("j", 0, 1, 0)).await,
+                Code::Unauthenticated,
+                "token",
+            );
         }
         for url in [
             format!("file://{elsewhere}"),
@@ -471,14 +605,18 @@ fn calls_without_the_token_or_outside_the_allowed_datasets_are_refused() {
             elsewhere.clone(),
         ] {
             expect(
-                good.create_job(create("j", config(&url, v1::Mode::Sync))).await,
+                good.create_job(create("j", config(&url, v1::Mode::Sync)))
+                    .await,
                 Code::PermissionDenied,
                 "allowed dataset prefix",
             );
         }
         assert_eq!(snapshot(&etcd.endpoint()).await, before, "nothing changed");
-        good.create_job(create("j", config(&format!("file://{inside}"), v1::Mode::Sync)))
-            .await
-            .expect("a dataset under the allowed prefix, with the token");
+        good.create_job(create(
+            "j",
+            config(&format!("file://{inside}"), v1::Mode::Sync),
+        ))
+        .await
+        .expect("a dataset under the allowed prefix, with the token");
     });
 }

@@ -13,5 +13,6 @@ mod deploy;
 mod elastic;
 mod epochs;
 mod harness;
+mod hostile;
 mod s3;
 mod webdataset;
