@@ -19,7 +19,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{map_error, once, request, retry_unsent, EtcdStore, REQUEST_TIMEOUT};
+use super::call::{call, map_error, retry_unsent, Retry};
+use super::EtcdStore;
 use crate::store::{Election, Leadership, LeaseId, MetaStore, StoreError, StoreResult, WatchEvent};
 
 /// Leader election among coordinator replicas on etcd.
@@ -113,7 +114,7 @@ impl Election for EtcdElection {
             let (mut kv, prefix, options) = (kv.clone(), prefix.clone(), options.clone());
             async move { kv.get(prefix, Some(options)).await }
         };
-        let response = request(get, None).await?;
+        let response = call(self.store.deadlines, Retry::Any, None, get).await?;
         let Some(kv) = response.kvs().first() else {
             return Ok(None);
         };
@@ -149,9 +150,13 @@ impl Drop for Session {
     }
 }
 
-/// Renews `lease` every `ttl / 3` on one keep-alive stream (reopened after
-/// an error) until it is lost: etcd says it expired, or no renewal
-/// succeeded for `ttl` less a small margin.
+/// Renews `lease` every `ttl / 3` on one keep-alive stream until it is
+/// lost: etcd says it expired, or no renewal succeeded for `ttl` less a
+/// small margin. A renewal that fails or does not answer within the
+/// store's attempt deadline is tried again at once on a new stream, which
+/// the client opens on a member that answers (a stream to a dead member,
+/// or to one that forwards to a dead raft leader, would hold the renewal
+/// until the lease is gone).
 async fn keep_alive(
     store: EtcdStore,
     lease: LeaseId,
@@ -163,23 +168,42 @@ async fn keep_alive(
     // by a millisecond or so, and etcd may have received a renewal within
     // that much of its sending.
     let margin = (ttl / 10).min(Duration::from_millis(500));
+    let attempt = store.deadlines.attempt.min(period);
     let mut stream = None;
     // Counted from before each request, so never later than etcd's view.
     let mut valid_until = Instant::now() + ttl - margin;
+    let mut failures: u32 = 0;
     while Instant::now() < valid_until {
         let sent = Instant::now();
         // A renewal may take no longer than the lease has left: the holder
         // must hear it is lost before another candidate can lead.
-        let renewal = once(renew(&store, lease, ttl, &mut stream), Some(lease));
-        match tokio::time::timeout_at(valid_until, renewal).await {
-            Ok(Ok(granted)) => valid_until = sent + granted.saturating_sub(margin),
-            Ok(Err(StoreError::LeaseNotFound(_))) | Err(_) => break,
-            Ok(Err(error)) => {
-                tracing::warn!(lease, %error, "election lease keep-alive failed");
+        let deadline = (sent + attempt).min(valid_until);
+        let renewal = renew(&store, lease, ttl, &mut stream);
+        match tokio::time::timeout_at(deadline, renewal).await {
+            Ok(Ok(granted)) => {
+                if failures > 0 {
+                    tracing::info!(lease, failures, "election lease renewed again");
+                }
+                failures = 0;
+                valid_until = sent + granted.saturating_sub(margin);
+                tokio::time::sleep_until((sent + period).min(valid_until)).await;
+            }
+            Ok(Err(error)) => match map_error(error, Some(lease)) {
+                StoreError::LeaseNotFound(_) => break,
+                error => {
+                    failures += 1;
+                    tracing::warn!(lease, %error, failures, "election lease renewal failed; trying again");
+                    stream = None;
+                    let backoff = Duration::from_millis(50) * failures.min(4);
+                    tokio::time::sleep_until((Instant::now() + backoff).min(valid_until)).await;
+                }
+            },
+            Err(_) => {
+                failures += 1;
+                tracing::warn!(lease, failures, ?attempt, "election lease renewal timed out; trying again");
                 stream = None;
             }
         }
-        tokio::time::sleep_until((sent + period).min(valid_until)).await;
     }
     tracing::warn!(lease, "election lease lost");
     lost.send_replace(true);
@@ -243,7 +267,7 @@ async fn watch_key(store: EtcdStore, key: String, revision: i64, lost: Arc<watch
                 from = at + 1;
             }
             // Unreachable: the keep-alive judges by the lease's deadline.
-            Err(_) => tokio::time::sleep(REQUEST_TIMEOUT.min(Duration::from_secs(1))).await,
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }
