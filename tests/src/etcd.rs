@@ -71,6 +71,25 @@ impl Member {
             && response.contains(r#""health":"true""#)
     }
 
+    /// Whether this member is the raft leader (its `/metrics` say
+    /// `etcd_server_is_leader 1`); false when it does not answer.
+    fn is_raft_leader(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let request = format!(
+            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.client_port
+        );
+        let mut response = String::new();
+        stream.write_all(request.as_bytes()).is_ok()
+            && stream.read_to_string(&mut response).is_ok()
+            && response
+                .lines()
+                .any(|line| line.trim() == "etcd_server_is_leader 1")
+    }
+
     fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let start = log.len().saturating_sub(4000);
@@ -224,6 +243,22 @@ impl EtcdCluster {
     /// Every member's client URL.
     pub fn endpoints(&self) -> Vec<String> {
         self.members.iter().map(Member::endpoint).collect()
+    }
+
+    /// The index of the member that is the raft leader, once one is
+    /// (within 10 s); panics if none is.
+    pub fn raft_leader(&self) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(leader) = self.members.iter().position(Member::is_raft_leader) {
+                return leader;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no etcd member reports itself the raft leader"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Kills member `member` with SIGKILL; the rest keep a quorum if a

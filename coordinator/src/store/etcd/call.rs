@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
 use crate::store::{LeaseId, StoreError, StoreResult};
@@ -19,16 +20,18 @@ use crate::store::{LeaseId, StoreError, StoreResult};
 /// How long etcd requests may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadlines {
-    /// One attempt (one request on the wire).
+    /// How long one copy of a request may go unanswered. Then a request
+    /// that may safely be sent twice is sent again (the first copy keeps
+    /// waiting, and whichever answers first wins); one that may not fails.
     pub attempt: Duration,
-    /// Every attempt of one call together, retries and backoff included.
+    /// Every copy of one call together, backoff included.
     pub budget: Duration,
 }
 
 impl Default for Deadlines {
     fn default() -> Self {
         Self {
-            attempt: Duration::from_secs(1),
+            attempt: Duration::from_millis(500),
             budget: Duration::from_secs(5),
         }
     }
@@ -37,9 +40,9 @@ impl Default for Deadlines {
 /// Whether a request may be sent again after an attempt that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Retry {
-    /// After any transient failure, timeouts included: sending it twice
-    /// has the effect of sending it once (reads, renewals, guarded
-    /// transactions).
+    /// After any transient failure, and while an earlier copy is still
+    /// unanswered: sending it twice has the effect of sending it once
+    /// (reads, renewals, guarded transactions).
     Any,
     /// Only after an attempt that could not connect, so never reached a
     /// member (a plain put: one that timed out may still be applied, and
@@ -47,12 +50,18 @@ pub(crate) enum Retry {
     Unsent,
 }
 
-/// The longest pause between two attempts.
+/// The longest pause between two attempts that failed at once.
 const MAX_BACKOFF: Duration = Duration::from_millis(200);
 
-/// Runs `attempt` under `deadlines`, again after failures that `retry`
-/// allows, until it succeeds, fails for good, or the budget is spent;
-/// `lease` names the lease a "lease not found" answer is about.
+/// The most copies of one request unanswered at once: a slow cluster sees
+/// each request at most this many times.
+const MAX_COPIES: usize = 3;
+
+/// Runs `attempt` under `deadlines`: sends it again when `retry` allows,
+/// after a transient failure or a copy that went unanswered for
+/// `deadlines.attempt`, until one copy succeeds, one fails for good, or the
+/// budget is spent; `lease` names the lease a "lease not found" answer is
+/// about.
 pub(crate) async fn call<T, F, Fut>(
     deadlines: Deadlines,
     retry: Retry,
@@ -65,41 +74,83 @@ where
 {
     let start = Instant::now();
     let end = start + deadlines.budget;
+    let max_copies = match retry {
+        Retry::Any => MAX_COPIES,
+        Retry::Unsent => 1,
+    };
+    let mut copies = FuturesUnordered::new();
     let mut tries: u32 = 0;
+    let mut failures: u32 = 0;
+    let mut last_error = None;
+    // When the next copy may go out.
+    let mut next = start;
     loop {
-        tries += 1;
-        let limit = deadlines
-            .attempt
-            .min(end.saturating_duration_since(Instant::now()));
-        let (error, unsent) = match tokio::time::timeout(limit, attempt()).await {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(error)) => {
-                let unsent = never_sent(&error);
-                (map_error(error, lease), unsent)
-            }
-            Err(_) => (
-                StoreError::Unavailable(format!("etcd request timed out after {limit:?}")),
-                false,
-            ),
-        };
-        let transient = matches!(error, StoreError::Unavailable(_));
-        let allowed = match retry {
-            Retry::Any => transient,
-            Retry::Unsent => transient && unsent,
-        };
-        let backoff = (Duration::from_millis(20) * tries).min(MAX_BACKOFF);
-        if !allowed || Instant::now() + backoff >= end {
-            return Err(match error {
-                StoreError::Unavailable(message) if tries > 1 => StoreError::Unavailable(format!(
-                    "{message} (gave up after {tries} attempts in {:?})",
-                    start.elapsed()
-                )),
-                error => error,
-            });
+        let now = Instant::now();
+        if now >= end {
+            break;
         }
-        tracing::debug!(%error, tries, "etcd request failed; trying again");
-        tokio::time::sleep(backoff).await;
+        if now >= next {
+            if copies.len() < max_copies {
+                tries += 1;
+                // A copy is abandoned once `max_copies` newer ones could
+                // have been sent: one forwarded to a dead raft leader
+                // never answers.
+                let copy = attempt();
+                copies.push(async move {
+                    tokio::time::timeout(deadlines.attempt * max_copies as u32, copy).await
+                });
+            } else if retry == Retry::Unsent {
+                // The one copy went unanswered: it may still be applied.
+                return Err(StoreError::Unavailable(format!(
+                    "etcd request unanswered after {:?}",
+                    deadlines.attempt
+                )));
+            }
+            next = now + deadlines.attempt;
+        }
+        tokio::select! {
+            Some(result) = copies.next() => {
+                let error = match result {
+                    Ok(Ok(value)) => return Ok(value),
+                    Ok(Err(error)) => error,
+                    Err(_) => {
+                        let unanswered = StoreError::Unavailable(format!(
+                            "etcd request unanswered after {:?}",
+                            deadlines.attempt * max_copies as u32
+                        ));
+                        if retry == Retry::Unsent {
+                            // It may still be applied.
+                            return Err(unanswered);
+                        }
+                        tracing::debug!(tries, "an etcd request copy went unanswered; abandoned");
+                        last_error = Some(unanswered);
+                        next = Instant::now();
+                        continue;
+                    }
+                };
+                let unsent = never_sent(&error);
+                let error = map_error(error, lease);
+                let transient = matches!(error, StoreError::Unavailable(_));
+                if !transient || (retry == Retry::Unsent && !unsent) {
+                    return Err(error);
+                }
+                tracing::debug!(%error, tries, "etcd request failed; trying again");
+                failures += 1;
+                let backoff = (Duration::from_millis(20) * failures).min(MAX_BACKOFF);
+                next = next.min(Instant::now() + backoff);
+                last_error = Some(error);
+            }
+            _ = tokio::time::sleep_until(next.min(end)) => {}
+        }
     }
+    let last = match last_error {
+        Some(error) => format!("; last error: {error}"),
+        None => String::new(),
+    };
+    Err(StoreError::Unavailable(format!(
+        "etcd request gave up after {tries} attempts in {:?}{last}",
+        deadlines.budget
+    )))
 }
 
 /// How many times [`retry_unsent`] tries.
@@ -191,7 +242,7 @@ mod tests {
     };
 
     #[tokio::test(start_paused = true)]
-    async fn an_attempt_that_hangs_is_given_up_and_sent_again() {
+    async fn an_unanswered_attempt_is_sent_again_and_the_first_answer_wins() {
         let tries = AtomicU32::new(0);
         let started = Instant::now();
         let result = call(SHORT, Retry::Any, None, || {
@@ -209,6 +260,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_slow_copy_still_counts() {
+        let tries = AtomicU32::new(0);
+        let started = Instant::now();
+        // Each copy takes 250 ms: the first answers although copies were
+        // sent after it.
+        let result = call(SHORT, Retry::Any, None, || {
+            let n = tries.fetch_add(1, Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                Ok::<_, etcd_client::Error>(n)
+            }
+        })
+        .await;
+        assert_eq!(result.expect("a copy answers"), 0);
+        assert_eq!(started.elapsed(), Duration::from_millis(250));
+        assert_eq!(tries.load(Ordering::SeqCst), MAX_COPIES as u32);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_put_that_timed_out_is_not_sent_again() {
         let tries = AtomicU32::new(0);
         let result = call(SHORT, Retry::Unsent, None, || {
@@ -216,7 +286,10 @@ mod tests {
             std::future::pending::<Result<(), etcd_client::Error>>()
         })
         .await;
-        assert!(matches!(result, Err(StoreError::Unavailable(_))), "{result:?}");
+        assert!(
+            matches!(result, Err(StoreError::Unavailable(_))),
+            "{result:?}"
+        );
         assert_eq!(tries.load(Ordering::SeqCst), 1);
     }
 
@@ -258,7 +331,9 @@ mod tests {
             tries.fetch_add(1, Ordering::SeqCst);
             async {
                 Err::<(), _>(etcd_client::Error::GRpcStatus(
-                    tonic::Status::invalid_argument("etcdserver: duplicate key given in txn request"),
+                    tonic::Status::invalid_argument(
+                        "etcdserver: duplicate key given in txn request",
+                    ),
                 ))
             }
         })
