@@ -14,6 +14,10 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::{Identity, ServerTlsConfig};
 use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore};
+
+mod etcd_args;
+
+use etcd_args::EtcdArgs;
 use tributary_coordinator::{keys, Listeners, ServerConfig};
 
 use crate::storage::StoreArgs;
@@ -58,6 +62,8 @@ pub struct Args {
     /// PEM private key of --tls-cert.
     #[arg(long, env = "TRIBUTARY_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    etcd_args: EtcdArgs,
     /// Check the flags and environment, print the settings, and exit.
     #[arg(long)]
     check: bool,
@@ -92,6 +98,7 @@ impl Args {
                 or(&path(&self.tls_cert), "none: plaintext")
             ),
             format!("tls key       {}", or(&path(&self.tls_key), "none")),
+            self.etcd_args.describe(),
             format!(
                 "s3 endpoint   {}",
                 or(&self.store.s3_endpoint, "the default")
@@ -110,6 +117,7 @@ impl Args {
             );
         }
         anyhow::ensure!(self.leader_ttl_s >= 1, "--leader-ttl-s must be at least 1");
+        self.etcd_args.validate()?;
         Ok(())
     }
 
@@ -158,7 +166,8 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         );
         tributary_coordinator::local::memory_store()
     } else {
-        let store = EtcdStore::connect(&args.etcd)
+        let options = args.etcd_args.options()?;
+        let store = EtcdStore::connect_with(&args.etcd, &options)
             .await
             .with_context(|| format!("cannot reach etcd at {}", args.etcd.join(",")))?;
         let election = EtcdElection::new(
