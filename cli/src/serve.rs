@@ -118,6 +118,9 @@ impl Args {
         }
         anyhow::ensure!(self.leader_ttl_s >= 1, "--leader-ttl-s must be at least 1");
         self.etcd_args.validate()?;
+        if let (true, Some(flag)) = (self.etcd.is_empty(), self.etcd_args.first_connection_flag()) {
+            anyhow::bail!("{flag} needs --etcd (the in-memory store has no connection to secure)");
+        }
         Ok(())
     }
 

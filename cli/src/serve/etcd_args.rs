@@ -37,11 +37,7 @@ pub struct EtcdArgs {
     etcd_user: Option<String>,
     /// File holding the etcd user's password (one line; a trailing newline
     /// is dropped).
-    #[arg(
-        long,
-        env = "TRIBUTARY_ETCD_PASSWORD_FILE",
-        requires = "etcd_user"
-    )]
+    #[arg(long, env = "TRIBUTARY_ETCD_PASSWORD_FILE", requires = "etcd_user")]
     etcd_password_file: Option<PathBuf>,
 }
 
@@ -94,6 +90,17 @@ impl EtcdArgs {
             );
         }
         Ok(())
+    }
+
+    /// The first TLS or user flag given, for "needs --etcd" errors.
+    pub fn first_connection_flag(&self) -> Option<&'static str> {
+        [
+            (self.etcd_ca.is_some(), "--etcd-ca"),
+            (self.etcd_cert.is_some(), "--etcd-cert"),
+            (self.etcd_user.is_some(), "--etcd-user"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
     }
 
     fn tls_wanted(&self) -> bool {
@@ -158,4 +165,67 @@ fn read_bounded(path: &Path, flag: &str) -> anyhow::Result<Vec<u8>> {
         path.display()
     );
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        etcd: EtcdArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<EtcdArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("t").chain(args.iter().copied())).map(|c| c.etcd)
+    }
+
+    #[test]
+    fn an_out_of_range_timeout_is_refused_by_name() {
+        let args = parse(&["--etcd-timeout-ms", "10"]).expect("parses");
+        let error = args.validate().expect_err("10 ms is too short");
+        assert!(error.to_string().contains("--etcd-timeout-ms"), "{error}");
+    }
+
+    #[test]
+    fn a_user_needs_a_password_file_and_a_cert_a_key() {
+        assert!(parse(&["--etcd-user", "u"]).is_err());
+        assert!(parse(&["--etcd-cert", "c.pem"]).is_err());
+    }
+
+    #[test]
+    fn the_password_file_gives_one_line_without_its_newline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("password");
+        std::fs::write(&file, "s3cret\n").expect("write");
+        let path = file.to_str().expect("utf-8 path");
+        let options = parse(&["--etcd-user", "u", "--etcd-password-file", path])
+            .expect("parses")
+            .options()
+            .expect("options");
+        assert_eq!(options.user, Some(("u".to_owned(), "s3cret".to_owned())));
+        assert_eq!(options.deadlines.attempt, Duration::from_millis(500));
+
+        std::fs::write(&file, "two\nlines\n").expect("write");
+        let error = parse(&["--etcd-user", "u", "--etcd-password-file", path])
+            .expect("parses")
+            .options()
+            .expect_err("two lines");
+        assert!(
+            error.to_string().contains("--etcd-password-file"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn tls_files_are_read_and_a_missing_one_is_named() {
+        let error = parse(&["--etcd-ca", "/nonexistent/ca.pem"])
+            .expect("parses")
+            .options()
+            .expect_err("no such file");
+        assert!(error.to_string().contains("--etcd-ca"), "{error}");
+    }
 }
