@@ -15,6 +15,10 @@ use tokio::net::TcpListener;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tributary_coordinator::auth::DatasetPolicy;
 use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore};
+
+mod etcd_args;
+
+use etcd_args::EtcdArgs;
 use tributary_coordinator::{keys, Listeners, ServerConfig};
 
 use crate::storage::StoreArgs;
@@ -73,6 +77,8 @@ pub struct Args {
     /// credentials reach (a warning at start-up).
     #[arg(long, env = "TRIBUTARY_ALLOWED_DATASETS", value_delimiter = ',')]
     allowed_datasets: Vec<String>,
+    #[command(flatten)]
+    etcd_args: EtcdArgs,
     /// Check the flags and environment, print the settings, and exit.
     #[arg(long)]
     check: bool,
@@ -107,6 +113,7 @@ impl Args {
                 or(&path(&self.tls_cert), "none: plaintext")
             ),
             format!("tls key       {}", or(&path(&self.tls_key), "none")),
+            self.etcd_args.describe(),
             format!(
                 "client ca     {}",
                 or(&path(&self.tls_client_ca), "none: no client certificates")
@@ -142,6 +149,10 @@ impl Args {
         }
         anyhow::ensure!(self.leader_ttl_s >= 1, "--leader-ttl-s must be at least 1");
         self.datasets()?;
+        self.etcd_args.validate()?;
+        if let (true, Some(flag)) = (self.etcd.is_empty(), self.etcd_args.first_connection_flag()) {
+            anyhow::bail!("{flag} needs --etcd (the in-memory store has no connection to secure)");
+        }
         Ok(())
     }
 
@@ -231,7 +242,8 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         );
         tributary_coordinator::local::memory_store()
     } else {
-        let store = EtcdStore::connect(&args.etcd)
+        let options = args.etcd_args.options()?;
+        let store = EtcdStore::connect_with(&args.etcd, &options)
             .await
             .with_context(|| format!("cannot reach etcd at {}", args.etcd.join(",")))?;
         let election = EtcdElection::new(

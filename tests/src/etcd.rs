@@ -41,34 +41,67 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// TLS for a test etcd: PEM files. Members serve clients over TLS with
+/// `cert`/`key` and, with `client_cert_auth`, admit only clients with a
+/// certificate `ca` signed (etcd's `--client-cert-auth`).
+#[derive(Debug, Clone)]
+pub struct EtcdTlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_cert_auth: bool,
+}
+
 /// One running member.
 #[derive(Debug)]
 struct Member {
     child: Child,
     client_port: u16,
+    /// Plaintext `/health` and `/metrics`, whatever the client port speaks.
+    metrics_port: u16,
+    scheme: &'static str,
     log: PathBuf,
 }
 
 impl Member {
     fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.client_port)
     }
 
     /// Whether `/health` answers `"health":"true"` (the member serves and
     /// the cluster has a leader).
     fn healthy(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
             return false;
         };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
         let request = format!(
             "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-            self.client_port
+            self.metrics_port
         );
         let mut response = String::new();
         stream.write_all(request.as_bytes()).is_ok()
             && stream.read_to_string(&mut response).is_ok()
             && response.contains(r#""health":"true""#)
+    }
+
+    /// Whether this member is the raft leader (its `/metrics` say
+    /// `etcd_server_is_leader 1`); false when it does not answer.
+    fn is_raft_leader(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let request = format!(
+            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.metrics_port
+        );
+        let mut response = String::new();
+        stream.write_all(request.as_bytes()).is_ok()
+            && stream.read_to_string(&mut response).is_ok()
+            && response
+                .lines()
+                .any(|line| line.trim() == "etcd_server_is_leader 1")
     }
 
     fn log_tail(&self) -> String {
@@ -85,8 +118,14 @@ impl Member {
 
 /// Starts `n` members of one new cluster in `dir`; `None` if one exited
 /// early (a port was taken), after killing the others.
-fn try_start(dir: &Path, n: usize, attempt: usize) -> Option<Vec<Member>> {
+fn try_start(
+    dir: &Path,
+    n: usize,
+    tls: Option<&EtcdTlsFiles>,
+    attempt: usize,
+) -> Option<Vec<Member>> {
     let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let name = |i: usize| format!("m{i}");
     let cluster = ports
         .iter()
@@ -106,16 +145,34 @@ fn try_start(dir: &Path, n: usize, attempt: usize) -> Option<Vec<Member>> {
     for (i, (client, peer)) in ports.iter().enumerate() {
         let data = dir.join(format!("{}-{attempt}", name(i)));
         let log = dir.join(format!("{}-{attempt}.log", name(i)));
-        let client_url = format!("http://127.0.0.1:{client}");
+        let client_url = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
+        let metrics_port = free_port();
         let stderr = std::fs::File::create(&log).expect("create the etcd log file");
-        let child = Command::new(&bin)
+        let mut command = Command::new(&bin);
+        if let Some(tls) = tls {
+            command
+                .arg("--cert-file")
+                .arg(&tls.cert)
+                .arg("--key-file")
+                .arg(&tls.key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca);
+            if tls.client_cert_auth {
+                command.arg("--client-cert-auth");
+            }
+        }
+        let child = command
             .arg("--name")
             .arg(name(i))
             .arg("--data-dir")
             .arg(&data)
             .args(["--listen-client-urls", &client_url])
             .args(["--advertise-client-urls", &client_url])
+            .args([
+                "--listen-metrics-urls",
+                &format!("http://127.0.0.1:{metrics_port}"),
+            ])
             .args(["--listen-peer-urls", &peer_url])
             .args(["--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &cluster])
@@ -137,6 +194,8 @@ fn try_start(dir: &Path, n: usize, attempt: usize) -> Option<Vec<Member>> {
         members.push(Member {
             child,
             client_port: *client,
+            metrics_port,
+            scheme,
             log,
         });
     }
@@ -166,14 +225,14 @@ fn try_start(dir: &Path, n: usize, attempt: usize) -> Option<Vec<Member>> {
     }
 }
 
-fn start_members(n: usize) -> (TempDir, Vec<Member>) {
+fn start_members(n: usize, tls: Option<&EtcdTlsFiles>) -> (TempDir, Vec<Member>) {
     assert!(n > 0, "a cluster needs a member");
     let dir = tempfile::Builder::new()
         .prefix("tributary-etcd-")
         .tempdir()
         .expect("create a temporary directory for etcd");
     for attempt in 0..ATTEMPTS {
-        if let Some(members) = try_start(dir.path(), n, attempt) {
+        if let Some(members) = try_start(dir.path(), n, tls, attempt) {
             return (dir, members);
         }
     }
@@ -190,12 +249,22 @@ pub struct EtcdServer {
 impl EtcdServer {
     /// Starts etcd and waits until it answers `/health`.
     pub fn start() -> Self {
-        let (dir, mut members) = start_members(1);
+        Self::start_with(None)
+    }
+
+    /// Starts etcd serving clients over TLS (`https://127.0.0.1:<port>`);
+    /// the certificate must name 127.0.0.1.
+    pub fn start_tls(tls: &EtcdTlsFiles) -> Self {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&EtcdTlsFiles>) -> Self {
+        let (dir, mut members) = start_members(1, tls);
         let member = members.pop().expect("one member");
         Self { member, _dir: dir }
     }
 
-    /// The client URL, `http://127.0.0.1:<port>`.
+    /// The client URL, `http://127.0.0.1:<port>` (https with TLS).
     pub fn endpoint(&self) -> String {
         self.member.endpoint()
     }
@@ -217,13 +286,29 @@ pub struct EtcdCluster {
 impl EtcdCluster {
     /// Starts `members` members and waits until all answer `/health`.
     pub fn start(members: usize) -> Self {
-        let (dir, members) = start_members(members);
+        let (dir, members) = start_members(members, None);
         Self { members, _dir: dir }
     }
 
     /// Every member's client URL.
     pub fn endpoints(&self) -> Vec<String> {
         self.members.iter().map(Member::endpoint).collect()
+    }
+
+    /// The index of the member that is the raft leader, once one is
+    /// (within 10 s); panics if none is.
+    pub fn raft_leader(&self) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(leader) = self.members.iter().position(Member::is_raft_leader) {
+                return leader;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no etcd member reports itself the raft leader"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Kills member `member` with SIGKILL; the rest keep a quorum if a

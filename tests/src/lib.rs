@@ -1,8 +1,9 @@
 //! Test support shared by the workspace's tests and benches: a real etcd on
-//! loopback ([`etcd`]) and helpers for talking to a coordinator
-//! ([`coordinator`]).
+//! loopback ([`etcd`]), helpers for talking to a coordinator
+//! ([`coordinator`]) and test certificates ([`tls`]).
 //!
 //! End-to-end tests live in `tests/e2e/`.
 
 pub mod coordinator;
 pub mod etcd;
+pub mod tls;

@@ -1,19 +1,21 @@
 //! [`EtcdStore`]: the metadata store on etcd (v3 API, 3.4 or later), and
 //! [`EtcdElection`] on etcd's election service.
 //!
-//! Every unary request runs under a timeout (10 s); an unreachable
-//! cluster, a timeout or a transport error is [`StoreError::Unavailable`],
-//! so callers can tell "retry or step down" from a bug.
+//! Every request runs under [`Deadlines`]: a short deadline per attempt,
+//! retried within a budget where sending it again is safe ([`call`]); an
+//! unreachable cluster, a timeout or a transport error is
+//! [`StoreError::Unavailable`], so callers can tell "retry or step down"
+//! from a bug. Transactions carry a guard ([`guard`]), so one that timed
+//! out can be sent again without applying twice.
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, ConnectOptions, DeleteOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
+    Client, DeleteOptions, EventType, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
     WatchOptions, WatchStream,
 };
 use futures::stream::{self, BoxStream, StreamExt};
@@ -23,66 +25,92 @@ use super::{
     MAX_TXN_OPS,
 };
 
+mod call;
 mod election;
+mod guard;
+mod options;
 
+pub use call::Deadlines;
 pub use election::EtcdElection;
+pub use options::{EtcdOptions, EtcdTls};
 
-/// How long [`EtcdStore::connect`] waits for the cluster to answer.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+use call::{call, is_lease_not_found, map_error, Retry};
+use guard::Guards;
 
-/// How long one request may take before the store counts as unavailable.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Where the guards of transactions live (under their own lease; job
+/// names cannot start with '.').
+const GUARD_PREFIX: &str = "/tributary/.txn/";
 
 /// A [`MetaStore`] on an etcd cluster. Clones share the connection.
 #[derive(Clone)]
 pub struct EtcdStore {
     client: Client,
     endpoints: Arc<[String]>,
+    deadlines: Deadlines,
+    guards: Arc<Guards>,
 }
 
 impl fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdStore")
             .field("endpoints", &self.endpoints)
+            .field("deadlines", &self.deadlines)
             .finish_non_exhaustive()
     }
 }
 
 impl EtcdStore {
-    /// Connects to the cluster at `endpoints` (`http://host:port`) and
-    /// checks that it answers within 5 s; `Unavailable` if it does not.
+    /// Connects to the cluster at `endpoints` (`http://host:port`) with the
+    /// default [`EtcdOptions`]; `Unavailable` if it does not answer.
     pub async fn connect(endpoints: &[String]) -> StoreResult<Self> {
-        let options = ConnectOptions::new()
-            .with_connect_timeout(CONNECT_TIMEOUT)
-            // Pings find a dead connection under a long watch or campaign;
-            // etcd refuses pings more often than every 5 s.
-            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+        Self::connect_with(endpoints, &EtcdOptions::default()).await
+    }
+
+    /// Connects to the cluster at `endpoints` and checks that it answers
+    /// (and accepts the credentials) within `options.connect_timeout`.
+    pub async fn connect_with(endpoints: &[String], options: &EtcdOptions) -> StoreResult<Self> {
+        options.check(endpoints)?;
+        let timeout = options.connect_timeout;
         let connect = async {
-            let client = Client::connect(endpoints, Some(options)).await?;
+            // With a user, this authenticates (one request) too.
+            let client = Client::connect(endpoints, Some(options.connect_options()))
+                .await
+                .map_err(|error| map_error(error, None))?;
             // The channel connects lazily: make one request to know.
-            let status = || {
+            let budget = Deadlines {
+                attempt: options.deadlines.attempt.min(timeout),
+                budget: timeout,
+            };
+            call(budget, Retry::Any, None, || {
                 let mut maintenance = client.maintenance_client();
                 async move { maintenance.status().await }
-            };
-            retry_unsent(status).await?;
-            Ok::<_, etcd_client::Error>(client)
+            })
+            .await?;
+            Ok::<_, StoreError>(client)
         };
-        let client = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+        let client = match tokio::time::timeout(timeout, connect).await {
             Ok(Ok(client)) => client,
-            Ok(Err(error)) => {
+            Ok(Err(StoreError::Unavailable(error))) => {
                 return Err(StoreError::Unavailable(format!(
                     "cannot reach etcd at {endpoints:?}: {error}"
                 )))
             }
+            Ok(Err(error)) => {
+                return Err(StoreError::Other(format!(
+                    "etcd at {endpoints:?} refused the connection: {error}"
+                )))
+            }
             Err(_) => {
                 return Err(StoreError::Unavailable(format!(
-                    "etcd at {endpoints:?} did not answer within {CONNECT_TIMEOUT:?}"
+                    "etcd at {endpoints:?} did not answer within {timeout:?}"
                 )))
             }
         };
         Ok(Self {
             client,
             endpoints: endpoints.into(),
+            deadlines: options.deadlines,
+            guards: Arc::new(Guards::new(GUARD_PREFIX.to_owned())),
         })
     }
 
@@ -91,95 +119,81 @@ impl EtcdStore {
         &self.endpoints
     }
 
+    /// The deadlines every request runs under.
+    pub fn deadlines(&self) -> Deadlines {
+        self.deadlines
+    }
+
     pub(crate) fn client(&self) -> &Client {
         &self.client
     }
-}
 
-/// How many times a request that never reached a member is tried.
-const ATTEMPTS: u32 = 8;
-
-/// Runs an etcd request under [`REQUEST_TIMEOUT`], retried by [`retry_unsent`];
-/// `lease` names the lease a "lease not found" answer is about.
-pub(crate) async fn request<T, F, Fut>(attempt: F, lease: Option<LeaseId>) -> StoreResult<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, etcd_client::Error>>,
-{
-    once(retry_unsent(attempt), lease).await
-}
-
-/// Runs one etcd request under [`REQUEST_TIMEOUT`].
-pub(crate) async fn once<T>(
-    future: impl Future<Output = Result<T, etcd_client::Error>>,
-    lease: Option<LeaseId>,
-) -> StoreResult<T> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, future).await {
-        Ok(result) => result.map_err(|error| map_error(error, lease)),
-        Err(_) => Err(StoreError::Unavailable(format!(
-            "etcd request timed out after {REQUEST_TIMEOUT:?}"
-        ))),
-    }
-}
-
-/// Tries `attempt` again (up to [`ATTEMPTS`] times) while it fails before
-/// reaching any member. The client balances requests over every endpoint
-/// and keeps picking a dead member's; a request that could not connect was
-/// never sent, so trying it again is safe even for a transaction.
-pub(crate) async fn retry_unsent<T, F, Fut>(mut attempt: F) -> Result<T, etcd_client::Error>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, etcd_client::Error>>,
-{
-    let mut tries = 1;
-    loop {
-        match attempt().await {
-            Err(error) if tries < ATTEMPTS && never_sent(&error) => {
-                tracing::debug!(%error, tries, "etcd request could not connect; trying again");
-                tokio::time::sleep(Duration::from_millis(20) * tries).await;
-                tries += 1;
+    /// One try of `txn` with guard `guard`: `Ok(None)` when etcd no longer
+    /// knows the guard's lease (nothing was applied).
+    async fn guarded_txn(
+        &self,
+        compares: &[Compare],
+        ops: &[Op],
+        lease: Option<LeaseId>,
+        guard: &str,
+        guard_lease: LeaseId,
+    ) -> StoreResult<Option<TxnOutcome>> {
+        let mut when: Vec<_> = compares.iter().cloned().map(compare).collect();
+        when.push(etcd_client::Compare::create_revision(
+            guard,
+            etcd_client::CompareOp::Equal,
+            0,
+        ));
+        let mut then: Vec<_> = ops.iter().cloned().map(txn_op).collect();
+        then.push(TxnOp::put(
+            guard,
+            Vec::new(),
+            Some(PutOptions::new().with_lease(guard_lease)),
+        ));
+        let txn = Txn::new()
+            .when(when)
+            .and_then(then)
+            .or_else(vec![TxnOp::get(guard, None)]);
+        let kv = self.client.kv_client();
+        let result = call(self.deadlines, Retry::Any, lease, || {
+            let (mut kv, txn) = (kv.clone(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await;
+        let response = match result {
+            Ok(response) => response,
+            Err(error) if is_lease_not_found(&error) => {
+                self.guards.forget(guard_lease).await;
+                return match lease {
+                    // The caller's lease may be the one gone: say so.
+                    Some(_) => Err(error),
+                    None => Ok(None),
+                };
             }
-            result => return result,
+            Err(error) => return Err(error),
+        };
+        if response.succeeded() {
+            return Ok(Some(TxnOutcome {
+                succeeded: true,
+                revision: revision(response.header())?,
+            }));
         }
-    }
-}
-
-/// Whether `error` says the request failed to connect (tonic turns
-/// hyper's connect errors, timeouts included, into this status).
-fn never_sent(error: &etcd_client::Error) -> bool {
-    matches!(error, etcd_client::Error::GRpcStatus(status)
-        if status.code() == tonic::Code::Unavailable
-            && status.message().starts_with("tcp connect error"))
-}
-
-/// The one place etcd's errors become [`StoreError`]s.
-pub(crate) fn map_error(error: etcd_client::Error, lease: Option<LeaseId>) -> StoreError {
-    use etcd_client::Error as E;
-    use tonic::Code;
-    match error {
-        E::GRpcStatus(status) => match (status.code(), lease) {
-            (Code::NotFound, Some(lease)) if status.message().contains("lease not found") => {
-                StoreError::LeaseNotFound(lease)
-            }
-            (
-                Code::Unavailable
-                | Code::DeadlineExceeded
-                | Code::Cancelled
-                | Code::Aborted
-                | Code::ResourceExhausted
-                | Code::Unknown,
-                _,
-            ) => StoreError::Unavailable(format!("etcd: {}", status.message())),
-            (code, _) => StoreError::Other(format!("etcd ({code:?}): {}", status.message())),
-        },
-        E::LeaseKeepAliveError(message) => match lease {
-            Some(lease) if message.contains("not found") => StoreError::LeaseNotFound(lease),
-            _ => StoreError::Unavailable(format!("etcd lease keep-alive: {message}")),
-        },
-        E::TransportError(_) | E::IoError(_) | E::WatchError(_) | E::EndpointError(_) => {
-            StoreError::Unavailable(format!("etcd: {error}"))
-        }
-        other => StoreError::Other(format!("etcd: {other}")),
+        // A compare failed: ours (an earlier copy applied, at the guard's
+        // revision) or the caller's.
+        let earlier = response.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.mod_revision()),
+            _ => None,
+        });
+        Ok(Some(match earlier {
+            Some(applied) => TxnOutcome {
+                succeeded: true,
+                revision: applied,
+            },
+            None => TxnOutcome {
+                succeeded: false,
+                revision: revision(response.header())?,
+            },
+        }))
     }
 }
 
@@ -235,13 +249,10 @@ fn txn_op(op: Op) -> TxnOp {
 impl MetaStore for EtcdStore {
     async fn get(&self, key: &str) -> StoreResult<Option<KeyValue>> {
         let kv = self.client.kv_client();
-        let response = request(
-            || {
-                let mut kv = kv.clone();
-                async move { kv.get(key, None).await }
-            },
-            None,
-        )
+        let response = call(self.deadlines, Retry::Any, None, || {
+            let mut kv = kv.clone();
+            async move { kv.get(key, None).await }
+        })
         .await?;
         response.kvs().first().map(key_value).transpose()
     }
@@ -249,13 +260,10 @@ impl MetaStore for EtcdStore {
     async fn range(&self, prefix: &str) -> StoreResult<(Vec<KeyValue>, i64)> {
         let kv = self.client.kv_client();
         let options = GetOptions::new().with_prefix();
-        let response = request(
-            || {
-                let (mut kv, options) = (kv.clone(), options.clone());
-                async move { kv.get(prefix, Some(options)).await }
-            },
-            None,
-        )
+        let response = call(self.deadlines, Retry::Any, None, || {
+            let (mut kv, options) = (kv.clone(), options.clone());
+            async move { kv.get(prefix, Some(options)).await }
+        })
         .await?;
         let kvs = response
             .kvs()
@@ -272,7 +280,8 @@ impl MetaStore for EtcdStore {
             let (mut kv, value, options) = (kv.clone(), value.clone(), options.clone());
             async move { kv.put(key, value, options).await }
         };
-        let response = request(put, lease).await?;
+        // Not sent again after a timeout: it may still apply, late.
+        let response = call(self.deadlines, Retry::Unsent, lease, put).await?;
         revision(response.header())
     }
 
@@ -287,22 +296,25 @@ impl MetaStore for EtcdStore {
             Op::Put { lease, .. } => *lease,
             _ => None,
         });
-        let txn = Txn::new()
-            .when(compares.into_iter().map(compare).collect::<Vec<_>>())
-            .and_then(ops.into_iter().map(txn_op).collect::<Vec<_>>());
-        let kv = self.client.kv_client();
-        let response = request(
-            || {
-                let (mut kv, txn) = (kv.clone(), txn.clone());
-                async move { kv.txn(txn).await }
-            },
-            lease,
-        )
-        .await?;
-        Ok(TxnOutcome {
-            succeeded: response.succeeded(),
-            revision: revision(response.header())?,
-        })
+        let mut guard = None;
+        // Twice at most: once more when etcd had lost the guards' lease.
+        for _ in 0..2 {
+            let store = self.clone();
+            let guard_lease = self
+                .guards
+                .lease(|ttl| async move { store.grant(ttl).await })
+                .await?;
+            let guard = guard.get_or_insert_with(|| self.guards.key(guard_lease));
+            if let Some(outcome) = self
+                .guarded_txn(&compares, &ops, lease, guard, guard_lease)
+                .await?
+            {
+                return Ok(outcome);
+            }
+        }
+        Err(StoreError::Other(
+            "etcd lost two leases for transaction guards in a row".into(),
+        ))
     }
 
     async fn grant(&self, ttl: Duration) -> StoreResult<LeaseId> {
@@ -311,7 +323,8 @@ impl MetaStore for EtcdStore {
             let mut leases = leases.clone();
             async move { leases.grant(ttl_seconds(ttl), None).await }
         };
-        let response = request(grant, None).await?;
+        // A grant sent twice leaks a lease, which expires on its own.
+        let response = call(self.deadlines, Retry::Any, None, grant).await?;
         Ok(response.id())
     }
 
@@ -327,7 +340,7 @@ impl MetaStore for EtcdStore {
                 responses.message().await
             }
         };
-        match request(renew, Some(lease)).await? {
+        match call(self.deadlines, Retry::Any, Some(lease), renew).await? {
             Some(response) if response.ttl() > 0 => {
                 Ok(Duration::from_secs(response.ttl().unsigned_abs()))
             }
@@ -344,7 +357,7 @@ impl MetaStore for EtcdStore {
             let mut leases = leases.clone();
             async move { leases.revoke(lease).await }
         };
-        match request(revoke, Some(lease)).await {
+        match call(self.deadlines, Retry::Any, Some(lease), revoke).await {
             Ok(_) | Err(StoreError::LeaseNotFound(_)) => Ok(()),
             Err(error) => Err(error),
         }
@@ -369,7 +382,7 @@ impl MetaStore for EtcdStore {
                 Ok((stream, created))
             }
         };
-        let (stream, created) = request(open, None).await?;
+        let (stream, created) = call(self.deadlines, Retry::Any, None, open).await?;
         let mut watch = EtcdWatch {
             stream,
             prefix: prefix.to_owned(),

@@ -22,15 +22,16 @@ pub mod conformance;
 mod etcd;
 mod memory;
 
-pub use etcd::{EtcdElection, EtcdStore};
+pub use etcd::{Deadlines, EtcdElection, EtcdOptions, EtcdStore, EtcdTls};
 pub use memory::{MemoryElection, MemoryStore};
 
 /// An etcd lease id; keys put under a lease vanish when it expires.
 pub type LeaseId = i64;
 
-/// The most operations one transaction may carry (etcd's default
-/// `--max-txn-ops`).
-pub const MAX_TXN_OPS: usize = 128;
+/// The most operations (and compares) one transaction may carry: etcd's
+/// default `--max-txn-ops` (128) less the one the etcd store adds to guard
+/// a transaction against applying twice.
+pub const MAX_TXN_OPS: usize = 127;
 
 /// Errors of the store. `Unavailable` is transient (retry or step down);
 /// the others are bugs or misuse.

@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{GetOptions, LeaseKeepAliveStream, LeaseKeeper, SortOrder, SortTarget};
-use futures::StreamExt;
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{map_error, once, request, retry_unsent, EtcdStore, REQUEST_TIMEOUT};
+use super::call::{call, map_error, retry_unsent, Retry};
+use super::EtcdStore;
 use crate::store::{Election, Leadership, LeaseId, MetaStore, StoreError, StoreResult, WatchEvent};
 
 /// Leader election among coordinator replicas on etcd.
@@ -113,7 +114,7 @@ impl Election for EtcdElection {
             let (mut kv, prefix, options) = (kv.clone(), prefix.clone(), options.clone());
             async move { kv.get(prefix, Some(options)).await }
         };
-        let response = request(get, None).await?;
+        let response = call(self.store.deadlines, Retry::Any, None, get).await?;
         let Some(kv) = response.kvs().first() else {
             return Ok(None);
         };
@@ -149,60 +150,135 @@ impl Drop for Session {
     }
 }
 
-/// Renews `lease` every `ttl / 3` on one keep-alive stream (reopened after
-/// an error) until it is lost: etcd says it expired, or no renewal
-/// succeeded for `ttl` less a small margin.
+/// How often the election lease is renewed: a tenth of its TTL, so that
+/// after the last renewal before a fault the lease has most of its TTL
+/// left for etcd to elect a new raft leader (renewals need one; 1-2 s at
+/// etcd's default election timeout). A renewal is a message on an open
+/// stream, not a raft write.
+fn renew_period(ttl: Duration) -> Duration {
+    (ttl / 10).max(Duration::from_millis(100))
+}
+
+/// The most renewals of one period in flight at once.
+const MAX_RENEWALS: usize = 3;
+
+/// Renews `lease` every [`renew_period`] until it is lost: etcd says it
+/// expired, or no renewal succeeded for `ttl` less a small margin. A
+/// renewal unanswered for the store's attempt deadline is sent again on a
+/// new stream, which the client opens on a member that answers, while the
+/// first keeps waiting (a member that forwards to a dead raft leader
+/// answers once a new one is elected); one that fails is sent again at
+/// once.
 async fn keep_alive(
     store: EtcdStore,
     lease: LeaseId,
     ttl: Duration,
     lost: Arc<watch::Sender<bool>>,
 ) {
-    let period = ttl / 3;
+    let period = renew_period(ttl);
     // Step down this much before the lease could expire: timers wake late
-    // by a millisecond or so, and etcd may have received a renewal within
-    // that much of its sending.
-    let margin = (ttl / 10).min(Duration::from_millis(500));
+    // by a millisecond or so.
+    let margin = (ttl / 10).min(Duration::from_millis(300));
+    let hedge = store.deadlines.attempt;
     let mut stream = None;
     // Counted from before each request, so never later than etcd's view.
     let mut valid_until = Instant::now() + ttl - margin;
-    while Instant::now() < valid_until {
+    loop {
         let sent = Instant::now();
-        // A renewal may take no longer than the lease has left: the holder
-        // must hear it is lost before another candidate can lead.
-        let renewal = once(renew(&store, lease, ttl, &mut stream), Some(lease));
-        match tokio::time::timeout_at(valid_until, renewal).await {
-            Ok(Ok(granted)) => valid_until = sent + granted.saturating_sub(margin),
-            Ok(Err(StoreError::LeaseNotFound(_))) | Err(_) => break,
-            Ok(Err(error)) => {
-                tracing::warn!(lease, %error, "election lease keep-alive failed");
-                stream = None;
+        match renew_hedged(&store, lease, ttl, &mut stream, hedge, valid_until).await {
+            Some(granted) => {
+                valid_until = sent + granted.saturating_sub(margin);
+                tokio::time::sleep_until((sent + period).min(valid_until)).await;
             }
+            None => break,
         }
-        tokio::time::sleep_until((sent + period).min(valid_until)).await;
     }
     tracing::warn!(lease, "election lease lost");
     lost.send_replace(true);
 }
 
-/// One renewal of `lease`; returns the TTL it now has (at least `ttl`).
-async fn renew(
+/// One renewal of `lease`, sent again as [`keep_alive`] says until one copy
+/// succeeds (its TTL) or `valid_until` passes or etcd says the lease is
+/// gone (`None`). Keeps the stream that answered in `stream`.
+async fn renew_hedged(
     store: &EtcdStore,
     lease: LeaseId,
     ttl: Duration,
     stream: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
-) -> Result<Duration, etcd_client::Error> {
-    let Some((keeper, responses)) = stream else {
+    hedge: Duration,
+    valid_until: Instant,
+) -> Option<Duration> {
+    // A copy is abandoned once MAX_RENEWALS newer ones could have been
+    // sent: one on a stream to a member that died never answers.
+    let copy = |stream| {
+        let renewal = renew(store, lease, ttl, stream);
+        async move {
+            match tokio::time::timeout(hedge * MAX_RENEWALS as u32, renewal).await {
+                Ok(result) => result,
+                Err(_) => Err(etcd_client::Error::LeaseKeepAliveError(format!(
+                    "renewal unanswered after {:?}",
+                    hedge * MAX_RENEWALS as u32
+                ))),
+            }
+        }
+    };
+    let mut copies = FuturesUnordered::new();
+    copies.push(copy(stream.take()));
+    let mut next = Instant::now() + hedge;
+    let mut failures: u32 = 0;
+    loop {
+        tokio::select! {
+            Some(result) = copies.next() => match result {
+                Ok((granted, answered)) => {
+                    if failures > 0 {
+                        tracing::info!(lease, failures, "election lease renewed again");
+                    }
+                    *stream = Some(answered);
+                    return Some(granted);
+                }
+                Err(error) => match map_error(error, Some(lease)) {
+                    StoreError::LeaseNotFound(_) => return None,
+                    error => {
+                        failures += 1;
+                        tracing::warn!(lease, %error, failures, "election lease renewal failed; trying again");
+                        let backoff = Duration::from_millis(50) * failures.min(4);
+                        next = next.min(Instant::now() + backoff);
+                    }
+                },
+            },
+            _ = tokio::time::sleep_until(next.min(valid_until)) => {
+                if Instant::now() >= valid_until {
+                    return None;
+                }
+                if copies.len() < MAX_RENEWALS {
+                    copies.push(copy(None));
+                }
+                next = Instant::now() + hedge;
+            }
+        }
+    }
+}
+
+/// One renewal of `lease` on `stream`, or on a new stream; returns the TTL
+/// the lease now has (at least `ttl`) and the stream.
+async fn renew(
+    store: &EtcdStore,
+    lease: LeaseId,
+    ttl: Duration,
+    stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+) -> Result<(Duration, (LeaseKeeper, LeaseKeepAliveStream)), etcd_client::Error> {
+    let Some((mut keeper, mut responses)) = stream else {
         // Opening renews once and fails if the lease is gone; etcd never
         // grants less than was asked.
-        *stream = Some(store.client().lease_client().keep_alive(lease).await?);
-        return Ok(ttl);
+        let opened = store.client().lease_client().keep_alive(lease).await?;
+        return Ok((ttl, opened));
     };
     keeper.keep_alive().await?;
     match responses.message().await? {
-        Some(response) if response.ttl() > 0 => {
-            Ok(Duration::from_secs(response.ttl().unsigned_abs()))
-        }
+        Some(response) if response.ttl() > 0 => Ok((
+            Duration::from_secs(response.ttl().unsigned_abs()),
+            (keeper, responses),
+        )),
         Some(_) => Err(etcd_client::Error::LeaseKeepAliveError(
             "lease not found".into(),
         )),
@@ -243,7 +319,7 @@ async fn watch_key(store: EtcdStore, key: String, revision: i64, lost: Arc<watch
                 from = at + 1;
             }
             // Unreachable: the keep-alive judges by the lease's deadline.
-            Err(_) => tokio::time::sleep(REQUEST_TIMEOUT.min(Duration::from_secs(1))).await,
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }
