@@ -99,7 +99,7 @@ enum Command {
     /// Print the sample keys one rank reads in one epoch, in order.
     Read(read::Args),
     /// Run a coordinator replica (state in etcd with --etcd, else in memory).
-    Coordinator(serve::Args),
+    Coordinator(Box<serve::Args>),
 }
 
 fn main() -> ExitCode {
@@ -217,7 +217,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Quickstart(args) => quickstart::run(args).await?,
         Command::Bench(args) => bench::run(args).await?,
         Command::Read(args) => read::run(args).await?,
-        Command::Coordinator(args) => serve::run(args).await?,
+        Command::Coordinator(args) => serve::run(*args).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
