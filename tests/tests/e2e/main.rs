@@ -13,4 +13,5 @@ mod deploy;
 mod elastic;
 mod harness;
 mod s3;
+mod store_faults;
 mod webdataset;
