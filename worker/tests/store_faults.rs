@@ -463,7 +463,7 @@ async fn packed(dir: &std::path::Path) -> SpanSet {
         .iter()
         .enumerate()
         .rev()
-        .map(|(i, shard)| Span::new(i as u32, 1, shard.samples as u32))
+        .map(|(i, shard)| Span::new(i as u32, 1, shard.samples))
         .collect::<Vec<_>>();
     SpanSet::new(spans)
 }

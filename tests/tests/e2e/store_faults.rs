@@ -121,7 +121,7 @@ async fn served() -> Served {
 fn spans(dataset: &Dataset) -> SpanSet {
     let spans: Vec<Span> = (0..dataset.manifest.shards.len())
         .rev()
-        .map(|i| Span::new(i as u32, 1, dataset.manifest.shards[i].samples as u32))
+        .map(|i| Span::new(i as u32, 1, dataset.manifest.shards[i].samples))
         .collect();
     SpanSet::new(spans)
 }
