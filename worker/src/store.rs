@@ -7,7 +7,7 @@
 //! `AZURE_*` variables at its edge.
 //!
 //! Every request retries under one [`RetryPolicy`]; reads resume where a
-//! broken body stopped ([`read`]).
+//! broken body stopped (see the `read` submodule).
 
 mod read;
 
