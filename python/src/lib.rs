@@ -76,7 +76,10 @@ fn to_py(error: WorkerError) -> PyErr {
             "NotFound" => PyFileNotFoundError::new_err(message),
             _ => PyValueError::new_err(message),
         },
-        WorkerError::Store { .. } => PyConnectionError::new_err(message),
+        // A store that keeps failing, after the retry budget.
+        WorkerError::Store { .. } | WorkerError::GaveUp { .. } | WorkerError::ReadFailed { .. } => {
+            PyConnectionError::new_err(message)
+        }
         _ => PyRuntimeError::new_err(message),
     }
 }

@@ -7,6 +7,10 @@ use tributary_common::manifest::{Manifest, MANIFEST_NAME};
 use crate::error::{Result, WorkerError};
 use crate::store::{Location, StoreOptions};
 
+/// The largest manifest read: ImageNet's is a few MB. A store that claims
+/// more is refused before a byte of the body is read.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+
 /// An opened dataset.
 #[derive(Debug, Clone)]
 pub struct Dataset {
@@ -23,7 +27,9 @@ impl Dataset {
     /// Opens the dataset whose shards and manifest are at `location`.
     pub async fn from_location(location: Location) -> Result<Self> {
         let manifest_url = location.url_of(MANIFEST_NAME);
-        let bytes = location.get(MANIFEST_NAME).await.map_err(|e| match e {
+        let bytes = location
+            .get_at_most(MANIFEST_NAME, MAX_MANIFEST_BYTES)
+            .await.map_err(|e| match e {
             WorkerError::NotFound { url, .. } => WorkerError::NotFound {
                 url,
                 hint: " (no manifest: pack a dataset with `tributary pack`, or index WebDataset shards with `tributary index`)",

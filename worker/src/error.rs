@@ -4,6 +4,8 @@
 
 use tributary_common::{FormatError, ManifestError};
 
+use crate::store::ReadError;
+
 /// Errors of `tributary-worker`.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -16,6 +18,25 @@ pub enum WorkerError {
         url: String,
         error: object_store::Error,
     },
+    #[error("{url}: gave up after {attempts} attempts: {error}")]
+    GaveUp {
+        url: String,
+        attempts: u32,
+        error: object_store::Error,
+    },
+    #[error(
+        "{url}: gave up after {attempts} attempts ({}): {error}",
+        progress(*received, *expected)
+    )]
+    ReadFailed {
+        url: String,
+        attempts: u32,
+        received: u64,
+        expected: Option<u64>,
+        error: Box<ReadError>,
+    },
+    #[error("{url}: the object is {size} bytes, more than the limit of {limit}")]
+    TooLarge { url: String, size: u64, limit: u64 },
     #[error("manifest {url}: {error}")]
     Manifest { url: String, error: ManifestError },
     #[error(transparent)]
@@ -45,6 +66,13 @@ impl WorkerError {
             object_store::Error::NotFound { .. } => Self::NotFound { url, hint: "" },
             error => Self::Store { url, error },
         }
+    }
+}
+
+fn progress(received: u64, expected: Option<u64>) -> String {
+    match expected {
+        Some(expected) => format!("{received} of {expected} bytes received"),
+        None => format!("{received} bytes received"),
     }
 }
 

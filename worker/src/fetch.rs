@@ -212,11 +212,12 @@ pub fn fetch_input(
                     .map_err(|_| WorkerError::Stopped("fetch budget closed".into()))?;
                 let started = Instant::now();
                 let meta = &dataset.manifest.shards[read.shard];
+                // Retries, resumption and errors that name the object and
+                // range: `Location::get_range`.
                 let data = dataset
                     .location
                     .get_range(&meta.name, read.range.bytes.clone())
-                    .await
-                    .map_err(|e| with_range(e, &read))?;
+                    .await?;
                 metrics.record_fetch(len, started.elapsed());
                 let started = Instant::now();
                 let samples = tokio::task::spawn_blocking(move || parse(&dataset, &read, &data))
@@ -230,19 +231,6 @@ pub fn fetch_input(
             }
         })
         .buffered(config.max_requests.max(1))
-}
-
-fn with_range(error: WorkerError, read: &Read) -> WorkerError {
-    match error {
-        WorkerError::Store { url, error } => WorkerError::Store {
-            url: format!(
-                "{url} (bytes {}..{})",
-                read.range.bytes.start, read.range.bytes.end
-            ),
-            error,
-        },
-        other => other,
-    }
 }
 
 /// Verifies and parses one read, then copies each sample into one compact

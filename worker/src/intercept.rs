@@ -1,6 +1,6 @@
 //! A store wrapper that calls hooks around the requests it forwards: the
-//! request counter tests assert I/O with, and the fault injector tests break
-//! uploads with, share this one delegation.
+//! request counter tests assert I/O with, and the fault injectors tests break
+//! uploads and reads with, share this one delegation.
 
 use std::fmt;
 use std::ops::Range;
@@ -22,8 +22,19 @@ pub trait Intercept: fmt::Debug + Send + Sync + 'static {
         Ok(())
     }
 
+    /// Before a GET of `location` with `options`; an error fails the GET.
+    fn before_get(&self, _location: &Path, _options: &GetOptions) -> object_store::Result<()> {
+        Ok(())
+    }
+
     /// After a successful GET request that returned `bytes` bytes.
     fn after_get(&self, _location: &Path, _bytes: u64) {}
+
+    /// The response of a successful GET, on its way to the caller: a fault
+    /// injector cuts, stalls or pads its body here.
+    fn get_result(&self, _location: &Path, result: GetResult) -> object_store::Result<GetResult> {
+        Ok(result)
+    }
 }
 
 /// Forwards every request to `inner`, calling `hooks` around PUTs and GETs.
@@ -71,10 +82,11 @@ impl<H: Intercept> ObjectStore for InterceptStore<H> {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        self.hooks.before_get(location, &options)?;
         let result = self.inner.get_opts(location, options).await?;
         self.hooks
             .after_get(location, result.range.end - result.range.start);
-        Ok(result)
+        self.hooks.get_result(location, result)
     }
 
     async fn get_ranges(

@@ -5,24 +5,32 @@
 //! options (endpoint, region, credentials, `allow_http`, ...) are passed in
 //! explicitly; the CLI collects them from flags and `AWS_*`, `GOOGLE_*`,
 //! `AZURE_*` variables at its edge.
+//!
+//! Every request retries under one [`RetryPolicy`]; reads resume where a
+//! broken body stopped (see the `read` submodule).
+
+mod read;
 
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{GetOptions, ObjectMeta, ObjectStore, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreScheme, PutOptions, PutPayload};
 use url::Url;
 
 use crate::error::{Result, WorkerError};
+use read::Want;
+pub use read::{retry, ReadError, RetryPolicy};
 
 /// Key/value options for the object-store builders, e.g.
-/// `("aws_endpoint", "http://127.0.0.1:9000")`.
+/// `("aws_endpoint", "http://127.0.0.1:9000")`, and the retry policy of
+/// every request.
 #[derive(Debug, Clone, Default)]
 pub struct StoreOptions {
     pub options: Vec<(String, String)>,
+    pub retry: RetryPolicy,
 }
 
 impl StoreOptions {
@@ -37,7 +45,10 @@ impl StoreOptions {
             })
             .map(|(k, v)| (k.to_ascii_lowercase(), v))
             .collect();
-        Self { options }
+        Self {
+            options,
+            retry: RetryPolicy::default(),
+        }
     }
 
     /// Adds (or overrides) one option.
@@ -54,6 +65,8 @@ pub struct Location {
     pub prefix: Path,
     /// The URL as the user wrote it, for messages.
     pub url: String,
+    /// How requests to the store retry.
+    pub retry: RetryPolicy,
 }
 
 impl fmt::Debug for Location {
@@ -95,13 +108,12 @@ impl Location {
                 error,
             })?;
         }
-        let (store, prefix) =
-            object_store::parse_url_opts(&parsed, options.options.iter().cloned())
-                .map_err(|e| bad(e.to_string()))?;
+        let (store, prefix) = build(&parsed, &options.options).map_err(|e| bad(e.to_string()))?;
         Ok(Self {
-            store: Arc::from(store),
+            store,
             prefix,
             url: url.trim_end_matches('/').to_owned(),
+            retry: options.retry.clone(),
         })
     }
 
@@ -111,7 +123,13 @@ impl Location {
             store,
             prefix: Path::from(prefix),
             url: url.into(),
+            retry: RetryPolicy::default(),
         }
+    }
+
+    /// The same location under another retry policy.
+    pub fn with_retry(self, retry: RetryPolicy) -> Self {
+        Self { retry, ..self }
     }
 
     /// The path of object `name` under the prefix.
@@ -125,37 +143,44 @@ impl Location {
         format!("{}/{}", self.url, name)
     }
 
-    /// Reads a whole object, retrying transient failures.
+    /// Reads a whole object, resuming after transient failures. Memory
+    /// grows with the bytes that arrive, whatever size the store claims.
     pub async fn get(&self, name: &str) -> Result<Bytes> {
-        let path = self.path(name);
-        retry(&self.url_of(name), || async {
-            self.store
-                .get_opts(&path, GetOptions::default())
-                .await?
-                .bytes()
-                .await
-        })
+        self.get_at_most(name, u64::MAX).await
+    }
+
+    /// Reads a whole object of at most `limit` bytes: a larger one is an
+    /// error before its body is read.
+    pub async fn get_at_most(&self, name: &str, limit: u64) -> Result<Bytes> {
+        let want = Want::Whole { limit };
+        read::read(
+            &*self.store,
+            &self.path(name),
+            &self.url_of(name),
+            want,
+            &self.retry,
+        )
         .await
     }
 
-    /// Reads bytes `range` of object `name`, retrying transient failures.
+    /// Reads bytes `range` of object `name`, resuming after transient
+    /// failures from the first byte not yet received.
     pub async fn get_range(&self, name: &str, range: Range<u64>) -> Result<Bytes> {
-        let path = self.path(name);
-        retry(&self.url_of(name), || {
-            let options = GetOptions {
-                range: Some(range.clone().into()),
-                ..GetOptions::default()
-            };
-            let path = &path;
-            async move { self.store.get_opts(path, options).await?.bytes().await }
-        })
+        let want = Want::Range(range);
+        read::read(
+            &*self.store,
+            &self.path(name),
+            &self.url_of(name),
+            want,
+            &self.retry,
+        )
         .await
     }
 
     /// Writes object `name`, retrying transient failures.
     pub async fn put(&self, name: &str, data: Bytes) -> Result<()> {
         let path = self.path(name);
-        retry(&self.url_of(name), || {
+        retry(&self.url_of(name), &self.retry, || {
             let payload = PutPayload::from(data.clone());
             let path = &path;
             async move {
@@ -171,12 +196,10 @@ impl Location {
     /// Names (relative to the prefix) of all objects under the prefix.
     pub async fn list(&self) -> Result<Vec<(String, u64)>> {
         use futures::TryStreamExt;
-        let metas: Vec<ObjectMeta> = self
-            .store
-            .list(Some(&self.prefix))
-            .try_collect()
-            .await
-            .map_err(|e| WorkerError::store(&self.url, e))?;
+        let metas: Vec<ObjectMeta> = retry(&self.url, &self.retry, || {
+            self.store.list(Some(&self.prefix)).try_collect()
+        })
+        .await?;
         let prefix_parts = self.prefix.parts().count();
         let mut names: Vec<(String, u64)> = metas
             .into_iter()
@@ -196,44 +219,62 @@ impl Location {
     }
 }
 
-/// Attempts per operation before giving up on a transient error.
-pub const ATTEMPTS: u32 = 4;
+/// Builds the store for `url`. The HTTP backends get their own retries
+/// turned off: [`RetryPolicy`] is the one budget, applied by [`Location`].
+fn build(
+    url: &Url,
+    options: &[(String, String)],
+) -> object_store::Result<(Arc<dyn ObjectStore>, Path)> {
+    use object_store::{aws, azure, gcp, RetryConfig};
 
-fn transient(error: &object_store::Error) -> bool {
-    !matches!(
-        error,
-        object_store::Error::NotFound { .. }
-            | object_store::Error::InvalidPath { .. }
-            | object_store::Error::NotSupported { .. }
-            | object_store::Error::AlreadyExists { .. }
-            | object_store::Error::Precondition { .. }
-            | object_store::Error::NotImplemented { .. }
-            | object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. }
-            | object_store::Error::UnknownConfigurationKey { .. }
-    )
-}
-
-/// Runs `op` up to [`ATTEMPTS`] times with exponential backoff (50 ms, 100
-/// ms, 200 ms) while it fails with a transient error. (Cloud backends also
-/// retry inside `object_store`; this covers errors that surface anyway, such
-/// as a connection reset mid-body.)
-pub async fn retry<T, F, Fut>(url: &str, mut op: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = object_store::Result<T>>,
-{
-    let mut delay = Duration::from_millis(50);
-    for attempt in 1.. {
-        match op().await {
-            Ok(value) => return Ok(value),
-            Err(error) if attempt < ATTEMPTS && transient(&error) => {
-                tracing::warn!(%url, attempt, %error, "transient object-store error, retrying");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-            }
-            Err(error) => return Err(WorkerError::store(url, error)),
-        }
+    fn configure<K: std::str::FromStr>(options: &[(String, String)]) -> Vec<(K, String)> {
+        // Keys a backend does not know (AWS_PROFILE, other clouds' keys)
+        // are skipped, as `object_store::parse_url_opts` skips them.
+        options
+            .iter()
+            .filter_map(|(k, v)| Some((k.to_ascii_lowercase().parse().ok()?, v.clone())))
+            .collect()
     }
-    unreachable!("the retry loop returns")
+    let no_retries = RetryConfig {
+        max_retries: 0,
+        ..RetryConfig::default()
+    };
+    let (scheme, path) = ObjectStoreScheme::parse(url)?;
+    let store: Arc<dyn ObjectStore> = match scheme {
+        ObjectStoreScheme::AmazonS3 => Arc::new(
+            configure(options)
+                .into_iter()
+                .fold(
+                    aws::AmazonS3Builder::new().with_url(url.as_str()),
+                    |b, (k, v)| b.with_config(k, v),
+                )
+                .with_retry(no_retries)
+                .build()?,
+        ),
+        ObjectStoreScheme::GoogleCloudStorage => Arc::new(
+            configure(options)
+                .into_iter()
+                .fold(
+                    gcp::GoogleCloudStorageBuilder::new().with_url(url.as_str()),
+                    |b, (k, v)| b.with_config(k, v),
+                )
+                .with_retry(no_retries)
+                .build()?,
+        ),
+        ObjectStoreScheme::MicrosoftAzure => Arc::new(
+            configure(options)
+                .into_iter()
+                .fold(
+                    azure::MicrosoftAzureBuilder::new().with_url(url.as_str()),
+                    |b, (k, v)| b.with_config(k, v),
+                )
+                .with_retry(no_retries)
+                .build()?,
+        ),
+        _ => {
+            let (store, path) = object_store::parse_url_opts(url, options.iter().cloned())?;
+            return Ok((Arc::from(store), path));
+        }
+    };
+    Ok((store, Path::parse(path)?))
 }

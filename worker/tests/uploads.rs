@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -10,6 +11,7 @@ use object_store::ObjectStoreExt;
 use tributary_worker::intercept::{Intercept, InterceptStore};
 use tributary_worker::pack::{pack, PackOptions};
 use tributary_worker::progress::NoProgress;
+use tributary_worker::store::RetryPolicy;
 use tributary_worker::{Dataset, Location};
 
 /// Fails the first `n` PUTs of each object whose name contains a pattern.
@@ -65,7 +67,13 @@ fn flaky(rules: Vec<(&'static str, u32)>) -> (Arc<FlakyStore>, Location) {
             ..Flaky::default()
         },
     ));
-    let location = Location::from_store(store.clone(), "ds", "memory:///ds");
+    // Short pauses: the run that fails for good spends its whole budget.
+    let retry = RetryPolicy {
+        attempts: 4,
+        first_backoff: Duration::from_millis(20),
+        ..RetryPolicy::default()
+    };
+    let location = Location::from_store(store.clone(), "ds", "memory:///ds").with_retry(retry);
     (store, location)
 }
 

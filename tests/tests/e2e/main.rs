@@ -15,4 +15,5 @@ mod epochs;
 mod harness;
 mod hostile;
 mod s3;
+mod store_faults;
 mod webdataset;

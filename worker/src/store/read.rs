@@ -1,0 +1,323 @@
+//! Retrying object-store operations, and reads that resume where they broke.
+//!
+//! One budget per operation: [`RetryPolicy::attempts`] requests, with
+//! exponential backoff and jitter between them. The HTTP backends' own
+//! retries are turned off (see `Location::open`) so that this budget is the
+//! only one, and an error can say exactly how many requests were made.
+//!
+//! A read is driven here rather than by `GetResult::bytes`, because
+//! - a body can break after some bytes arrived (a connection reset, a
+//!   stall, a clean end before the range is complete, a `Content-Length`
+//!   that disagrees with the range): the next attempt asks only for the
+//!   bytes still missing, pinned to the first response's ETag, so the
+//!   result is the same bytes a clean read returns;
+//! - nothing is allocated from what the server claims: the buffer grows as
+//!   bytes arrive, never past the range asked for (or, for a whole object,
+//!   past the caller's limit).
+
+use std::hash::{BuildHasher, RandomState};
+use std::ops::Range;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore};
+
+use crate::error::{Result, WorkerError};
+
+/// How operations on a store retry transient failures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Requests per operation, the first one included (at least 1).
+    pub attempts: u32,
+    /// Pause before the second attempt; it doubles for each next one.
+    pub first_backoff: Duration,
+    /// Longest pause between two attempts.
+    pub max_backoff: Duration,
+    /// A read whose body brings no byte for this long is abandoned and
+    /// resumed by the next attempt.
+    pub stall_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// Ten attempts over about half a minute of backoff: enough to ride out
+    /// an S3 `SlowDown` burst or a load balancer restart, short enough that
+    /// a dead endpoint fails the job while someone is watching.
+    fn default() -> Self {
+        Self {
+            attempts: 10,
+            first_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The pause after failed attempt number `attempt` (1-based): the
+    /// exponential delay, with its upper half drawn at random so that ranks
+    /// that failed together do not retry together.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .first_backoff
+            .saturating_mul(1 << attempt.saturating_sub(1).min(20));
+        let delay = exp.min(self.max_backoff);
+        let half = delay / 2;
+        let nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
+        half + Duration::from_nanos(RandomState::new().hash_one(attempt) % nanos)
+    }
+}
+
+/// Why one attempt at a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+    #[error("the body ended after {received} of {expected} bytes")]
+    Truncated { received: u64, expected: u64 },
+    #[error("the body brought more than the {expected} bytes asked for")]
+    Overlong { expected: u64 },
+    #[error("asked for bytes {asked:?}, the store answered with bytes {got:?}")]
+    WrongRange { asked: Range<u64>, got: Range<u64> },
+    #[error("no byte arrived for {0:?}")]
+    Stalled(Duration),
+    #[error("the object changed while it was read (it was version {etag})")]
+    Changed { etag: String },
+}
+
+impl ReadError {
+    fn transient(&self) -> bool {
+        match self {
+            Self::Store(error) => transient(error),
+            Self::Truncated { .. }
+            | Self::Overlong { .. }
+            | Self::WrongRange { .. }
+            | Self::Stalled(_) => true,
+            Self::Changed { .. } => false,
+        }
+    }
+}
+
+/// Whether `error` may go away if the request is sent again.
+pub(crate) fn transient(error: &object_store::Error) -> bool {
+    !matches!(
+        error,
+        object_store::Error::NotFound { .. }
+            | object_store::Error::InvalidPath { .. }
+            | object_store::Error::NotSupported { .. }
+            | object_store::Error::AlreadyExists { .. }
+            | object_store::Error::Precondition { .. }
+            | object_store::Error::NotModified { .. }
+            | object_store::Error::NotImplemented { .. }
+            | object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+            | object_store::Error::UnknownConfigurationKey { .. }
+    )
+}
+
+/// Runs `op` up to `policy.attempts` times, with backoff, while it fails
+/// with a transient error.
+pub async fn retry<T, F, Fut>(url: &str, policy: &RetryPolicy, mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = object_store::Result<T>>,
+{
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Ok(value) => return Ok(value),
+            Err(error) if attempt < policy.attempts && transient(&error) => {
+                tracing::warn!(%url, attempt, %error, "transient object-store error, retrying");
+                tokio::time::sleep(policy.backoff(attempt)).await;
+                attempt += 1;
+            }
+            Err(error) if transient(&error) => {
+                return Err(WorkerError::GaveUp {
+                    url: url.to_owned(),
+                    attempts: attempt,
+                    error,
+                })
+            }
+            Err(error) => return Err(WorkerError::store(url, error)),
+        }
+    }
+}
+
+/// What to read: a byte range, or a whole object of at most `limit` bytes.
+#[derive(Debug, Clone)]
+pub(crate) enum Want {
+    Range(Range<u64>),
+    Whole { limit: u64 },
+}
+
+/// A read in progress: the bytes received so far of the range wanted, and
+/// the version they belong to.
+struct Partial {
+    /// The absolute range wanted, once known (a whole-object read learns it
+    /// from the first response).
+    range: Option<Range<u64>>,
+    buf: Vec<u8>,
+    etag: Option<String>,
+}
+
+/// Buffers start at most this large and grow as bytes arrive.
+const FIRST_BUFFER: u64 = 8 << 20;
+
+impl Partial {
+    fn received(&self) -> u64 {
+        self.buf.len() as u64
+    }
+
+    fn missing(&self) -> Option<Range<u64>> {
+        self.range
+            .as_ref()
+            .map(|r| r.start + self.received()..r.end)
+    }
+
+    fn complete(&self) -> bool {
+        self.missing().is_some_and(|m| m.is_empty())
+    }
+}
+
+/// Reads `want` of the object at `path`, resuming after failures.
+pub(crate) async fn read(
+    store: &dyn ObjectStore,
+    path: &Path,
+    url: &str,
+    want: Want,
+    policy: &RetryPolicy,
+) -> Result<Bytes> {
+    let mut partial = Partial {
+        range: match &want {
+            Want::Range(range) => Some(range.clone()),
+            Want::Whole { .. } => None,
+        },
+        buf: Vec::new(),
+        etag: None,
+    };
+    if partial.complete() {
+        return Ok(Bytes::new());
+    }
+    let name = match &want {
+        Want::Range(range) => format!("{url} (bytes {}..{})", range.start, range.end),
+        Want::Whole { .. } => url.to_owned(),
+    };
+    let mut attempt = 1;
+    loop {
+        let error = match read_once(store, path, url, &want, &mut partial, policy).await {
+            Ok(()) => return Ok(Bytes::from(partial.buf)),
+            Err(Attempt::Final(error)) => return Err(error),
+            Err(Attempt::Failed(error)) => error,
+        };
+        if attempt < policy.attempts && error.transient() {
+            tracing::warn!(
+                url = %name, attempt, received = partial.received(), %error,
+                "object read failed, resuming"
+            );
+            tokio::time::sleep(policy.backoff(attempt)).await;
+            attempt += 1;
+            continue;
+        }
+        return Err(match error {
+            ReadError::Store(error) if !transient(&error) => {
+                WorkerError::store(name.clone(), error)
+            }
+            error => WorkerError::ReadFailed {
+                url: name.clone(),
+                attempts: attempt,
+                received: partial.received(),
+                expected: partial.range.as_ref().map(|r| r.end - r.start),
+                error: Box::new(error),
+            },
+        });
+    }
+}
+
+/// How one attempt failed: worth another attempt, or not.
+enum Attempt {
+    Failed(ReadError),
+    Final(WorkerError),
+}
+
+impl From<object_store::Error> for Attempt {
+    fn from(error: object_store::Error) -> Self {
+        Self::Failed(ReadError::Store(error))
+    }
+}
+
+/// One request: asks for the bytes still missing and appends what arrives.
+async fn read_once(
+    store: &dyn ObjectStore,
+    path: &Path,
+    url: &str,
+    want: &Want,
+    partial: &mut Partial,
+    policy: &RetryPolicy,
+) -> std::result::Result<(), Attempt> {
+    let asked = partial.missing();
+    let options = GetOptions {
+        range: asked.clone().map(GetRange::Bounded),
+        if_match: partial.etag.clone(),
+        ..GetOptions::default()
+    };
+    let result = match store.get_opts(path, options).await {
+        Ok(result) => result,
+        Err(object_store::Error::Precondition { .. }) if partial.etag.is_some() => {
+            let etag = partial.etag.clone().unwrap_or_default();
+            return Err(Attempt::Failed(ReadError::Changed { etag }));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    match (&asked, want) {
+        (Some(asked), _) if result.range != *asked => {
+            return Err(Attempt::Failed(ReadError::WrongRange {
+                asked: asked.clone(),
+                got: result.range.clone(),
+            }));
+        }
+        (Some(_), _) => {}
+        (None, Want::Whole { limit }) => {
+            let size = result.range.end.saturating_sub(result.range.start);
+            if size > *limit {
+                return Err(Attempt::Final(WorkerError::TooLarge {
+                    url: url.to_owned(),
+                    size,
+                    limit: *limit,
+                }));
+            }
+            partial.range = Some(result.range.clone());
+        }
+        (None, Want::Range(_)) => unreachable!("a range read knows its range"),
+    }
+    if partial.etag.is_none() {
+        partial.etag = result.meta.e_tag.clone();
+    }
+    let expected = partial.range.as_ref().map_or(0, |r| r.end - r.start);
+    if partial.buf.capacity() == 0 {
+        let first = expected.min(FIRST_BUFFER);
+        partial.buf.reserve(usize::try_from(first).unwrap_or(0));
+    }
+    let mut body = result.into_stream();
+    while !partial.complete() {
+        let next = tokio::time::timeout(policy.stall_timeout, body.next())
+            .await
+            .map_err(|_| Attempt::Failed(ReadError::Stalled(policy.stall_timeout)))?;
+        match next {
+            Some(Ok(bytes)) => {
+                if partial.received() + bytes.len() as u64 > expected {
+                    return Err(Attempt::Failed(ReadError::Overlong { expected }));
+                }
+                partial.buf.extend_from_slice(&bytes);
+            }
+            Some(Err(error)) => return Err(error.into()),
+            None => {
+                return Err(Attempt::Failed(ReadError::Truncated {
+                    received: partial.received(),
+                    expected,
+                }))
+            }
+        }
+    }
+    Ok(())
+}
