@@ -14,6 +14,7 @@
 //!   run of their chunks, each zstd frame within its recorded size.
 //! - [`tar_index`]: indexing foreign WebDataset tars as a stream of bytes.
 //! - [`verify`]: verifying a shard against its manifest entry, read by read.
+//! - [`zstd_chunk`]: decompressing a zstd chunk, never past its limit.
 //! - [`manifest`]: the versioned JSON manifest beside the shards.
 //! - [`span`]: spans and span sets, the unit of every assignment.
 //! - [`plan`]: seeded shard order per epoch, the equal split of a cut and
@@ -68,6 +69,7 @@ pub mod ids;
 pub mod invariants;
 pub mod lease;
 pub mod manifest;
+mod manifest_check;
 pub mod plan;
 pub mod proto;
 pub mod sample;
@@ -78,6 +80,7 @@ pub mod span;
 pub mod tar;
 pub mod tar_index;
 pub mod verify;
+pub mod zstd_chunk;
 
 pub use error::{FormatError, ManifestError, PlanError, PoolError};
 pub use ids::{Epoch, Generation, JobId, MemberId};
