@@ -11,7 +11,10 @@
 //!   GNU long names, pax) it reads.
 //! - [`sample`]: WebDataset samples: keys, fields, grouping tar entries.
 //! - [`shard`]: building shards (plain tar or zstd blocks) and decoding any
-//!   run of their chunks; indexing foreign WebDataset tars.
+//!   run of their chunks, each zstd frame within its recorded size.
+//! - [`tar_index`]: indexing foreign WebDataset tars as a stream of bytes.
+//! - [`verify`]: verifying a shard against its manifest entry, read by read.
+//! - [`zstd_chunk`]: decompressing a zstd chunk, never past its limit.
 //! - [`manifest`]: the versioned JSON manifest beside the shards.
 //! - [`span`]: spans and span sets, the unit of every assignment.
 //! - [`plan`]: seeded shard order per epoch, the equal split of a cut and
@@ -66,6 +69,7 @@ pub mod ids;
 pub mod invariants;
 pub mod lease;
 pub mod manifest;
+mod manifest_check;
 pub mod plan;
 pub mod proto;
 pub mod sample;
@@ -74,6 +78,9 @@ pub mod shard;
 pub mod shuffle;
 pub mod span;
 pub mod tar;
+pub mod tar_index;
+pub mod verify;
+pub mod zstd_chunk;
 
 pub use error::{FormatError, ManifestError, PlanError, PoolError};
 pub use ids::{Epoch, Generation, JobId, MemberId};

@@ -4,13 +4,22 @@
 //! A *chunk* is the unit a reader can start at and verify on its own: one
 //! sample in an uncompressed shard, one zstd frame (a block of samples) in a
 //! compressed one. `chunk_offsets` has one entry per chunk plus the end of the
-//! last chunk; `chunk_crc32c` checks each chunk's stored bytes.
+//! last chunk; `chunk_crc32c` checks each chunk's stored bytes. In a
+//! compressed shard `chunk_uncompressed_bytes` records what each frame
+//! decompresses to, and a reader decompresses no more than that (a zstd frame
+//! of a few KB can expand to gigabytes).
+//!
+//! Every count, offset and size is checked against the others when a
+//! manifest is parsed or built ([`Manifest::from_json`], [`Manifest::new`]),
+//! before anything is sized from it: see [`MAX_CHUNK_BYTES`],
+//! [`MIN_SAMPLE_BYTES`] and [`ShardMeta::chunk_limit`].
 //!
 //! ```json
 //! {"format":"tributary","version":1,"compression":"zstd","fields":["cls","jpg"],
 //!  "classes":["cat","dog"],"samples":2,"bytes":3584,
 //!  "shards":[{"name":"shard-000000.tar.zst","samples":2,"bytes":3584,"crc32c":305419896,
-//!             "chunk_offsets":[0,3584],"chunk_samples":[2],"chunk_crc32c":[305419896]}]}
+//!             "chunk_offsets":[0,3584],"chunk_samples":[2],"chunk_crc32c":[305419896],
+//!             "chunk_uncompressed_bytes":[4096]}]}
 //! ```
 
 use std::fmt;
@@ -19,6 +28,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ManifestError;
+use crate::manifest_check::validate_shard;
 use crate::sample::SampleId;
 
 /// The manifest's object name beside the shards.
@@ -27,6 +37,22 @@ pub const MANIFEST_NAME: &str = "manifest.json";
 pub const FORMAT_NAME: &str = "tributary";
 /// The manifest version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// The largest chunk, stored or decompressed: 1 GiB. A chunk is one sample
+/// (uncompressed shards) or one zstd block of about 1 MiB plus at most one
+/// sample, so only a sample of about a gigabyte reaches it.
+pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
+/// The fewest bytes a sample takes in a tar stream: one 512-byte header. A
+/// chunk of `n` bytes therefore holds at most `n / 512` samples.
+pub const MIN_SAMPLE_BYTES: u64 = 512;
+/// The decompression limit of a chunk of a manifest written before chunk
+/// sizes were recorded is this many times its stored size...
+pub const LEGACY_EXPANSION: u64 = 32;
+/// ...but at least this much (64 MiB, far above the 1 MiB blocks `pack`
+/// writes by default), and at most [`MAX_CHUNK_BYTES`].
+pub const LEGACY_MIN_LIMIT: u64 = 64 << 20;
+/// The longest shard name.
+pub const MAX_NAME_BYTES: usize = 1024;
 
 /// How a dataset's shards are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +151,12 @@ pub struct ShardMeta {
     pub chunk_samples: Vec<u32>,
     /// crc32c of each chunk's stored bytes.
     pub chunk_crc32c: Vec<u32>,
+    /// Decompressed size of each chunk of a compressed shard; empty for
+    /// uncompressed shards (a chunk's stored bytes are its bytes) and in
+    /// manifests written before sizes were recorded (see
+    /// [`ShardMeta::chunk_limit`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_uncompressed_bytes: Vec<u64>,
 }
 
 impl ShardMeta {
@@ -141,6 +173,32 @@ impl ShardMeta {
             self.chunk_samples[chunk]
         }
     }
+
+    /// Stored bytes of chunk `chunk`.
+    pub fn chunk_stored_bytes(&self, chunk: usize) -> u64 {
+        self.chunk_offsets[chunk + 1] - self.chunk_offsets[chunk]
+    }
+
+    /// The most bytes chunk `chunk` may decompress to: its recorded size, or
+    /// for a manifest without recorded sizes [`LEGACY_EXPANSION`] times its
+    /// stored size, within [`LEGACY_MIN_LIMIT`]..=[`MAX_CHUNK_BYTES`].
+    pub fn chunk_limit(&self, chunk: usize) -> u64 {
+        match self.chunk_uncompressed_bytes.get(chunk) {
+            Some(&size) => size,
+            None => legacy_limit(self.chunk_stored_bytes(chunk)),
+        }
+    }
+
+    /// The exact decompressed size of chunk `chunk`, where recorded.
+    pub fn chunk_uncompressed(&self, chunk: usize) -> Option<u64> {
+        self.chunk_uncompressed_bytes.get(chunk).copied()
+    }
+}
+
+fn legacy_limit(stored: u64) -> u64 {
+    stored
+        .saturating_mul(LEGACY_EXPANSION)
+        .clamp(LEGACY_MIN_LIMIT, MAX_CHUNK_BYTES)
 }
 
 /// The manifest of a dataset.
@@ -180,8 +238,13 @@ impl Manifest {
             compression,
             fields,
             classes,
-            samples: shards.iter().map(|s| u64::from(s.samples)).sum(),
-            bytes: shards.iter().map(|s| s.bytes).sum(),
+            // Saturating: an overflow is then reported by `validate`.
+            samples: shards
+                .iter()
+                .fold(0u64, |sum, s| sum.saturating_add(u64::from(s.samples))),
+            bytes: shards
+                .iter()
+                .fold(0u64, |sum, s| sum.saturating_add(s.bytes)),
             shards,
             starts: Vec::new(),
         };
@@ -251,8 +314,20 @@ impl Manifest {
             starts.push(samples);
             validate_shard(shard, self.compression)
                 .map_err(|(field, reason)| invalid(format!("shards[{i}].{field}"), reason))?;
-            samples += u64::from(shard.samples);
-            bytes += shard.bytes;
+            samples = samples
+                .checked_add(u64::from(shard.samples))
+                .ok_or_else(|| {
+                    invalid(
+                        "samples".into(),
+                        "the shards' sample counts overflow".into(),
+                    )
+                })?;
+            bytes = bytes.checked_add(shard.bytes).ok_or_else(|| {
+                invalid(
+                    format!("shards[{i}].bytes"),
+                    format!("{} overflows the sum of shard sizes", shard.bytes),
+                )
+            })?;
         }
         starts.push(samples);
         if samples != self.samples {
@@ -272,76 +347,6 @@ impl Manifest {
     }
 }
 
-fn validate_shard(shard: &ShardMeta, compression: CompressionKind) -> Result<(), (String, String)> {
-    let err = |field: &str, reason: String| Err((field.to_owned(), reason));
-    let chunks = shard.chunk_crc32c.len();
-    if shard.name.is_empty() || shard.name.starts_with('/') || shard.name.contains("..") {
-        return err(
-            "name",
-            format!("`{}` is not a relative object name", shard.name),
-        );
-    }
-    if shard.samples == 0 {
-        return err("samples", "is 0: empty shards are not allowed".into());
-    }
-    if shard.chunk_offsets.len() != chunks + 1 {
-        return err(
-            "chunk_offsets",
-            format!(
-                "has {} entries, expected {} (one per chunk plus the end)",
-                shard.chunk_offsets.len(),
-                chunks + 1
-            ),
-        );
-    }
-    if let Some(i) = shard.chunk_offsets.windows(2).position(|w| w[0] >= w[1]) {
-        return err(
-            "chunk_offsets",
-            format!("entry {} is not below entry {}", i, i + 1),
-        );
-    }
-    if shard.chunk_offsets[chunks] > shard.bytes {
-        return err(
-            "chunk_offsets",
-            format!(
-                "ends at {}, past the shard's {} bytes",
-                shard.chunk_offsets[chunks], shard.bytes
-            ),
-        );
-    }
-    let counted: u64 = match compression {
-        CompressionKind::None if !shard.chunk_samples.is_empty() => {
-            return err(
-                "chunk_samples",
-                "must be absent for uncompressed shards".into(),
-            )
-        }
-        CompressionKind::None => chunks as u64,
-        CompressionKind::Zstd => {
-            if shard.chunk_samples.len() != chunks {
-                return err(
-                    "chunk_samples",
-                    format!(
-                        "has {} entries for {chunks} chunks",
-                        shard.chunk_samples.len()
-                    ),
-                );
-            }
-            if shard.chunk_samples.contains(&0) {
-                return err("chunk_samples", "holds an empty chunk".into());
-            }
-            shard.chunk_samples.iter().map(|&n| u64::from(n)).sum()
-        }
-    };
-    if counted != u64::from(shard.samples) {
-        return err(
-            "samples",
-            format!("is {}, but the chunks hold {counted}", shard.samples),
-        );
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +360,7 @@ mod tests {
             chunk_offsets: (0..=u64::from(samples)).map(|i| i * 1024).collect(),
             chunk_samples: vec![],
             chunk_crc32c: vec![0; samples as usize],
+            chunk_uncompressed_bytes: vec![],
         }
     }
 
@@ -403,6 +409,94 @@ mod tests {
         bad.shards[0].chunk_offsets[1] = 0;
         let err = Manifest::from_json(&bad.to_json()).expect_err("offsets not increasing");
         assert!(err.to_string().contains("shards[0].chunk_offsets"), "{err}");
+    }
+
+    fn zstd_manifest_json(chunk_samples: u32, sizes: Option<u64>) -> String {
+        let sizes = sizes.map_or(String::new(), |s| {
+            format!(r#","chunk_uncompressed_bytes":[{s}]"#)
+        });
+        format!(
+            r#"{{"format":"tributary","version":1,"compression":"zstd","fields":["jpg"],"samples":{chunk_samples},"bytes":3584,
+               "shards":[{{"name":"s.tar.zst","samples":{chunk_samples},"bytes":3584,"crc32c":1,
+               "chunk_offsets":[0,3584],"chunk_samples":[{chunk_samples}],"chunk_crc32c":[1]{sizes}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn a_chunk_sample_count_no_chunk_can_hold_is_rejected_before_anything_is_allocated() {
+        // The reproduction: read/bench sized a Vec from this count.
+        let err = Manifest::from_json(zstd_manifest_json(u32::MAX, None).as_bytes())
+            .expect_err("4294967295 samples in 3584 bytes");
+        let text = err.to_string();
+        assert!(text.contains("shards[0].chunk_samples"), "{text}");
+        assert!(text.contains("4294967295"), "{text}");
+        // With a recorded size, the samples must fit in it.
+        let err = Manifest::from_json(zstd_manifest_json(9, Some(4096)).as_bytes())
+            .expect_err("9 samples need at least 4608 bytes");
+        assert!(
+            err.to_string()
+                .contains("shards[0].chunk_uncompressed_bytes"),
+            "{err}"
+        );
+        let m = Manifest::from_json(zstd_manifest_json(8, Some(4096)).as_bytes()).expect("fits");
+        assert_eq!(m.shards[0].chunk_limit(0), 4096);
+        assert_eq!(m.shards[0].chunk_uncompressed(0), Some(4096));
+        let err = Manifest::from_json(zstd_manifest_json(8, Some(MAX_CHUNK_BYTES + 1)).as_bytes())
+            .expect_err("over the chunk limit");
+        assert!(err.to_string().contains("chunk limit"), "{err}");
+    }
+
+    #[test]
+    fn an_old_manifest_without_chunk_sizes_gets_a_bounded_limit() {
+        let m = Manifest::from_json(zstd_manifest_json(2, None).as_bytes()).expect("old manifest");
+        assert_eq!(m.shards[0].chunk_uncompressed(0), None);
+        assert_eq!(m.shards[0].chunk_limit(0), LEGACY_MIN_LIMIT);
+        assert!(!String::from_utf8_lossy(&m.to_json()).contains("chunk_uncompressed_bytes"));
+        assert_eq!(legacy_limit(10 << 20), 320 << 20);
+        assert_eq!(legacy_limit(u64::MAX), MAX_CHUNK_BYTES);
+    }
+
+    #[test]
+    fn shard_sizes_whose_sum_overflows_are_an_error_not_a_panic() {
+        let mut a = shard("a.tar", 1);
+        a.bytes = u64::MAX / 2 + 1;
+        let mut b = shard("b.tar", 1);
+        b.bytes = u64::MAX / 2 + 1;
+        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![a, b])
+            .expect_err("sum overflows");
+        assert!(err.to_string().contains("shards[1].bytes"), "{err}");
+    }
+
+    #[test]
+    fn counts_and_offsets_are_bounded_against_each_other() {
+        let mut tiny = shard("a.tar", 2);
+        tiny.chunk_offsets = vec![0, 100, 2048];
+        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![tiny])
+            .expect_err("a 100-byte chunk cannot hold a sample");
+        assert!(err.to_string().contains("shards[0].chunk_offsets"), "{err}");
+
+        let mut huge = shard("a.tar", 1);
+        huge.chunk_offsets = vec![0, MAX_CHUNK_BYTES + 1];
+        huge.bytes = MAX_CHUNK_BYTES + 2;
+        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![huge])
+            .expect_err("chunk over the limit");
+        assert!(err.to_string().contains("chunk limit"), "{err}");
+
+        let mut named = shard("a\u{1}.tar", 1);
+        named.samples = 1;
+        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![named])
+            .expect_err("control character in a name");
+        assert!(err.to_string().contains("shards[0].name"), "{err}");
+
+        let mut sized = shard("a.tar", 1);
+        sized.chunk_uncompressed_bytes = vec![1024];
+        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![sized])
+            .expect_err("sizes only for compressed shards");
+        assert!(
+            err.to_string()
+                .contains("shards[0].chunk_uncompressed_bytes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -43,6 +43,51 @@ impl Sample {
     }
 }
 
+/// The class label of a sample: its `cls` field as a decimal integer, `None`
+/// where it has none. Where the manifest lists `classes` names (`classes >
+/// 0`) the label must index them; the error says why not.
+pub fn parse_label(sample: &Sample, classes: usize) -> Result<Option<i64>, String> {
+    let Some(cls) = sample.field("cls") else {
+        return Ok(None);
+    };
+    let label: i64 = std::str::from_utf8(cls)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "`cls` field {:?} is not an integer",
+                String::from_utf8_lossy(&cls[..cls.len().min(64)])
+            )
+        })?;
+    if classes > 0 && !usize::try_from(label).is_ok_and(|index| index < classes) {
+        return Err(format!(
+            "`cls` {label} is not a class of the manifest (it lists {classes}: 0 to {})",
+            classes - 1
+        ));
+    }
+    Ok(Some(label))
+}
+
+/// Checks the labels of `samples` of shard `shard` against a manifest's
+/// `classes` names (no check where it lists none).
+pub fn check_labels(
+    shard: &str,
+    samples: &[Sample],
+    classes: usize,
+) -> Result<(), crate::error::FormatError> {
+    if classes == 0 {
+        return Ok(());
+    }
+    for sample in samples {
+        parse_label(sample, classes).map_err(|reason| crate::error::FormatError::BadSample {
+            shard: shard.to_owned(),
+            key: sample.key.clone(),
+            reason,
+        })?;
+    }
+    Ok(())
+}
+
 /// Splits a tar path into WebDataset `(key, extension)`.
 ///
 /// Returns `None` for names without an extension (not part of any sample).
@@ -53,13 +98,26 @@ pub fn split_key(name: &str) -> Option<(&str, &str)> {
     (!ext.is_empty() && dot > base_start).then_some((key, ext))
 }
 
-/// Whether `key` can be written as a WebDataset key (no `.` in its last
-/// component, not empty, no empty path components).
+/// Checks that `key` is a WebDataset key Tributary writes and indexes: not
+/// empty, relative, no empty path components, no `.` in its last component,
+/// no control characters. The one check shared by `pack` (through
+/// [`crate::shard::ShardWriter::push`]) and `index`; the error says why.
+pub fn check_key(key: &str) -> Result<(), &'static str> {
+    if key.is_empty() || key.starts_with('/') || key.split('/').any(str::is_empty) {
+        return Err("not a valid WebDataset key (empty, absolute or with an empty path component)");
+    }
+    if key.rsplit('/').next().unwrap_or("").contains('.') {
+        return Err("not a valid WebDataset key (a `.` in the file name)");
+    }
+    if key.chars().any(char::is_control) {
+        return Err("not a valid WebDataset key (it holds a control character)");
+    }
+    Ok(())
+}
+
+/// Whether `key` passes [`check_key`].
 pub fn valid_key(key: &str) -> bool {
-    !key.is_empty()
-        && !key.starts_with('/')
-        && key.split('/').all(|part| !part.is_empty())
-        && !key.rsplit('/').next().unwrap_or("").contains('.')
+    check_key(key).is_ok()
 }
 
 /// A sample's entries as found in an archive, before its bytes are attached.
@@ -112,5 +170,37 @@ mod tests {
         assert!(!valid_key("cat/0.1"));
         assert!(!valid_key("cat//1"));
         assert!(!valid_key(""));
+        assert!(!valid_key("cat/a\nb"));
+        assert!(!valid_key("cat/\u{7f}x"));
+        assert!(!valid_key("/abs"));
+    }
+
+    fn with_cls(cls: &[u8]) -> Sample {
+        Sample {
+            id: 7,
+            key: "k/1".into(),
+            fields: vec![Field {
+                ext: "cls".into(),
+                data: Bytes::copy_from_slice(cls),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_label_past_the_manifest_classes_is_an_error_naming_shard_and_key() {
+        assert_eq!(parse_label(&with_cls(b"4"), 5), Ok(Some(4)));
+        assert_eq!(
+            parse_label(&with_cls(b"9"), 0),
+            Ok(Some(9)),
+            "no classes: no check"
+        );
+        assert!(parse_label(&with_cls(b"5"), 5).is_err());
+        assert!(parse_label(&with_cls(b"-1"), 5).is_err());
+        assert!(parse_label(&with_cls(b"x"), 0).is_err());
+        let err = check_labels("s-01.tar", &[with_cls(b"1"), with_cls(b"5")], 5)
+            .expect_err("5 is past 5 classes");
+        let text = err.to_string();
+        assert!(text.contains("s-01.tar") && text.contains("k/1"), "{text}");
+        assert!(text.contains("`cls` 5"), "{text}");
     }
 }

@@ -14,9 +14,13 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use crate::error::FormatError;
-use crate::manifest::{Compression, CompressionKind, ShardMeta};
-use crate::sample::{group_entries, valid_key, Field, Sample, SampleId};
+use crate::manifest::{Compression, CompressionKind, ShardMeta, MAX_CHUNK_BYTES};
+use crate::sample::{check_key, group_entries, Field, Sample, SampleId};
 use crate::tar::{self, TarReader};
+
+pub use crate::tar_index::{index_tar, TarIndexer};
+pub use crate::verify::{verify_shard, ShardVerifier};
+pub use crate::zstd_chunk::decompress_chunk;
 
 /// Default uncompressed size of a zstd block.
 pub const DEFAULT_BLOCK_BYTES: usize = 1 << 20;
@@ -34,6 +38,7 @@ pub struct ShardWriter {
     chunk_offsets: Vec<u64>,
     chunk_samples: Vec<u32>,
     chunk_crc32c: Vec<u32>,
+    chunk_uncompressed_bytes: Vec<u64>,
     fields: BTreeSet<String>,
 }
 
@@ -60,6 +65,7 @@ impl ShardWriter {
             chunk_offsets: Vec::new(),
             chunk_samples: Vec::new(),
             chunk_crc32c: Vec::new(),
+            chunk_uncompressed_bytes: Vec::new(),
             fields: BTreeSet::new(),
         }
     }
@@ -92,11 +98,7 @@ impl ShardWriter {
             key: key.to_owned(),
             reason,
         };
-        if !valid_key(key) {
-            return Err(bad(
-                "not a valid WebDataset key (no `.` in the file name, no empty path parts)".into(),
-            ));
-        }
+        check_key(key).map_err(|reason| bad(reason.into()))?;
         if fields.is_empty() {
             return Err(bad("has no fields".into()));
         }
@@ -108,7 +110,28 @@ impl ShardWriter {
                 "field extension `{ext}` is empty or holds a `/`"
             )));
         }
-        if self.compression.kind == CompressionKind::Zstd && self.block.len() >= self.block_bytes {
+        if self.samples == u32::MAX {
+            return Err(bad(format!(
+                "is one sample past the {} a shard can hold",
+                u32::MAX
+            )));
+        }
+        // Each chunk stays within the limit every reader enforces.
+        let sample_bytes: u64 = fields
+            .iter()
+            .map(|(_, data)| tar::entry_len(data.len()) as u64)
+            .sum();
+        let end_marker = 2 * tar::BLOCK as u64;
+        if sample_bytes + end_marker > MAX_CHUNK_BYTES {
+            return Err(bad(format!(
+                "is {sample_bytes} bytes as tar entries, over the {MAX_CHUNK_BYTES}-byte chunk limit"
+            )));
+        }
+        if self.compression.kind == CompressionKind::Zstd
+            && self.block_samples > 0
+            && (self.block.len() >= self.block_bytes
+                || self.block.len() as u64 + sample_bytes + end_marker > MAX_CHUNK_BYTES)
+        {
             self.flush_block(false)?;
         }
         let tar_err = |error| FormatError::Tar {
@@ -147,6 +170,7 @@ impl ShardWriter {
         })?;
         self.chunk_offsets.push(self.out.len() as u64);
         self.chunk_samples.push(self.block_samples);
+        self.chunk_uncompressed_bytes.push(self.block.len() as u64);
         self.chunk_crc32c.push(crc32c::crc32c(&frame));
         self.out.extend_from_slice(&frame);
         self.block.clear();
@@ -180,6 +204,7 @@ impl ShardWriter {
             chunk_offsets: self.chunk_offsets,
             chunk_samples: self.chunk_samples,
             chunk_crc32c: self.chunk_crc32c,
+            chunk_uncompressed_bytes: self.chunk_uncompressed_bytes,
         };
         Ok(FinishedShard {
             data: self.out,
@@ -271,17 +296,8 @@ pub fn decode_chunks(
         }
         let (tar_bytes, tar_base) = match kind {
             CompressionKind::None => (stored, offset),
-            CompressionKind::Zstd => {
-                let plain =
-                    zstd::stream::decode_all(&stored[..]).map_err(|e| FormatError::Decompress {
-                        shard: meta.name.clone(),
-                        chunk,
-                        offset,
-                        message: e.to_string(),
-                    })?;
-                // Offsets inside a decompressed block are relative to it.
-                (Bytes::from(plain), 0)
-            }
+            // Offsets inside a decompressed block are relative to it.
+            CompressionKind::Zstd => (Bytes::from(decompress_chunk(meta, chunk, &stored)?), 0),
         };
         let expected = meta.samples_in_chunk(chunk);
         let mut reader = TarReader::new(&tar_bytes, tar_base);
@@ -321,93 +337,6 @@ pub fn decode_chunks(
         }
     }
     Ok(())
-}
-
-/// Verifies a whole shard object against its manifest entry: the object
-/// checksum, then every chunk. Returns the number of samples checked.
-pub fn verify_shard(
-    meta: &ShardMeta,
-    kind: CompressionKind,
-    data: &Bytes,
-) -> Result<u32, FormatError> {
-    if data.len() as u64 != meta.bytes {
-        return Err(FormatError::ShortRead {
-            shard: meta.name.clone(),
-            offset: 0,
-            expected: meta.bytes,
-            actual: data.len() as u64,
-        });
-    }
-    let range = chunk_range(meta, 0..meta.samples);
-    let body = data.slice(range.bytes.start as usize..range.bytes.end as usize);
-    let mut samples = Vec::new();
-    decode_chunks(meta, kind, &range, &body, 0, 0..meta.samples, &mut samples)?;
-    // Chunks first (their errors say where), then the whole object, which
-    // also covers bytes outside every chunk (the end-of-archive marker).
-    let actual = crc32c::crc32c(data);
-    if actual != meta.crc32c {
-        return Err(FormatError::Shard {
-            shard: meta.name.clone(),
-            reason: format!(
-                "object checksum mismatch (manifest says crc32c {:08x}, object has {actual:08x})",
-                meta.crc32c
-            ),
-        });
-    }
-    Ok(samples.len() as u32)
-}
-
-/// Scans a foreign (WebDataset) tar archive and builds its manifest entry,
-/// one chunk per sample. Returns the entry and the field extensions seen.
-pub fn index_tar(name: &str, data: &[u8]) -> Result<(ShardMeta, BTreeSet<String>), FormatError> {
-    let mut reader = TarReader::new(data, 0);
-    let mut entries = Vec::new();
-    while let Some(entry) = reader.next_entry().map_err(|error| FormatError::Tar {
-        shard: name.to_owned(),
-        error,
-    })? {
-        entries.push(entry);
-    }
-    let samples = group_entries(entries);
-    if samples.is_empty() {
-        return Err(FormatError::Shard {
-            shard: name.to_owned(),
-            reason: "holds no samples (no entries named KEY.EXT)".into(),
-        });
-    }
-    let mut seen = BTreeSet::new();
-    let mut fields = BTreeSet::new();
-    let mut chunk_offsets = Vec::with_capacity(samples.len() + 1);
-    let mut chunk_crc32c = Vec::with_capacity(samples.len());
-    for (i, sample) in samples.iter().enumerate() {
-        if !seen.insert(sample.key.as_str()) {
-            return Err(FormatError::BadSample {
-                shard: name.to_owned(),
-                key: sample.key.clone(),
-                reason: format!(
-                    "appears again at byte {} (a sample's files must be adjacent in the archive)",
-                    sample.start
-                ),
-            });
-        }
-        // Entries that belong to no sample (directories, global headers) that
-        // sit between two samples join the earlier chunk: chunks stay adjacent.
-        let end = samples.get(i + 1).map_or(sample.end, |next| next.start);
-        chunk_offsets.push(sample.start);
-        chunk_crc32c.push(crc32c::crc32c(&data[sample.start as usize..end as usize]));
-        fields.extend(sample.fields.iter().map(|(ext, _)| ext.clone()));
-    }
-    chunk_offsets.push(samples.last().map_or(0, |s| s.end));
-    let meta = ShardMeta {
-        name: name.to_owned(),
-        samples: samples.len() as u32,
-        bytes: data.len() as u64,
-        crc32c: crc32c::crc32c(data),
-        chunk_offsets,
-        chunk_samples: Vec::new(),
-        chunk_crc32c,
-    };
-    Ok((meta, fields))
 }
 
 #[cfg(test)]
@@ -557,6 +486,65 @@ mod tests {
             .expect_err("truncated");
             assert!(err.to_string().contains("truncated"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_chunk_shorter_than_its_recorded_size_is_an_error() {
+        let shard = write(
+            &[vec![("txt".into(), vec![1; 700])]],
+            Compression::ZSTD,
+            1 << 20,
+        );
+        let mut meta = shard.meta.clone();
+        assert_eq!(meta.chunk_uncompressed_bytes, vec![512 + 1024 + 1024]);
+        meta.chunk_uncompressed_bytes[0] += 512;
+        let range = chunk_range(&meta, 0..1);
+        let err = decode_chunks(
+            &meta,
+            CompressionKind::Zstd,
+            &range,
+            &Bytes::from(shard.data),
+            0,
+            0..1,
+            &mut Vec::new(),
+        )
+        .expect_err("short");
+        assert!(
+            err.to_string().contains("the manifest records 3072"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn pack_and_index_reject_the_same_keys() {
+        for key in ["a\u{1}b", "cat/x\ny", "a//b", "/abs"] {
+            let mut writer = ShardWriter::new("w.tar", Compression::NONE);
+            assert!(
+                writer.push(key, &[("jpg", b"x")]).is_err(),
+                "pack took {key:?}"
+            );
+            let mut tar = Vec::new();
+            tar::append_entry(&mut tar, &format!("{key}.jpg"), b"x").expect("entry");
+            tar::append_end(&mut tar);
+            let indexed = index_tar("i.tar", &tar);
+            assert!(
+                matches!(
+                    indexed,
+                    Err(FormatError::BadSample { .. }) | Err(FormatError::Shard { .. })
+                ),
+                "index took {key:?}: {indexed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_sample_over_the_chunk_limit_is_refused_by_the_writer() {
+        let mut writer = ShardWriter::new("w.tar.zst", Compression::ZSTD);
+        let big = vec![0u8; MAX_CHUNK_BYTES as usize];
+        let err = writer
+            .push("k", &[("bin", &big)])
+            .expect_err("over the limit");
+        assert!(err.to_string().contains("chunk limit"), "{err}");
     }
 
     #[test]

@@ -247,19 +247,19 @@ impl<'a> TarReader<'a> {
     }
 }
 
-fn utf8(bytes: &[u8], offset: u64) -> Result<&str, TarError> {
+pub(crate) fn utf8(bytes: &[u8], offset: u64) -> Result<&str, TarError> {
     std::str::from_utf8(bytes).map_err(|_| TarError::BadHeader {
         offset,
         reason: "entry name is not UTF-8".into(),
     })
 }
 
-fn cstr(field: &[u8]) -> &[u8] {
+pub(crate) fn cstr(field: &[u8]) -> &[u8] {
     let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
     &field[..end]
 }
 
-fn header_name(header: &[u8], offset: u64) -> Result<String, TarError> {
+pub(crate) fn header_name(header: &[u8], offset: u64) -> Result<String, TarError> {
     let name = utf8(cstr(&header[..100]), offset)?;
     let prefix = if &header[257..262] == b"ustar" {
         utf8(cstr(&header[345..500]), offset)?
@@ -287,17 +287,29 @@ fn parse_octal(field: &[u8], offset: u64, what: &str) -> Result<u64, TarError> {
     })
 }
 
-fn parse_size(field: &[u8], offset: u64) -> Result<u64, TarError> {
+/// An entry's size: octal, or GNU base-256 for sizes over 8 GiB (a first
+/// byte of `0x80`, then big-endian bytes). A base-256 value past `u64` or a
+/// negative one (`0xff`) is an error.
+pub(crate) fn parse_size(field: &[u8], offset: u64) -> Result<u64, TarError> {
     if field[0] & 0x80 != 0 {
-        // GNU base-256 encoding for sizes over 8 GiB.
-        return Ok(field[1..]
+        let bad = |reason: &str| TarError::BadHeader {
+            offset,
+            reason: format!("base-256 size {reason}"),
+        };
+        if field[0] & 0x40 != 0 {
+            return Err(bad("is negative"));
+        }
+        return field[1..]
             .iter()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)));
+            .try_fold(u64::from(field[0] & 0x3f), |acc, &b| {
+                acc.checked_mul(256)?.checked_add(u64::from(b))
+            })
+            .ok_or_else(|| bad("does not fit in 64 bits"));
     }
     parse_octal(field, offset, "size")
 }
 
-fn verify_checksum(header: &[u8], offset: u64) -> Result<(), TarError> {
+pub(crate) fn verify_checksum(header: &[u8], offset: u64) -> Result<(), TarError> {
     let stored = parse_octal(&header[148..156], offset, "checksum")?;
     let unsigned: u64 = header
         .iter()
@@ -332,7 +344,7 @@ fn verify_checksum(header: &[u8], offset: u64) -> Result<(), TarError> {
 }
 
 /// Parses pax records: `"<len> <key>=<value>\n"` repeated.
-fn parse_pax(mut data: &[u8], offset: u64) -> Result<Vec<(&str, &str)>, TarError> {
+pub(crate) fn parse_pax(mut data: &[u8], offset: u64) -> Result<Vec<(&str, &str)>, TarError> {
     let bad = |reason: &str| TarError::BadHeader {
         offset,
         reason: format!("pax header: {reason}"),
@@ -424,6 +436,26 @@ mod tests {
             matches!(err, TarError::Truncated { offset: 512, .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_base256_size_past_u64_is_an_error_not_a_truncated_value() {
+        let mut field = [0u8; 12];
+        field[0] = 0x80;
+        field[3] = 1; // 2^64: one past u64::MAX
+        let err = parse_size(&field, 1536).expect_err("past u64");
+        assert!(
+            matches!(err, TarError::BadHeader { offset: 1536, ref reason } if reason.contains("64 bits")),
+            "{err}"
+        );
+        let mut field = [0u8; 12];
+        field[0] = 0x80;
+        field[11] = 5;
+        field[10] = 1;
+        assert_eq!(parse_size(&field, 0), Ok(256 + 5));
+        field[4..].fill(0xff);
+        assert_eq!(parse_size(&field, 0), Ok(u64::MAX));
+        assert!(parse_size(&[0xff; 12], 0).is_err(), "negative");
     }
 
     #[test]

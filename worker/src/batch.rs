@@ -71,20 +71,14 @@ pub fn image_field(sample: &Sample) -> Result<(&str, &[u8])> {
 }
 
 /// The label of a sample: its `cls` field as an integer, or -1 without one.
+/// (The fetch stage has checked it against the manifest's classes.)
 pub fn label(sample: &Sample) -> Result<i64> {
-    let Some(cls) = sample.field("cls") else {
-        return Ok(-1);
-    };
-    std::str::from_utf8(cls)
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .ok_or_else(|| WorkerError::Sample {
+    tributary_common::sample::parse_label(sample, 0)
+        .map(|label| label.unwrap_or(-1))
+        .map_err(|reason| WorkerError::Sample {
             key: sample.key.clone(),
             id: sample.id,
-            reason: format!(
-                "`cls` field {:?} is not an integer",
-                String::from_utf8_lossy(cls)
-            ),
+            reason,
         })
 }
 

@@ -15,7 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tributary_common::sample::{Field, Sample};
+use tributary_common::sample::{check_labels, Field, Sample};
 use tributary_common::shard::{chunk_range, decode_chunks, ChunkRange};
 use tributary_common::span::{Span, SpanSet};
 
@@ -239,7 +239,9 @@ pub fn fetch_input(
 fn parse(dataset: &Dataset, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
     let meta = &dataset.manifest.shards[read.shard];
     let first_id = dataset.manifest.shard_start(read.shard);
-    let mut samples = Vec::with_capacity(read.want.len());
+    // A hint only: the samples a read holds are bounded by its bytes (the
+    // manifest was validated), not by a number that sizes memory up front.
+    let mut samples = Vec::with_capacity(read.want.len().min(4096));
     decode_chunks(
         meta,
         dataset.manifest.compression,
@@ -249,6 +251,7 @@ fn parse(dataset: &Dataset, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
         read.want.clone(),
         &mut samples,
     )?;
+    check_labels(&meta.name, &samples, dataset.manifest.classes.len())?;
     Ok(samples.into_iter().map(compact).collect())
 }
 

@@ -1,16 +1,21 @@
 //! The indexer: builds a manifest for WebDataset tar shards that have none,
-//! by reading each shard once.
+//! by reading each shard once, as a stream of range reads of at most
+//! [`INDEX_READ_BYTES`]: a shard of any size is indexed in bounded memory.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use tributary_common::manifest::{CompressionKind, Manifest, ShardMeta, MANIFEST_NAME};
-use tributary_common::shard::index_tar;
+use tributary_common::shard::TarIndexer;
 
 use crate::error::{Result, WorkerError};
 use crate::progress::Progress;
 use crate::store::Location;
+
+/// The size of each range read of a shard being indexed (8 MiB); four
+/// shards are read at once.
+pub const INDEX_READ_BYTES: u64 = 8 << 20;
 
 /// What an index run found.
 #[derive(Debug, Clone)]
@@ -59,15 +64,11 @@ pub async fn index(
     }
     progress.total(0, shards.iter().map(|(_, size)| size).sum());
     let metas: Vec<(ShardMeta, std::collections::BTreeSet<String>)> = stream::iter(shards)
-        .map(|(name, _)| {
+        .map(|(name, size)| {
             let progress = Arc::clone(&progress);
             async move {
-                let data: Bytes = location.get(&name).await?;
-                let len = data.len() as u64;
-                let indexed = tokio::task::spawn_blocking(move || index_tar(&name, &data))
-                    .await
-                    .map_err(|e| WorkerError::Stopped(format!("indexer panicked: {e}")))??;
-                progress.advance(u64::from(indexed.0.samples), len);
+                let indexed = index_shard(location, name, size, progress.as_ref()).await?;
+                progress.advance(u64::from(indexed.0.samples), 0);
                 Ok::<_, WorkerError>(indexed)
             }
         })
@@ -96,4 +97,33 @@ pub async fn index(
         bytes: manifest.bytes,
         fields: manifest.fields.clone(),
     })
+}
+
+/// Indexes the shard object `name` of `size` bytes (as listed) read by read.
+async fn index_shard(
+    location: &Location,
+    name: String,
+    size: u64,
+    progress: &dyn Progress,
+) -> Result<(ShardMeta, std::collections::BTreeSet<String>)> {
+    let mut indexer = TarIndexer::new(name.clone());
+    while indexer.offset() < size {
+        let start = indexer.offset();
+        let range = start..size.min(start + INDEX_READ_BYTES);
+        let data: Bytes = location.get_range(&name, range.clone()).await?;
+        if data.len() as u64 != range.end - range.start {
+            return Err(tributary_common::FormatError::ShortRead {
+                shard: name,
+                offset: start,
+                expected: range.end - range.start,
+                actual: data.len() as u64,
+            }
+            .into());
+        }
+        indexer = tokio::task::spawn_blocking(move || indexer.feed(&data).map(|()| indexer))
+            .await
+            .map_err(|e| WorkerError::Stopped(format!("indexer panicked: {e}")))??;
+        progress.advance(0, range.end - range.start);
+    }
+    Ok(indexer.finish()?)
 }

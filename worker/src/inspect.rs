@@ -1,15 +1,29 @@
 //! The inspector: dataset statistics plus a full verification of every
-//! shard against the manifest (object checksum, chunk checksums, tar
-//! structure, sample counts).
+//! shard against the manifest (object size and checksum, chunk checksums,
+//! tar structure, sample counts, labels against the manifest's classes).
+//! Each shard is read as a stream of range reads of whole chunks, at most
+//! [`INSPECT_READ_BYTES`] each (a larger chunk alone; the manifest bounds
+//! chunks), so a shard of any size is verified in bounded memory.
 
+use std::ops::Range;
 use std::sync::Arc;
 
+use bytes::Bytes;
+use object_store::GetOptions;
+
 use futures::stream::{self, StreamExt};
-use tributary_common::shard::verify_shard;
+use tributary_common::manifest::ShardMeta;
+use tributary_common::shard::ShardVerifier;
+use tributary_common::FormatError;
 
 use crate::dataset::Dataset;
 use crate::error::WorkerError;
 use crate::progress::Progress;
+use crate::store::{retry, Location};
+
+/// The size of each range read of a shard being verified (8 MiB); four
+/// shards are read at once.
+pub const INSPECT_READ_BYTES: u64 = 8 << 20;
 
 /// What [`inspect`] found. `problems` is empty for a healthy dataset.
 #[derive(Debug, Clone, Default)]
@@ -41,18 +55,7 @@ pub async fn inspect(dataset: &Dataset, progress: Arc<dyn Progress>) -> InspectR
         .map(|i| {
             let manifest = Arc::clone(&manifest);
             let progress = Arc::clone(&progress);
-            async move {
-                let meta = &manifest.shards[i];
-                let data = dataset.location.get(&meta.name).await?;
-                let len = data.len() as u64;
-                let checked = tokio::task::spawn_blocking(move || {
-                    verify_shard(&manifest.shards[i], manifest.compression, &data)
-                })
-                .await
-                .map_err(|e| WorkerError::Stopped(format!("verifier panicked: {e}")))??;
-                progress.advance(u64::from(checked), len);
-                Ok::<_, WorkerError>(checked)
-            }
+            async move { verify(dataset, manifest, i, progress.as_ref()).await }
         })
         .buffered(4);
     while let Some(result) = results.next().await {
@@ -65,4 +68,79 @@ pub async fn inspect(dataset: &Dataset, progress: Arc<dyn Progress>) -> InspectR
         }
     }
     report
+}
+
+/// Verifies shard `index` of `manifest`, read by read.
+async fn verify(
+    dataset: &Dataset,
+    manifest: Arc<tributary_common::manifest::Manifest>,
+    index: usize,
+    progress: &dyn Progress,
+) -> Result<u32, WorkerError> {
+    let meta: &ShardMeta = &manifest.shards[index];
+    let mut verifier = ShardVerifier::new(manifest.compression, INSPECT_READ_BYTES)
+        .classes(manifest.classes.len());
+    let mut first = true;
+    while let Some(range) = verifier.next_range(meta) {
+        let data = if first {
+            // The first read also says how long the object is.
+            first = false;
+            let (data, size) =
+                get_range_and_size(&dataset.location, &meta.name, range.clone()).await?;
+            if size != meta.bytes {
+                return Err(FormatError::Shard {
+                    shard: meta.name.clone(),
+                    reason: format!(
+                        "the object is {size} bytes, the manifest says {}",
+                        meta.bytes
+                    ),
+                }
+                .into());
+            }
+            data
+        } else {
+            dataset
+                .location
+                .get_range(&meta.name, range.clone())
+                .await?
+        };
+        let before = verifier.samples();
+        // Verifying a window is CPU work (checksums, zstd): off the runtime.
+        let manifest = Arc::clone(&manifest);
+        verifier = tokio::task::spawn_blocking(move || {
+            verifier
+                .feed(&manifest.shards[index], &data)
+                .map(|()| verifier)
+        })
+        .await
+        .map_err(|e| WorkerError::Stopped(format!("verifier panicked: {e}")))??;
+        progress.advance(
+            u64::from(verifier.samples() - before),
+            range.end - range.start,
+        );
+    }
+    Ok(verifier.finish(meta)?)
+}
+
+/// Reads bytes `range` of object `name` and, from the same response, the
+/// object's size.
+async fn get_range_and_size(
+    location: &Location,
+    name: &str,
+    range: Range<u64>,
+) -> Result<(Bytes, u64), WorkerError> {
+    let path = location.path(name);
+    retry(&location.url_of(name), || {
+        let options = GetOptions {
+            range: Some(range.clone().into()),
+            ..GetOptions::default()
+        };
+        let path = &path;
+        async move {
+            let result = location.store.get_opts(path, options).await?;
+            let size = result.meta.size;
+            Ok((result.bytes().await?, size))
+        }
+    })
+    .await
 }

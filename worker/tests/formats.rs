@@ -1,0 +1,252 @@
+//! Hostile files end to end: manifests whose numbers cannot be true, labels
+//! outside the manifest's classes, zstd bombs, and shards read as streams of
+//! bounded range reads by `index` and `inspect`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use object_store::local::LocalFileSystem;
+use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMeta};
+use tributary_common::shard::ShardWriter;
+use tributary_common::tar;
+use tributary_worker::augment::AugmentConfig;
+use tributary_worker::index::{index, INDEX_READ_BYTES};
+use tributary_worker::inspect::{inspect, INSPECT_READ_BYTES};
+use tributary_worker::intercept::CountingStore;
+use tributary_worker::progress::NoProgress;
+use tributary_worker::{Dataset, Loader, LoaderConfig, Location, StoreOptions};
+
+fn jpeg(seed: u8) -> Vec<u8> {
+    let pixels: Vec<u8> = (0..24 * 16 * 3)
+        .map(|i| (i as u8).wrapping_mul(seed))
+        .collect();
+    let mut out = Vec::new();
+    jpeg_encoder::Encoder::new(&mut out, 80)
+        .encode(&pixels, 24, 16, jpeg_encoder::ColorType::Rgb)
+        .expect("jpeg");
+    out
+}
+
+/// Writes one shard of `labels.len()` JPEG samples and its manifest under
+/// `dir`, listing `classes`.
+fn write_dataset(dir: &Path, compression: Compression, labels: &[&str], classes: &[&str]) {
+    let name = format!("shard-000000{}", compression.kind.suffix());
+    let mut writer = ShardWriter::new(name.clone(), compression);
+    for (i, label) in labels.iter().enumerate() {
+        writer
+            .push(
+                &format!("k/{i:03}"),
+                &[("cls", label.as_bytes()), ("jpg", &jpeg(i as u8 + 1))],
+            )
+            .expect("push");
+    }
+    let shard = writer.finish().expect("finish");
+    let manifest = Manifest::new(
+        compression.kind,
+        shard.fields.iter().cloned().collect(),
+        classes.iter().map(|c| (*c).to_owned()).collect(),
+        vec![shard.meta],
+    )
+    .expect("manifest");
+    write_manifest(dir, &manifest);
+    std::fs::write(dir.join(name), &shard.data).expect("write shard");
+}
+
+fn write_manifest(dir: &Path, manifest: &Manifest) {
+    std::fs::write(dir.join("manifest.json"), manifest.to_json()).expect("write manifest");
+}
+
+fn url(dir: &Path) -> String {
+    dir.display().to_string()
+}
+
+async fn read_all(dataset: Dataset) -> tributary_worker::Result<usize> {
+    let config = LoaderConfig {
+        batch_size: 4,
+        shuffle_buffer: 4,
+        decode_threads: 2,
+        augment: AugmentConfig {
+            size: 16,
+            ..AugmentConfig::default()
+        },
+        ..LoaderConfig::default()
+    };
+    let mut loader = Loader::builder(dataset).config(config).build().await?;
+    let mut samples = 0;
+    while let Some(batch) = loader.next().await {
+        samples += batch?.len();
+    }
+    Ok(samples)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impossible_chunk_sample_count_is_a_manifest_error_not_an_abort() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dataset(dir.path(), Compression::ZSTD, &["0"; 6], &[]);
+    let path = dir.path().join("manifest.json");
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+    // The reproduction: read and bench sized a Vec from this count.
+    json["shards"][0]["chunk_samples"] = serde_json::json!([4_294_967_295u64]);
+    json["shards"][0]["samples"] = 4_294_967_295u64.into();
+    json["samples"] = 4_294_967_295u64.into();
+    std::fs::write(&path, json.to_string()).expect("write");
+    // Every reader (read, bench, inspect, the coordinator) opens through here.
+    let message = Dataset::open(&url(dir.path()), &StoreOptions::default())
+        .await
+        .expect_err("an impossible manifest")
+        .to_string();
+    assert!(message.contains("manifest.json"), "{message}");
+    assert!(message.contains("shards[0].chunk_"), "{message}");
+    assert!(message.contains("holds 4294967295 samples"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_past_the_manifest_classes_fails_read_and_inspect_naming_shard_and_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dataset(
+        dir.path(),
+        Compression::NONE,
+        &["0", "1", "2", "1"],
+        &["cat", "dog"],
+    );
+    let dataset = Dataset::open(&url(dir.path()), &StoreOptions::default())
+        .await
+        .expect("open");
+    let message = read_all(dataset.clone())
+        .await
+        .expect_err("cls 2 of 2 classes")
+        .to_string();
+    assert!(message.contains("shard-000000.tar"), "{message}");
+    assert!(message.contains("k/002"), "{message}");
+    assert!(message.contains("`cls` 2"), "{message}");
+    let report = inspect(&dataset, Arc::new(NoProgress)).await;
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert!(
+        report.problems[0].contains("k/002"),
+        "{:?}",
+        report.problems
+    );
+
+    // Without classes in the manifest, labels are not checked.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dataset(dir.path(), Compression::NONE, &["0", "7"], &[]);
+    let dataset = Dataset::open(&url(dir.path()), &StoreOptions::default())
+        .await
+        .expect("open");
+    assert_eq!(read_all(dataset).await.expect("read"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zstd_bomb_shard_is_a_read_error_at_its_recorded_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One frame of 128 MiB of zeros: a few KB stored.
+    let bomb = zstd::bulk::compress(&vec![0u8; 128 << 20], 3).expect("compress");
+    let crc = crc32c::crc32c(&bomb);
+    let meta = ShardMeta {
+        name: "bomb.tar.zst".into(),
+        samples: 2,
+        bytes: bomb.len() as u64,
+        crc32c: crc,
+        chunk_offsets: vec![0, bomb.len() as u64],
+        chunk_samples: vec![2],
+        chunk_crc32c: vec![crc],
+        chunk_uncompressed_bytes: vec![8192],
+    };
+    let manifest = Manifest::new(
+        CompressionKind::Zstd,
+        vec!["jpg".into()],
+        vec![],
+        vec![meta],
+    )
+    .expect("manifest");
+    write_manifest(dir.path(), &manifest);
+    std::fs::write(dir.path().join("bomb.tar.zst"), &bomb).expect("write");
+    let dataset = Dataset::open(&url(dir.path()), &StoreOptions::default())
+        .await
+        .expect("open");
+    let message = read_all(dataset.clone())
+        .await
+        .expect_err("a bomb")
+        .to_string();
+    assert!(
+        message.contains("shard bomb.tar.zst: zstd frame 0 at byte 0"),
+        "{message}"
+    );
+    assert!(message.contains("recorded size of 8192 bytes"), "{message}");
+    let report = inspect(&dataset, Arc::new(NoProgress)).await;
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+}
+
+/// A foreign WebDataset tar of `samples` samples of `size` bytes each.
+fn foreign_tar(samples: usize, size: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..samples {
+        let data: Vec<u8> = (0..size).map(|j| (i * 31 + j) as u8).collect();
+        tar::append_entry(&mut out, &format!("s/{i:04}.bin"), &data).expect("entry");
+        tar::append_entry(&mut out, &format!("s/{i:04}.cls"), b"1").expect("entry");
+    }
+    tar::append_end(&mut out);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_and_inspect_stream_a_shard_in_bounded_range_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 20 MiB: three reads of at most 8 MiB each, never the whole shard.
+    let data = foreign_tar(40, 512 << 10);
+    let size = data.len() as u64;
+    assert!(size > 2 * INDEX_READ_BYTES);
+    std::fs::write(dir.path().join("big.tar"), &data).expect("write");
+    let counting = Arc::new(CountingStore::counting(Arc::new(LocalFileSystem::new())));
+    let prefix = std::path::absolute(dir.path()).expect("absolute");
+    let location = Location::from_store(
+        counting.clone(),
+        prefix.to_str().expect("utf-8").trim_start_matches('/'),
+        "counted",
+    );
+    let summary = index(&location, false, Arc::new(NoProgress))
+        .await
+        .expect("index");
+    assert_eq!(summary.samples, 40);
+    let (gets, bytes) = counting.hooks.reads();
+    assert_eq!(
+        gets,
+        size.div_ceil(INDEX_READ_BYTES),
+        "range reads of the shard"
+    );
+    assert_eq!(bytes, size, "each byte read once");
+
+    let dataset = Dataset::from_location(location).await.expect("open");
+    let (gets_before, bytes_before) = counting.hooks.reads();
+    let report = inspect(&dataset, Arc::new(NoProgress)).await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.verified_samples, 40);
+    let (gets, bytes) = counting.hooks.reads();
+    assert!(
+        gets - gets_before >= size.div_ceil(INSPECT_READ_BYTES),
+        "{} reads",
+        gets - gets_before
+    );
+    assert_eq!(bytes - bytes_before, size, "each byte read once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_rejects_keys_with_control_characters_as_pack_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut data = Vec::new();
+    tar::append_entry(&mut data, "s/ok.jpg", b"x").expect("entry");
+    tar::append_entry(&mut data, "s/bad\u{7}key.jpg", b"x").expect("entry");
+    tar::append_end(&mut data);
+    std::fs::write(dir.path().join("a.tar"), &data).expect("write");
+    let location = Location::open(&url(dir.path()), &StoreOptions::default(), false).expect("open");
+    let message = index(&location, false, Arc::new(NoProgress))
+        .await
+        .expect_err("a control character")
+        .to_string();
+    assert!(
+        message.contains("a.tar") && message.contains("control character"),
+        "{message}"
+    );
+    assert!(!dir.path().join("manifest.json").exists());
+}
