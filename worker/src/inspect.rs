@@ -130,7 +130,7 @@ async fn get_range_and_size(
     range: Range<u64>,
 ) -> Result<(Bytes, u64), WorkerError> {
     let path = location.path(name);
-    retry(&location.url_of(name), || {
+    retry(&location.url_of(name), &location.retry, || {
         let options = GetOptions {
             range: Some(range.clone().into()),
             ..GetOptions::default()
