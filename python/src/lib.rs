@@ -151,7 +151,8 @@ impl Loader {
         image_size=224, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
         decode_threads=None, rank=None, world_size=None, run_id=None,
         restart_count=None, name=None, storage_options=None, timeout_s=60.0,
-        return_ids=false, worker=None, epoch=None
+        return_ids=false, worker=None, epoch=None, auth_token=None, lookahead=None,
+        on_lease_lost="rejoin"
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -176,7 +177,11 @@ impl Loader {
         return_ids: bool,
         worker: Option<(usize, usize)>,
         epoch: Option<u64>,
+        auth_token: Option<String>,
+        lookahead: Option<u64>,
+        on_lease_lost: &str,
     ) -> PyResult<Self> {
+        let on_lease_lost = on_lease_lost.parse().map_err(to_py)?;
         let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
             PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
         })?;
@@ -211,6 +216,9 @@ impl Loader {
             stripe: worker.map_or_else(Stripe::default, |(index, count)| Stripe { index, count }),
             epoch,
             env: std::env::vars().collect(),
+            auth_token,
+            lookahead,
+            on_lease_lost,
         };
         let inner = start(py, &args)?;
         Ok(Self {

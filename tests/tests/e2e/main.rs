@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod deploy;
 mod elastic;
+mod freeze;
 mod harness;
 mod s3;
 mod webdataset;
