@@ -27,7 +27,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_common::proto::v1;
-use tributary_worker::coordinated::LoaderState;
+use tributary_worker::coordinated::{LoaderState, OnLeaseLost};
 use tributary_worker::{Batch, Stripe, WorkerError};
 
 use crate::inner::{Args, Inner, Rank, Runtime};
@@ -181,7 +181,7 @@ impl Loader {
         lookahead: Option<u64>,
         on_lease_lost: &str,
     ) -> PyResult<Self> {
-        let on_lease_lost = on_lease_lost.parse().map_err(to_py)?;
+        let on_lease_lost = on_lease_lost.parse::<OnLeaseLost>().map_err(to_py)?;
         let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
             PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
         })?;

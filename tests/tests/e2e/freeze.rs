@@ -157,7 +157,7 @@ fn a_member_frozen_past_its_ttl_joins_again_and_the_epoch_completes() {
     let scratch = Scratch::new();
     let (url, manifest) = dataset(&s3, &scratch, 480, 48);
     let (_coordinator, address) = coordinator(&[etcd.endpoint()], &s3.endpoint);
-    let job = job_args(address.clone(), "frozen-member", &url, &s3, 400, 2);
+    let job = job_args(address.clone(), "frozen-member", &url, &s3, 500, 2);
     let mut members: Vec<Proc> = (0..3)
         .map(|i| named_member(&job, &format!("m{i}")))
         .collect();
