@@ -47,6 +47,7 @@ fn torchrun(job: &str, rank: u32, world: u32, restart: u64) -> v1::JoinRequest {
             run_id: RUN.to_owned(),
             restart_count: restart,
         })),
+        secret: String::new(),
     }
 }
 
@@ -54,6 +55,7 @@ fn member(name: &str) -> v1::MemberRequest {
     v1::MemberRequest {
         job: JOB.to_owned(),
         member: name.to_owned(),
+        secret: String::new(),
     }
 }
 
@@ -63,6 +65,7 @@ fn commit(member: &str, generation: u64, samples: u64) -> v1::CommitRequest {
         member: member.to_owned(),
         generation,
         samples,
+        secret: String::new(),
     }
 }
 
@@ -252,6 +255,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             c.join(v1::JoinRequest {
                 job: JOB.into(),
                 identity: None,
+                secret: String::new(),
             })
             .await,
             Code::InvalidArgument,
@@ -288,6 +292,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
                 job: JOB.into(),
                 member: old.member.clone(),
                 epoch: 0,
+                secret: String::new(),
             })
             .await,
             Code::FailedPrecondition,
@@ -308,6 +313,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
                 job: JOB.into(),
                 member: new.member.clone(),
                 epoch: 5,
+                secret: String::new(),
             })
             .await,
             Code::FailedPrecondition,
@@ -319,6 +325,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
                 member: new.member.clone(),
                 max_units: 1,
                 wait_ms: 0,
+                secret: String::new(),
             })
             .await,
             Code::FailedPrecondition,

@@ -63,11 +63,6 @@ impl Proc {
         assert!(status.success(), "kill -{signal} {}: {status}", self.name);
     }
 
-    /// Whether the process has exited.
-    pub fn exited(&mut self) -> bool {
-        self.child.try_wait().expect("try_wait").is_some()
-    }
-
     /// `kill -9`.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
