@@ -3,6 +3,8 @@
 //! a unit at once, and a member that dies orphans at most its lookahead.
 //! Real loaders against an in-process coordinator over loopback gRPC.
 
+#![allow(clippy::print_stdout, reason = "the test prints what it measures")]
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
