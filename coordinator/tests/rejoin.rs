@@ -1,7 +1,7 @@
 //! A member the coordinator forgot (its lease expired during a failover
 //! that outlasted the member TTL) comes back as what it is: a torchrun rank
 //! rejoins its own generation; a dynamic member, whose units went to
-//! others, is told it is lost. Driven through an in-process coordinator over
+//! others, is told it is lost (and may join again as a new member). Driven through an in-process coordinator over
 //! gRPC, as the loaders talk to a real one.
 
 use std::sync::Arc;
@@ -23,12 +23,13 @@ fn config(url: &str, mode: v1::Mode) -> v1::JobConfig {
     }
 }
 
-/// Makes the coordinator forget `member`, as a lease expiry does.
+/// Makes the coordinator forget `session`'s member, as a lease expiry does.
 async fn forget(client: &Client, job: &str, session: &Session) {
+    let joined = session.joined();
     let request = v1::MemberRequest {
         job: job.to_owned(),
-        member: session.member().to_owned(),
-        secret: session.joined.secret.clone(),
+        member: joined.member,
+        secret: joined.secret,
     };
     client
         .send(&request, |mut c, r| async move { c.leave(r).await })
@@ -72,15 +73,12 @@ async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_i
         .await
         .expect("join");
     forget(&client, "sync", &rank0).await;
-    assert!(!members(&client, "sync")
-        .await
-        .contains(&rank0.member().to_owned()));
+    assert!(!members(&client, "sync").await.contains(&rank0.member()));
 
     let request = v1::AssignmentRequest {
         job: "sync".into(),
-        member: rank0.member().to_owned(),
         epoch: 0,
-        secret: rank0.joined.secret.clone(),
+        ..v1::AssignmentRequest::default()
     };
     let assignment = rank0
         .send(
@@ -94,9 +92,7 @@ async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_i
         (0, 0, 2),
         "same generation, same rank: no new generation for a rejoin"
     );
-    assert!(members(&client, "sync")
-        .await
-        .contains(&rank0.member().to_owned()));
+    assert!(members(&client, "sync").await.contains(&rank0.member()));
 
     create_job(&client, "dyn", config(&url, v1::Mode::Dynamic))
         .await
@@ -107,10 +103,9 @@ async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_i
     forget(&client, "dyn", &worker).await;
     let request = v1::AcquireRequest {
         job: "dyn".into(),
-        member: worker.member().to_owned(),
         max_units: 1,
         wait_ms: 0,
-        secret: worker.joined.secret.clone(),
+        ..v1::AcquireRequest::default()
     };
     let lost = worker
         .send(&request, |mut c, r| async move { c.acquire(r).await })
@@ -120,5 +115,13 @@ async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_i
         matches!(&lost, WorkerError::Stopped(m) if m.contains("units went to others")),
         "{lost}"
     );
+    assert!(worker.is_lost(), "the session says it is lost");
+    let again = worker.rejoin().await.expect("a lost member joins again");
+    assert!(!worker.is_lost(), "joined again: no longer lost");
+    assert_eq!(again.member, "w");
+    worker
+        .send(&request, |mut c, r| async move { c.acquire(r).await })
+        .await
+        .expect("the member that joined again leases units");
     coordinator.stop().await.expect("stop");
 }

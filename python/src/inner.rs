@@ -9,7 +9,8 @@ use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
 use tributary_worker::augment::AugmentConfig;
 use tributary_worker::coordinated::{
-    self, Client, ClientTls, DynamicLoader, Identity, LoaderState, Session, SyncLoader,
+    self, AuthToken, Client, ClientCredentials, DynamicLoader, DynamicOptions, Identity,
+    LoaderState, OnLeaseLost, Session, SyncLoader,
 };
 use tributary_worker::{Batch, Dataset, LoaderConfig, Result, StoreOptions, Stripe, WorkerError};
 
@@ -44,6 +45,12 @@ pub struct Args {
     pub epoch: Option<u64>,
     /// The process environment, read once at the edge.
     pub env: HashMap<String, String>,
+    /// The bearer token given as `auth_token=` (else the environment's).
+    pub auth_token: Option<String>,
+    /// Dynamic: samples leased ahead of the trainer (`None`: the default).
+    pub lookahead: Option<u64>,
+    /// Dynamic: what a member whose lease expired does.
+    pub on_lease_lost: OnLeaseLost,
 }
 
 impl Args {
@@ -95,6 +102,20 @@ impl Args {
         })
     }
 
+    /// How the client proves itself to a coordinator given by address:
+    /// `auth_token=` over `TRIBUTARY_AUTH_TOKEN(_FILE)`, TLS from the
+    /// environment. The in-process coordinator asks for nothing.
+    fn credentials(&self) -> Result<ClientCredentials> {
+        if self.coordinator.is_none() {
+            return Ok(ClientCredentials::default());
+        }
+        let mut credentials = ClientCredentials::from_env(&self.env)?;
+        if let Some(token) = &self.auth_token {
+            credentials.auth_token = Some(AuthToken::new(token, "auth_token")?);
+        }
+        Ok(credentials)
+    }
+
     fn validate(&self) -> Result<()> {
         if self.batch_size == 0 {
             return Err(WorkerError::Config("batch_size must be at least 1".into()));
@@ -122,6 +143,11 @@ impl Args {
                  coordinator=\"host:port\" (with coordinator=None each would read the whole epoch)",
                 self.stripe.count
             )));
+        }
+        if self.mode != v1::Mode::Dynamic && self.lookahead.is_some() {
+            return Err(WorkerError::Config(
+                "lookahead= is for mode=\"dynamic\"; sync ranks read a fixed part".into(),
+            ));
         }
         if self.mode == v1::Mode::Dynamic && self.epoch.is_some() {
             return Err(WorkerError::Config(
@@ -273,7 +299,7 @@ impl Rank {
     }
 
     pub fn member(&self) -> String {
-        self.session.member().to_owned()
+        self.session.member()
     }
 
     pub fn state_dict(&self) -> Result<LoaderState> {
@@ -309,7 +335,7 @@ async fn start(
     };
     let client = Arc::new(
         Client::new(&addresses)?
-            .with_tls(&ClientTls::from_env(&args.env)?)
+            .with_credentials(&args.credentials()?)?
             .with_deadline(args.timeout),
     );
     let config = v1::JobConfig {
@@ -338,12 +364,19 @@ async fn start(
         base.stripe = args.stripe;
     }
     let reader = match args.mode {
-        v1::Mode::Dynamic => Reader::Dynamic(
-            DynamicLoader::start(Arc::clone(&session), dataset, base, None, None).await?,
-        ),
+        v1::Mode::Dynamic => {
+            let options = DynamicOptions {
+                lookahead: args.lookahead,
+                on_lease_lost: args.on_lease_lost,
+                ..DynamicOptions::default()
+            };
+            Reader::Dynamic(
+                DynamicLoader::start(Arc::clone(&session), dataset, base, options).await?,
+            )
+        }
         _ => {
             let session = Arc::clone(&session);
-            let epoch = args.epoch.unwrap_or(session.joined.epoch);
+            let epoch = args.epoch.unwrap_or(session.epoch());
             Reader::Sync(SyncLoader::start_at(session, dataset, base, epoch).await?)
         }
     };

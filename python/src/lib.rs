@@ -27,7 +27,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_common::proto::v1;
-use tributary_worker::coordinated::LoaderState;
+use tributary_worker::coordinated::{LoaderState, OnLeaseLost};
 use tributary_worker::{Batch, Stripe, WorkerError};
 
 use crate::inner::{Args, Inner, Rank, Runtime};
@@ -154,7 +154,8 @@ impl Loader {
         image_size=224, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
         decode_threads=None, rank=None, world_size=None, run_id=None,
         restart_count=None, name=None, storage_options=None, timeout_s=60.0,
-        return_ids=false, worker=None, epoch=None
+        return_ids=false, worker=None, epoch=None, auth_token=None, lookahead=None,
+        on_lease_lost="rejoin"
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -179,7 +180,11 @@ impl Loader {
         return_ids: bool,
         worker: Option<(usize, usize)>,
         epoch: Option<u64>,
+        auth_token: Option<String>,
+        lookahead: Option<u64>,
+        on_lease_lost: &str,
     ) -> PyResult<Self> {
+        let on_lease_lost = on_lease_lost.parse::<OnLeaseLost>().map_err(to_py)?;
         let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
             PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
         })?;
@@ -214,6 +219,9 @@ impl Loader {
             stripe: worker.map_or_else(Stripe::default, |(index, count)| Stripe { index, count }),
             epoch,
             env: std::env::vars().collect(),
+            auth_token,
+            lookahead,
+            on_lease_lost,
         };
         let inner = start(py, &args)?;
         Ok(Self {

@@ -131,6 +131,34 @@ def test_tls_settings_come_from_the_environment_and_are_checked(dataset, tmp_pat
         tributary.Loader(dataset, coordinator="https://a:1,http://b:2", timeout_s=0.5, **SMALL)
 
 
+def test_auth_token_comes_from_the_argument_or_the_environment_and_is_checked(
+    dataset, tmp_path, monkeypatch
+):
+    missing = str(tmp_path / "token")
+    monkeypatch.setenv("TRIBUTARY_AUTH_TOKEN_FILE", missing)
+    with pytest.raises(ValueError, match=f"TRIBUTARY_AUTH_TOKEN_FILE={missing}: cannot read it"):
+        tributary.Loader(dataset, coordinator="127.0.0.1:1", timeout_s=0.5, **SMALL)
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    monkeypatch.setenv("TRIBUTARY_AUTH_TOKEN_FILE", str(empty))
+    with pytest.raises(ValueError, match="the auth token is empty"):
+        tributary.Loader(dataset, coordinator="127.0.0.1:1", timeout_s=0.5, **SMALL)
+    monkeypatch.delenv("TRIBUTARY_AUTH_TOKEN_FILE")
+    with pytest.raises(ValueError, match="auth_token: the auth token must be visible ASCII"):
+        tributary.Loader(
+            dataset, coordinator="127.0.0.1:1", auth_token="a b", timeout_s=0.5, **SMALL
+        )
+    # A good token, and nothing listening: the call is made, and fails.
+    with pytest.raises(ConnectionError):
+        tributary.Loader(
+            dataset, coordinator="127.0.0.1:1", auth_token="t0k3n", timeout_s=0.5, **SMALL
+        )
+    with pytest.raises(ValueError, match='on_lease_lost must be "rejoin" or "raise"'):
+        tributary.Loader(dataset, mode="dynamic", on_lease_lost="retry", **SMALL)
+    with pytest.raises(ValueError, match='lookahead= is for mode="dynamic"'):
+        tributary.Loader(dataset, lookahead=64, **SMALL)
+
+
 def test_torchrun_environment_sets_the_identity(dataset, monkeypatch):
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")

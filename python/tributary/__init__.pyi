@@ -48,6 +48,9 @@ class Loader:
         return_ids: bool = False,
         worker: Optional[Tuple[int, int]] = None,
         epoch: Optional[int] = None,
+        auth_token: Optional[str] = None,
+        lookahead: Optional[int] = None,
+        on_lease_lost: str = "rejoin",
     ) -> None:
         """``coordinator``: "host:port[,host:port...]" of the replicas, or None
         for an in-process one (one rank); "https://host:port" speaks TLS,
@@ -63,7 +66,20 @@ class Loader:
         ``count``; in sync mode it decodes and yields only batches ``id``,
         ``id + count``, ... of the rank's part (``tributary.torch`` passes it).
         ``epoch``: sync mode, the epoch to read first instead of the
-        generation's (the generation's epoch or the next one)."""
+        generation's (the generation's epoch or the next one).
+        ``auth_token``: the bearer token sent on every coordinator call
+        (coordinators run with ``--auth-token-file``); by default the
+        contents of the file ``TRIBUTARY_AUTH_TOKEN_FILE`` names (a mounted
+        Kubernetes Secret, whitespace trimmed) or ``TRIBUTARY_AUTH_TOKEN``.
+        For mutual TLS the client presents ``TRIBUTARY_TLS_CLIENT_CERT`` with
+        the key ``TRIBUTARY_TLS_CLIENT_KEY`` (PEM files).
+        ``lookahead``: dynamic mode, the most samples the member holds leased
+        and not yet yielded (default: what its pipeline holds when full, and
+        one unit); units it does not hold stay free for members that join.
+        ``on_lease_lost``: dynamic mode, what a member the coordinator forgot
+        (frozen past its TTL) does: ``"rejoin"`` drops what it held (others
+        read it) and joins again as a new member, going on with the job's
+        current epoch; ``"raise"`` raises ``RuntimeError``."""
     def __iter__(self) -> Iterator[Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]: ...
     def __next__(self) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
     def __len__(self) -> int:

@@ -1,7 +1,11 @@
 //! A trainer rank for the end-to-end tests: joins a coordinator job with the
 //! worker library (torchrun identity from the environment, or `--name`),
 //! reads its assignment from the object store, and prints what it does, one
-//! line per event, flushed, so a test that kills it knows how far it got:
+//! line per event, flushed, so a test that kills it knows how far it got.
+//! The coordinator credentials come from the environment, as the Python
+//! `Loader`'s do (`TRIBUTARY_AUTH_TOKEN_FILE` or `TRIBUTARY_AUTH_TOKEN`,
+//! `TRIBUTARY_TLS_CA`, `TRIBUTARY_TLS_DOMAIN`, `TRIBUTARY_TLS_CLIENT_CERT`
+//! and `TRIBUTARY_TLS_CLIENT_KEY`).
 //!
 //! ```text
 //! gen GENERATION EPOCH RANK WORLD SAMPLES     sync: an assignment
@@ -9,6 +13,7 @@
 //! commit GENERATION SAMPLES                   sync: a commit the coordinator accepted
 //! lease EPOCH UNIT UNIX_MS                    dynamic: a unit leased
 //! ack EPOCH UNIT...                           dynamic: acks the coordinator confirmed
+//! rejoin MEMBER                               dynamic: joined again after losing its lease
 //! done
 //! ```
 
@@ -25,7 +30,8 @@ use clap::Parser;
 use tributary_common::proto::v1;
 use tributary_worker::augment::AugmentConfig;
 use tributary_worker::coordinated::{
-    self, Client, ClientTls, DynamicLoader, Identity, Session, SyncLoader,
+    self, Client, ClientCredentials, DynamicLoader, DynamicOptions, Identity, OnLeaseLost, Session,
+    SyncLoader,
 };
 use tributary_worker::{Dataset, LoaderConfig, StoreOptions};
 
@@ -46,8 +52,15 @@ struct Args {
     name: Option<String>,
     #[arg(long, default_value = "sync")]
     mode: String,
-    #[arg(long, default_value_t = 1)]
+    /// Epochs of the job (sync and dynamic alike).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
     epochs: u64,
+    /// Dynamic: samples leased ahead of the trainer (default: the pipeline's depth).
+    #[arg(long)]
+    lookahead: Option<u64>,
+    /// Dynamic: what a member whose lease expired does: rejoin or raise.
+    #[arg(long, default_value = "rejoin")]
+    on_lease_lost: OnLeaseLost,
     #[arg(long, default_value_t = 16)]
     batch_size: u32,
     #[arg(long, default_value_t = 64)]
@@ -127,7 +140,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let dataset = Dataset::open(&args.dataset, &options).await?;
     let client = Arc::new(
-        Client::new(std::slice::from_ref(&args.coordinator))?.with_tls(&ClientTls::from_env(&env)?),
+        Client::new(std::slice::from_ref(&args.coordinator))?
+            .with_credentials(&ClientCredentials::from_env(&env)?)?,
     );
     let mode = match args.mode.as_str() {
         "dynamic" => v1::Mode::Dynamic,
@@ -156,7 +170,14 @@ async fn main() -> anyhow::Result<()> {
     };
     let step = Duration::from_millis(args.step_ms);
     match mode {
-        v1::Mode::Dynamic => run_dynamic(session, dataset, base, step).await?,
+        v1::Mode::Dynamic => {
+            let options = DynamicOptions {
+                lookahead: args.lookahead,
+                on_lease_lost: args.on_lease_lost,
+                ..DynamicOptions::default()
+            };
+            run_dynamic(session, dataset, base, step, options).await?;
+        }
         _ => run_sync(session, dataset, base, step, args.commit_every, args.hold).await?,
     }
     emit("done");
@@ -214,6 +235,7 @@ async fn run_dynamic(
     dataset: Dataset,
     base: LoaderConfig,
     step: Duration,
+    options: DynamicOptions,
 ) -> anyhow::Result<()> {
     let on_lease: coordinated::dynamic::OnLease =
         Arc::new(|unit: &v1::Unit| emit(&format!("lease {} {} {}", unit.epoch, unit.id, now_ms())));
@@ -222,14 +244,15 @@ async fn run_dynamic(
             emit(&format!("ack {} {}", unit.epoch, unit.id));
         }
     });
-    let mut loader = DynamicLoader::start(
-        Arc::clone(&session),
-        dataset,
-        base,
-        Some(on_lease),
-        Some(on_ack),
-    )
-    .await?;
+    let on_rejoin: coordinated::dynamic::OnRejoin =
+        Arc::new(|member: &str| emit(&format!("rejoin {member}")));
+    let options = DynamicOptions {
+        on_lease: Some(on_lease),
+        on_ack: Some(on_ack),
+        on_rejoin: Some(on_rejoin),
+        ..options
+    };
+    let mut loader = DynamicLoader::start(Arc::clone(&session), dataset, base, options).await?;
     loop {
         while let Some(batch) = loader.next().await {
             let ids: Vec<String> = batch?.ids.iter().map(u64::to_string).collect();

@@ -53,6 +53,16 @@ impl Proc {
         self.lines.lock().expect("lines").clone()
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, ...) with `kill -SIGNAL`.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {}: {status}", self.name);
+    }
+
     /// `kill -9`.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -161,13 +171,14 @@ fn rank_command(job: &JobArgs<'_>) -> Command {
     command
 }
 
-/// Calls the coordinator at `address` directly.
+/// Calls the coordinator at `address` directly; a replica that does not
+/// answer within 3 s (a frozen one) is an error.
 pub fn status(address: &str, job: &str) -> Result<JobStatus, tonic::Status> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(async {
+    let call = async {
         let mut client = CoordinatorClient::connect(format!("http://{address}"))
             .await
             .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
@@ -177,6 +188,15 @@ pub fn status(address: &str, job: &str) -> Result<JobStatus, tonic::Status> {
             })
             .await
             .map(tonic::Response::into_inner)
+    };
+    runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(3), call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(tonic::Status::deadline_exceeded(format!(
+                    "{address}: no answer"
+                )))
+            })
     })
 }
 

@@ -130,7 +130,7 @@ fn tls_replicas_probe_redirect_and_fail_over_with_one_certificate() {
     // verifies it as `localhost`, the first address's host.
     let tls = ClientTls {
         ca_pem: Some(ca),
-        domain: None,
+        ..ClientTls::default()
     };
     let address = format!("https://localhost:{}", follower.port);
     let client = Client::new(std::slice::from_ref(&address))

@@ -12,6 +12,7 @@ mod cluster;
 mod deploy;
 mod elastic;
 mod epochs;
+mod freeze;
 mod harness;
 mod hostile;
 mod s3;

@@ -1,12 +1,23 @@
 //! A coordinator client that follows the leader: a "not leader" answer
 //! names the leader, and the call is retried there; an unreachable replica
-//! (killed, restarting) is retried on the next endpoint with backoff until a
-//! deadline, so ranks ride out a leader change without losing their place.
+//! (killed, restarting, frozen) is retried on the next endpoint with backoff
+//! until a deadline, so ranks ride out a leader change without losing their
+//! place.
+//!
+//! Every call has a deadline of its own ([`Client::with_call_timeout`]; a
+//! long poll gets its wait on top), and the connection sends HTTP/2 pings
+//! ([`Client::with_keep_alive`]), so a leader that stops answering (a long
+//! pause, a half-open connection) fails the calls waiting on it within
+//! seconds; they move to the other replicas, which say who leads now. A
+//! replica that timed out is not trusted as a redirect target for a while
+//! ([`SUSPECT_FOR`]): the others name it as leader until their election
+//! ends, and going back to it would wait out its silence again.
 //!
 //! With `https://` addresses the client speaks TLS to every replica, the
 //! leaders it is sent to included, and checks each one's certificate
 //! against one name ([`ClientTls`]): replicas advertise pod addresses, but
-//! share the certificate of the name clients were given (a Service's).
+//! share the certificate of the name clients were given (a Service's). With
+//! an [`AuthToken`], every call carries `authorization: Bearer <token>`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,65 +25,85 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Status};
 use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
 use tributary_common::proto::LEADER_METADATA;
 
+pub use super::credentials::{
+    AuthToken, ClientCredentials, ClientIdentity, ClientTls, AUTH_TOKEN_FILE_VAR, AUTH_TOKEN_VAR,
+    TLS_CA_VAR, TLS_CLIENT_CERT_VAR, TLS_CLIENT_KEY_VAR, TLS_DOMAIN_VAR,
+};
 use crate::error::{Result, WorkerError};
 
 /// How long a call keeps retrying through leader changes.
 pub const FAILOVER_DEADLINE: Duration = Duration::from_secs(60);
+/// How long one attempt of a call may take (a long poll: its wait on top).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often an HTTP/2 ping checks the connection.
+pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a ping may go unanswered before the connection is dropped.
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a replica that stopped answering is not followed as a leader.
+pub const SUSPECT_FOR: Duration = Duration::from_secs(3);
+/// How long a TCP connection (and TLS handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Environment variable naming a PEM file of CA certificates to trust.
-pub const TLS_CA_VAR: &str = "TRIBUTARY_TLS_CA";
-/// Environment variable naming the server name to verify certificates for.
-pub const TLS_DOMAIN_VAR: &str = "TRIBUTARY_TLS_DOMAIN";
+/// Adds the bearer token, if any, to every call.
+#[derive(Clone, Default)]
+pub struct Auth(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
 
-/// How the client checks coordinators' certificates on `https://` addresses.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientTls {
-    /// PEM CA certificates to trust; the system's roots when `None`.
-    pub ca_pem: Option<Vec<u8>>,
-    /// The name every replica's certificate must carry; by default the host
-    /// of the first address the client was given.
-    pub domain: Option<String>,
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Auth(bearer)"
+        } else {
+            "Auth(none)"
+        })
+    }
 }
 
-impl ClientTls {
-    /// Reads [`TLS_CA_VAR`] (a file, read now) and [`TLS_DOMAIN_VAR`] from
-    /// `env`, passed in from the edge. Errors name the variable and file.
-    pub fn from_env(env: &HashMap<String, String>) -> Result<Self> {
-        let ca_pem = match env.get(TLS_CA_VAR).filter(|v| !v.trim().is_empty()) {
-            Some(path) => {
-                let pem = std::fs::read(path).map_err(|e| {
-                    WorkerError::Config(format!("{TLS_CA_VAR}={path}: cannot read it: {e}"))
-                })?;
-                if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
-                    return Err(WorkerError::Config(format!(
-                        "{TLS_CA_VAR}={path}: holds no PEM certificate"
-                    )));
-                }
-                Some(pem)
-            }
-            None => None,
-        };
-        let domain = env
-            .get(TLS_DOMAIN_VAR)
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty());
-        Ok(Self { ca_pem, domain })
+impl Interceptor for Auth {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> std::result::Result<tonic::Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
     }
+}
+
+/// The gRPC stub calls are made on: a channel to one replica, with the
+/// client's credentials attached.
+pub type Stub = CoordinatorClient<InterceptedService<Channel, Auth>>;
+
+/// Where calls go now: the endpoint index, the address, its stub.
+#[derive(Debug)]
+struct Current {
+    index: usize,
+    address: String,
+    stub: Option<Stub>,
 }
 
 /// A leader-following client of a coordinator cluster.
 #[derive(Debug)]
 pub struct Client {
     endpoints: Vec<String>,
-    current: Mutex<(usize, String, Option<CoordinatorClient<Channel>>)>,
+    current: Mutex<Current>,
     deadline: Duration,
+    call_timeout: Duration,
+    keep_alive: (Duration, Duration),
+    /// Replicas that timed out or could not be reached, and when.
+    suspects: std::sync::Mutex<HashMap<String, Instant>>,
     /// Set when the addresses are `https://`: every connection uses it.
     tls: Option<ClientTlsConfig>,
+    auth: Auth,
     /// The scheme given to bare `host:port` addresses (a leader's).
     scheme: &'static str,
 }
@@ -132,9 +163,17 @@ impl Client {
             .ok_or_else(|| WorkerError::Config("no coordinator address given".into()))?;
         let client = Self {
             endpoints,
-            current: Mutex::new((0, first, None)),
+            current: Mutex::new(Current {
+                index: 0,
+                address: first,
+                stub: None,
+            }),
             deadline: FAILOVER_DEADLINE,
+            call_timeout: CALL_TIMEOUT,
+            keep_alive: (KEEP_ALIVE_INTERVAL, KEEP_ALIVE_TIMEOUT),
+            suspects: std::sync::Mutex::default(),
             tls: None,
+            auth: Auth::default(),
             scheme,
         };
         Ok(if tls {
@@ -144,7 +183,8 @@ impl Client {
         })
     }
 
-    /// How `https://` addresses are verified; a no-op for `http://` ones.
+    /// How `https://` addresses are verified, and the certificate presented
+    /// to them; a no-op for `http://` ones.
     #[must_use]
     pub fn with_tls(mut self, tls: &ClientTls) -> Self {
         if self.scheme != "https" {
@@ -159,8 +199,33 @@ impl Client {
             Some(pem) => config.ca_certificate(Certificate::from_pem(pem)),
             None => config.with_native_roots(),
         };
+        if let Some(identity) = &tls.identity {
+            config = config.identity(Identity::from_pem(&identity.cert_pem, &identity.key_pem));
+        }
         self.tls = Some(config);
         self
+    }
+
+    /// Sends `authorization: Bearer <token>` on every call (none: nothing).
+    #[must_use]
+    pub fn with_auth_token(mut self, token: Option<&AuthToken>) -> Self {
+        self.auth = Auth(token.map(AuthToken::header));
+        self
+    }
+
+    /// [`Client::with_tls`] and [`Client::with_auth_token`]. A client
+    /// certificate for `http://` addresses is an error: it would not be
+    /// presented.
+    pub fn with_credentials(self, credentials: &ClientCredentials) -> Result<Self> {
+        if credentials.tls.identity.is_some() && self.scheme != "https" {
+            return Err(WorkerError::Config(format!(
+                "{TLS_CLIENT_CERT_VAR} is set but the coordinator addresses ({}) are not https://",
+                self.endpoints.join(",")
+            )));
+        }
+        Ok(self
+            .with_tls(&credentials.tls)
+            .with_auth_token(credentials.auth_token.as_ref()))
     }
 
     /// How long a call keeps retrying an unreachable coordinator or a
@@ -171,91 +236,170 @@ impl Client {
         self
     }
 
-    async fn channel(&self) -> Result<(String, CoordinatorClient<Channel>)> {
+    /// How long one attempt of a call may take before it is abandoned and
+    /// retried on another replica ([`CALL_TIMEOUT`] by default).
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// The HTTP/2 keep-alive: a ping every `interval`, and the connection
+    /// dropped when one goes unanswered for `timeout`
+    /// ([`KEEP_ALIVE_INTERVAL`], [`KEEP_ALIVE_TIMEOUT`] by default).
+    #[must_use]
+    pub fn with_keep_alive(mut self, interval: Duration, timeout: Duration) -> Self {
+        self.keep_alive = (interval, timeout);
+        self
+    }
+
+    /// How long one attempt of a call may take.
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
+    async fn stub(&self) -> Result<(String, Stub)> {
         let mut current = self.current.lock().await;
-        if let Some(client) = &current.2 {
-            return Ok((current.1.clone(), client.clone()));
+        if let Some(stub) = &current.stub {
+            return Ok((current.address.clone(), stub.clone()));
         }
         let bad = |e: tonic::transport::Error| {
-            WorkerError::Config(format!("bad coordinator address {}: {e}", current.1))
+            WorkerError::Config(format!("bad coordinator address {}: {e}", current.address))
         };
-        let mut endpoint = Endpoint::from_shared(current.1.clone())
+        let mut endpoint = Endpoint::from_shared(current.address.clone())
             .map_err(bad)?
-            .connect_timeout(Duration::from_secs(2))
+            .connect_timeout(CONNECT_TIMEOUT)
+            .http2_keep_alive_interval(self.keep_alive.0)
+            .keep_alive_timeout(self.keep_alive.1)
+            .keep_alive_while_idle(true)
             .tcp_nodelay(true);
         if let Some(tls) = &self.tls {
             endpoint = endpoint.tls_config(tls.clone()).map_err(bad)?;
         }
-        let client = CoordinatorClient::new(endpoint.connect_lazy());
-        current.2 = Some(client.clone());
-        Ok((current.1.clone(), client))
+        let stub = CoordinatorClient::with_interceptor(endpoint.connect_lazy(), self.auth.clone());
+        current.stub = Some(stub.clone());
+        Ok((current.address.clone(), stub))
     }
 
-    /// Switches to `leader`, or to the next endpoint when none is named.
+    fn suspect(&self, address: &str) -> bool {
+        let mut suspects = self.suspects.lock().unwrap_or_else(|e| e.into_inner());
+        suspects.retain(|_, since| since.elapsed() < SUSPECT_FOR);
+        suspects.contains_key(address)
+    }
+
+    fn mark_suspect(&self, address: &str) {
+        let mut suspects = self.suspects.lock().unwrap_or_else(|e| e.into_inner());
+        suspects.insert(address.to_owned(), Instant::now());
+    }
+
+    /// Switches to `leader`, or to the next endpoint when none is named or
+    /// the one named stopped answering lately; endpoints that stopped
+    /// answering lately are skipped while others remain.
     async fn switch(&self, failed: &str, leader: Option<String>) {
         let mut current = self.current.lock().await;
-        if current.1 != failed {
+        if current.address != failed {
             return;
         }
-        current.2 = None;
-        match leader {
-            Some(leader) if !leader.is_empty() => current.1 = url(self.scheme, &leader),
-            _ => {
-                current.0 = (current.0 + 1) % self.endpoints.len();
-                current.1 = self.endpoints[current.0].clone();
+        current.stub = None;
+        if let Some(leader) = leader.filter(|l| !l.is_empty()) {
+            let leader = url(self.scheme, &leader);
+            if !self.suspect(&leader) {
+                current.address = leader;
+                return;
             }
         }
+        let count = self.endpoints.len();
+        let next = (1..=count)
+            .map(|step| (current.index + step) % count)
+            .find(|&i| !self.suspect(&self.endpoints[i]))
+            .unwrap_or((current.index + 1) % count);
+        current.index = next;
+        current.address = self.endpoints[next].clone();
     }
 
     /// [`Client::call`] with a request that is cloned for every attempt.
     pub async fn send<R, T, F, Fut>(&self, request: &R, call: F) -> Result<T>
     where
         R: Clone,
-        F: Fn(CoordinatorClient<Channel>, R) -> Fut,
+        F: Fn(Stub, R) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
     {
-        self.call(|client| call(client, request.clone())).await
+        self.call(|stub| call(stub, request.clone())).await
     }
 
     /// Runs `call` against the leader, retrying through leader changes and
-    /// unreachable replicas until the deadline ([`Client::with_deadline`]).
-    pub async fn call<T, F, Fut>(&self, mut call: F) -> Result<T>
+    /// unreachable replicas until the deadline ([`Client::with_deadline`]);
+    /// each attempt may take [`Client::call_timeout`].
+    pub async fn call<T, F, Fut>(&self, call: F) -> Result<T>
     where
-        F: FnMut(CoordinatorClient<Channel>) -> Fut,
+        F: FnMut(Stub) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
+    {
+        self.call_within(self.call_timeout, call).await
+    }
+
+    /// [`Client::call`] whose attempts may each take `timeout` (a long
+    /// poll's wait and a margin).
+    pub async fn call_within<T, F, Fut>(&self, timeout: Duration, mut call: F) -> Result<T>
+    where
+        F: FnMut(Stub) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
     {
         let deadline = Instant::now() + self.deadline;
         let mut backoff = Duration::from_millis(50);
+        // The last answer a replica gave, for when the deadline cuts the
+        // attempt after it short.
+        let mut answered: Option<Status> = None;
         loop {
-            let (address, client) = self.channel().await?;
-            let status = match call(client).await {
-                Ok(response) => return Ok(response.into_inner()),
-                Err(status) => status,
+            let (address, stub) = self.stub().await?;
+            // The last attempt ends with the failover deadline.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let attempt = timeout.min(left).max(Duration::from_millis(1));
+            let status = match tokio::time::timeout(attempt, call(stub)).await {
+                Ok(Ok(response)) => return Ok(response.into_inner()),
+                Ok(Err(status)) => status,
+                Err(_elapsed) if attempt < timeout && answered.is_some() => {
+                    return Err(coordinator_error(&answered.expect("checked")));
+                }
+                Err(_elapsed) => Status::deadline_exceeded(format!(
+                    "coordinator {address} did not answer within {attempt:?}"
+                )),
             };
             let retry = matches!(
                 status.code(),
-                Code::Unavailable | Code::Unknown | Code::Cancelled
+                Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded
             );
             if !retry || Instant::now() >= deadline {
                 return Err(coordinator_error(&status));
             }
+            if status.code() != Code::DeadlineExceeded {
+                answered = Some(status.clone());
+            }
+            // A replica's "not the leader" carries the leader (maybe none
+            // yet); a call without it did not reach a working replica.
             let leader = status
                 .metadata()
                 .get(LEADER_METADATA)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let redirected = leader
-                .as_deref()
-                .is_some_and(|l| !l.is_empty() && url(self.scheme, l) != address);
+                .map(|v| v.to_str().unwrap_or_default().to_owned());
+            if leader.is_none() {
+                self.mark_suspect(&address);
+            }
+            let redirected = leader.as_deref().is_some_and(|l| {
+                !l.is_empty()
+                    && url(self.scheme, l) != address
+                    && !self.suspect(&url(self.scheme, l))
+            });
             tracing::debug!(
                 address,
                 ?leader,
+                code = ?status.code(),
                 message = status.message(),
                 "retrying on another replica"
             );
             self.switch(&address, leader).await;
             if !redirected {
-                tokio::time::sleep(backoff).await;
+                tokio::time::sleep(backoff.min(deadline.saturating_duration_since(Instant::now())))
+                    .await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
@@ -293,26 +437,77 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_replica_that_accepts_and_never_answers_fails_the_call_by_its_deadline() {
+        // A frozen process: the kernel accepts the connection, nothing answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("addr").to_string();
+        let client = Client::new(&[address])
+            .expect("client")
+            .with_call_timeout(Duration::from_millis(300))
+            .with_deadline(Duration::from_millis(900));
+        let started = Instant::now();
+        let request = tributary_common::proto::v1::JobRequest { job: "j".into() };
+        let error = client
+            .send(&request, |mut c, r| async move { c.get_status(r).await })
+            .await
+            .expect_err("nothing answers");
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(2),
+            "the call gave up after {took:?}"
+        );
+        assert!(error.to_string().contains("DeadlineExceeded"), "{error}");
+        drop(listener);
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_stopped_answering_is_not_followed_as_leader_for_a_while() {
+        let client = Client::new(&["a:1,b:2,c:3".to_owned()]).expect("client");
+        // a timed out; b says a leads (its election has not ended yet).
+        client.mark_suspect("http://a:1");
+        client.switch("http://a:1", None).await;
+        assert_eq!(client.current.lock().await.address, "http://b:2");
+        client.switch("http://b:2", Some("a:1".into())).await;
+        assert_eq!(
+            client.current.lock().await.address,
+            "http://c:3",
+            "the suspect is skipped: on to the next replica"
+        );
+        client.switch("http://c:3", Some("b:2".into())).await;
+        assert_eq!(client.current.lock().await.address, "http://b:2");
+    }
+
     #[test]
-    fn a_ca_file_that_is_missing_or_not_pem_is_named() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let junk = dir.path().join("ca.txt");
-        std::fs::write(&junk, "not a certificate").expect("write");
-        for (path, why) in [
-            (dir.path().join("missing.pem"), "cannot read it"),
-            (junk, "holds no PEM certificate"),
-        ] {
-            let env = HashMap::from([(TLS_CA_VAR.to_owned(), path.display().to_string())]);
-            let error = ClientTls::from_env(&env).expect_err("bad CA");
-            let text = error.to_string();
-            assert!(
-                text.contains(&path.display().to_string()) && text.contains(why),
-                "{text}"
-            );
-        }
-        let env = HashMap::from([(TLS_DOMAIN_VAR.to_owned(), " coord.ns.svc ".to_owned())]);
-        let tls = ClientTls::from_env(&env).expect("tls");
-        assert_eq!(tls.domain.as_deref(), Some("coord.ns.svc"));
-        assert!(tls.ca_pem.is_none());
+    fn the_auth_interceptor_adds_the_bearer_token_to_every_call() {
+        let token = AuthToken::new(" t0k3n\n", "test").expect("token");
+        let mut auth = Auth(Some(token.header()));
+        let request = auth.call(tonic::Request::new(())).expect("call");
+        assert_eq!(
+            request
+                .metadata()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok()),
+            Some("Bearer t0k3n")
+        );
+        let mut none = Auth::default();
+        let request = none.call(tonic::Request::new(())).expect("call");
+        assert!(request.metadata().get("authorization").is_none());
+    }
+
+    #[test]
+    fn a_client_certificate_with_http_addresses_is_an_error() {
+        let credentials = ClientCredentials {
+            tls: ClientTls {
+                identity: Some(ClientIdentity::default()),
+                ..ClientTls::default()
+            },
+            auth_token: None,
+        };
+        let error = Client::new(&["coord:7070".to_owned()])
+            .expect("client")
+            .with_credentials(&credentials)
+            .expect_err("http with a client certificate");
+        assert!(error.to_string().contains(TLS_CLIENT_CERT_VAR), "{error}");
     }
 }

@@ -1,20 +1,29 @@
 //! Dynamic mode: units leased from the coordinator's pool, acked once all
 //! their samples reached the consumer.
 //!
-//! A feeder task leases a few units at a time and streams their spans into
-//! the loader; when the pool has nothing free it sends a flush so samples
+//! A feeder task leases units and streams their spans into the loader, but
+//! only a bounded lookahead ahead of the trainer
+//! ([`DynamicOptions::lookahead`]): units it does not hold stay in the pool
+//! for members that join, and a member that dies orphans at most that much
+//! until its TTL. When the pool has nothing free it sends a flush so samples
 //! waiting in the shuffle buffer are delivered and their units acked (other
 //! members may be waiting on them to finish the epoch). A unit is acked once
 //! the consumer is done with every batch holding its samples: when it asks
 //! for the next batch. Acks travel in batches, and a retried ack is
 //! harmless. Delivery is at least once (a member that dies before acking has
 //! its units read again elsewhere); acknowledgement is exactly once.
+//!
+//! A member whose lease expired (frozen past its TTL, say) has had its
+//! units handed to others; by default ([`OnLeaseLost::Rejoin`]) it drops
+//! what it held, joins again as a new member and carries on with the job's
+//! current epoch.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rayon::ThreadPool;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tributary_common::proto::v1;
 use tributary_common::span::Span;
@@ -26,10 +35,90 @@ use crate::error::{Result, WorkerError};
 use crate::fetch::Input;
 use crate::loader::{decode_pool, Loader, LoaderConfig};
 
-/// Units leased per request.
-const LEASE_BATCH: u32 = 2;
+/// The most units leased per request.
+const LEASE_BATCH: u64 = 4;
 /// How long one `Acquire` waits for units to come back.
-const ACQUIRE_WAIT_MS: u32 = 5_000;
+const ACQUIRE_WAIT: Duration = Duration::from_secs(5);
+/// Joins in a row, with no batch between them, before giving up.
+const MAX_REJOINS: u32 = 3;
+
+/// What a dynamic member does when the coordinator forgot it (its lease
+/// expired, and its units went to others).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnLeaseLost {
+    /// Drop what it held, join again as a new member and carry on.
+    #[default]
+    Rejoin,
+    /// Fail: `next()` returns the error.
+    Raise,
+}
+
+impl std::str::FromStr for OnLeaseLost {
+    type Err = WorkerError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "rejoin" => Ok(Self::Rejoin),
+            "raise" => Ok(Self::Raise),
+            other => Err(WorkerError::Config(format!(
+                "on_lease_lost must be \"rejoin\" or \"raise\", not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// Hook called with each leased unit (for logs and tests).
+pub type OnLease = Arc<dyn Fn(&v1::Unit) + Send + Sync>;
+/// Hook called with units whose acks the coordinator confirmed.
+pub type OnAck = Arc<dyn Fn(&[v1::UnitRef]) + Send + Sync>;
+/// Hook called with the new member name after the member joined again.
+pub type OnRejoin = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How a dynamic member leases and what it does when its lease is lost.
+#[derive(Clone, Default)]
+pub struct DynamicOptions {
+    /// The most samples the member holds leased but not yet handed to the
+    /// trainer (whole units: it leases while a unit fits). Raised to what
+    /// the pipeline needs to make progress (the shuffle buffer, a batch and
+    /// a unit). `None`: what the pipeline holds when full (the shuffle
+    /// buffer, the batches being built, decoded and prefetched) and a unit.
+    pub lookahead: Option<u64>,
+    pub on_lease_lost: OnLeaseLost,
+    pub on_lease: Option<OnLease>,
+    pub on_ack: Option<OnAck>,
+    pub on_rejoin: Option<OnRejoin>,
+}
+
+impl std::fmt::Debug for DynamicOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamicOptions")
+            .field("lookahead", &self.lookahead)
+            .field("on_lease_lost", &self.on_lease_lost)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The lookahead in samples for a job's batch size, shuffle buffer and
+/// unit size, and the loader's queue depths (see [`DynamicOptions`]).
+pub fn lookahead_samples(asked: Option<u64>, job: &v1::JobConfig, loader: &LoaderConfig) -> u64 {
+    let batch = u64::from(job.batch_size.max(1));
+    let shuffle = u64::from(job.shuffle_buffer);
+    let unit = u64::from(job.unit_samples.max(1));
+    let least = shuffle + batch + unit;
+    let queued = (loader.prefetch_batches + loader.decode_batches_in_flight + 1) as u64;
+    match asked {
+        Some(asked) if asked < least => {
+            tracing::warn!(
+                asked,
+                least,
+                "lookahead raised to the shuffle buffer, a batch and a unit, which the pipeline needs"
+            );
+            least
+        }
+        Some(asked) => asked,
+        None => least.saturating_add(batch.saturating_mul(queued)),
+    }
+}
 
 /// Samples still owed to the consumer, per unit.
 #[derive(Debug, Default)]
@@ -37,6 +126,8 @@ struct Tracker {
     /// first sample id -> (unit, end id, samples not yet delivered)
     units: BTreeMap<u64, (v1::UnitRef, u64, u64)>,
     ready: Vec<v1::UnitRef>,
+    /// Samples leased and not yet delivered.
+    owed: u64,
 }
 
 impl Tracker {
@@ -48,6 +139,7 @@ impl Tracker {
             return;
         }
         entry.2 -= 1;
+        self.owed -= 1;
         if entry.2 == 0 {
             self.ready.push(entry.0);
             self.units.remove(&first);
@@ -55,28 +147,41 @@ impl Tracker {
     }
 }
 
-/// Hook called with each leased unit (for logs and tests).
-pub type OnLease = Arc<dyn Fn(&v1::Unit) + Send + Sync>;
-/// Hook called with units whose acks the coordinator confirmed.
-pub type OnAck = Arc<dyn Fn(&[v1::UnitRef]) + Send + Sync>;
+/// What the feeder and the loader share: the tracker, and a signal that
+/// samples were delivered (room in the lookahead).
+#[derive(Debug, Default)]
+struct Progress {
+    tracker: Mutex<Tracker>,
+    delivered: Notify,
+}
+
+impl Progress {
+    fn tracker(&self) -> std::sync::MutexGuard<'_, Tracker> {
+        self.tracker.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// A member's loader under a dynamic-mode coordinator.
 pub struct DynamicLoader {
     session: Arc<Session>,
     dataset: Dataset,
     base: LoaderConfig,
+    options: DynamicOptions,
     epoch: u64,
     loader: Option<Loader>,
     /// Decodes every epoch's batches.
     pool: Arc<ThreadPool>,
-    tracker: Arc<Mutex<Tracker>>,
+    progress: Arc<Progress>,
     feeder: Option<JoinHandle<Result<Option<Vec<v1::Unit>>>>>,
     carried: Vec<v1::Unit>,
     /// Units whose last samples went out in the batch the consumer holds.
     unacked: Vec<v1::UnitRef>,
     finished: bool,
-    on_lease: Option<OnLease>,
-    on_ack: Option<OnAck>,
+    /// Set while dropping the old membership's state and joining again,
+    /// so that a cancelled `next()` finishes the job on the next call.
+    rejoining: bool,
+    /// Joins since the last batch.
+    rejoins: u32,
 }
 
 impl std::fmt::Debug for DynamicLoader {
@@ -94,24 +199,24 @@ impl DynamicLoader {
         session: Arc<Session>,
         dataset: Dataset,
         base: LoaderConfig,
-        on_lease: Option<OnLease>,
-        on_ack: Option<OnAck>,
+        options: DynamicOptions,
     ) -> Result<Self> {
-        let epoch = session.joined.epoch;
+        let epoch = session.epoch();
         let mut loader = Self {
             session,
             dataset,
             pool: decode_pool(base.decode_threads)?,
             base,
+            options,
             epoch,
             loader: None,
-            tracker: Arc::default(),
+            progress: Arc::default(),
             feeder: None,
             carried: Vec::new(),
             unacked: Vec::new(),
             finished: false,
-            on_lease,
-            on_ack,
+            rejoining: false,
+            rejoins: 0,
         };
         loader.begin().await?;
         Ok(loader)
@@ -125,6 +230,11 @@ impl DynamicLoader {
         self.finished
     }
 
+    /// The member's name (a new one after it joined again).
+    pub fn member(&self) -> String {
+        self.session.member()
+    }
+
     async fn begin(&mut self) -> Result<()> {
         let job = self.session.config();
         let config = LoaderConfig {
@@ -135,6 +245,7 @@ impl DynamicLoader {
             drop_last: false,
             ..self.base.clone()
         };
+        let lookahead = lookahead_samples(self.options.lookahead, &job, &config);
         let (tx, rx) = mpsc::channel(LEASE_BATCH as usize);
         self.loader = Some(
             Loader::builder(self.dataset.clone())
@@ -148,8 +259,10 @@ impl DynamicLoader {
             session: Arc::clone(&self.session),
             dataset: self.dataset.clone(),
             epoch: self.epoch,
-            tracker: Arc::clone(&self.tracker),
-            on_lease: self.on_lease.clone(),
+            progress: Arc::clone(&self.progress),
+            on_lease: self.options.on_lease.clone(),
+            lookahead,
+            unit_samples: u64::from(job.unit_samples.max(1)),
             tx,
         };
         let carried = std::mem::take(&mut self.carried);
@@ -158,12 +271,74 @@ impl DynamicLoader {
     }
 
     /// The next batch of the epoch; `None` at its end (then call
-    /// [`DynamicLoader::next_epoch`]).
+    /// [`DynamicLoader::next_epoch`]). A member whose lease was lost joins
+    /// again here ([`OnLeaseLost::Rejoin`]) and goes on with the job's
+    /// current epoch.
     pub async fn next(&mut self) -> Option<Result<Batch>> {
-        if self.session.is_lost() {
-            return Some(Err(WorkerError::Stopped(
-                "the coordinator forgot this member (its lease expired)".into(),
+        loop {
+            if self.rejoining || self.lost_and_rejoining() {
+                if let Err(error) = self.rejoin().await {
+                    return Some(Err(error));
+                }
+                continue;
+            }
+            let item = self.next_of_membership().await;
+            if matches!(item, Some(Err(_))) && self.lost_and_rejoining() {
+                continue;
+            }
+            if matches!(item, Some(Ok(_))) {
+                self.rejoins = 0;
+            }
+            return item;
+        }
+    }
+
+    fn lost_and_rejoining(&self) -> bool {
+        self.session.is_lost() && self.options.on_lease_lost == OnLeaseLost::Rejoin
+    }
+
+    /// Drops what the lost membership held (its units went to others) and
+    /// joins again.
+    async fn rejoin(&mut self) -> Result<()> {
+        self.rejoins += 1;
+        if self.rejoins > MAX_REJOINS {
+            return Err(WorkerError::Stopped(format!(
+                "member {:?} lost its lease {MAX_REJOINS} times in a row without reading a batch",
+                self.session.member()
             )));
+        }
+        self.rejoining = true;
+        if let Some(feeder) = self.feeder.take() {
+            feeder.abort();
+        }
+        self.loader = None;
+        self.carried.clear();
+        self.unacked.clear();
+        *self.progress.tracker() = Tracker::default();
+        let was = self.session.member();
+        let joined = self.session.rejoin().await?;
+        tracing::warn!(
+            was,
+            member = joined.member,
+            epoch = joined.epoch,
+            "the member's lease was lost; dropped its units and joined again"
+        );
+        self.epoch = joined.epoch;
+        self.finished = false;
+        self.begin().await?;
+        self.rejoining = false;
+        if let Some(on_rejoin) = &self.options.on_rejoin {
+            on_rejoin(&joined.member);
+        }
+        Ok(())
+    }
+
+    async fn next_of_membership(&mut self) -> Option<Result<Batch>> {
+        if self.session.is_lost() {
+            return Some(Err(WorkerError::Stopped(format!(
+                "the coordinator forgot member {:?} (its lease expired); its units went to others",
+                self.session.member()
+            ))));
         }
         // The consumer is done with the batch it held. Cancel-safe: the
         // units stay here until the coordinator has the ack.
@@ -176,11 +351,13 @@ impl DynamicLoader {
         let item = self.loader.as_mut()?.next().await;
         match &item {
             Some(Ok(batch)) => {
-                let mut tracker = self.tracker.lock().unwrap_or_else(|e| e.into_inner());
+                let mut tracker = self.progress.tracker();
                 for &id in &batch.ids {
                     tracker.delivered(id);
                 }
                 self.unacked.append(&mut tracker.ready);
+                drop(tracker);
+                self.progress.delivered.notify_one();
             }
             None => {
                 if let Some(feeder) = self.feeder.take() {
@@ -200,16 +377,13 @@ impl DynamicLoader {
     async fn ack(&self, units: &[v1::UnitRef]) -> Result<()> {
         let request = v1::ReportRequest {
             job: self.session.job.clone(),
-            member: self.session.member().to_owned(),
             acked: units.to_vec(),
-            secret: self.session.joined.secret.clone(),
             ..v1::ReportRequest::default()
         };
         self.session
-            .client
             .send(&request, |mut c, r| async move { c.report(r).await })
             .await?;
-        if let Some(on_ack) = &self.on_ack {
+        if let Some(on_ack) = &self.options.on_ack {
             on_ack(units);
         }
         Ok(())
@@ -233,12 +407,25 @@ impl DynamicLoader {
     }
 }
 
+impl Drop for DynamicLoader {
+    fn drop(&mut self) {
+        // The feeder holds the session: without this it would go on
+        // leasing (and the session renewing) for a loader nobody reads.
+        if let Some(feeder) = self.feeder.take() {
+            feeder.abort();
+        }
+    }
+}
+
 struct Feeder {
     session: Arc<Session>,
     dataset: Dataset,
     epoch: u64,
-    tracker: Arc<Mutex<Tracker>>,
+    progress: Arc<Progress>,
     on_lease: Option<OnLease>,
+    /// The most samples held leased and undelivered.
+    lookahead: u64,
+    unit_samples: u64,
     tx: mpsc::Sender<Input>,
 }
 
@@ -249,19 +436,24 @@ impl Feeder {
         for unit in carried {
             self.send(&unit).await?;
         }
-        let request = v1::AcquireRequest {
+        let mut request = v1::AcquireRequest {
             job: self.session.job.clone(),
-            member: self.session.member().to_owned(),
-            max_units: LEASE_BATCH,
-            wait_ms: ACQUIRE_WAIT_MS,
-            secret: self.session.joined.secret.clone(),
+            max_units: 1,
+            wait_ms: ACQUIRE_WAIT.as_millis() as u32,
+            ..v1::AcquireRequest::default()
         };
+        // A long poll may take its wait, and then a call's time.
+        let timeout = ACQUIRE_WAIT + self.session.client.call_timeout();
         let mut flushed = false;
         loop {
+            request.max_units = self.room().await as u32;
             let got = self
                 .session
-                .client
-                .send(&request, |mut c, r| async move { c.acquire(r).await })
+                .send_within(
+                    timeout,
+                    &request,
+                    |mut c, r| async move { c.acquire(r).await },
+                )
                 .await?;
             if got.finished {
                 return Ok(None);
@@ -287,11 +479,26 @@ impl Feeder {
         }
     }
 
+    /// Waits until at least one unit fits in the lookahead; returns how
+    /// many do (at most [`LEASE_BATCH`]). With nothing owed, one always
+    /// fits.
+    async fn room(&self) -> u64 {
+        loop {
+            let delivered = self.progress.delivered.notified();
+            let owed = self.progress.tracker().owed;
+            let room = self.lookahead.saturating_sub(owed) / self.unit_samples;
+            if owed == 0 || room > 0 {
+                return room.clamp(1, LEASE_BATCH);
+            }
+            delivered.await;
+        }
+    }
+
     async fn send(&self, unit: &v1::Unit) -> Result<()> {
         let span: Span = unit.span.unwrap_or_default().into();
         let first = self.dataset.manifest.shard_start(span.shard as usize) + u64::from(span.start);
         {
-            let mut tracker = self.tracker.lock().unwrap_or_else(|e| e.into_inner());
+            let mut tracker = self.progress.tracker();
             tracker.units.insert(
                 first,
                 (
@@ -303,6 +510,7 @@ impl Feeder {
                     span.len(),
                 ),
             );
+            tracker.owed += span.len();
         }
         if let Some(on_lease) = &self.on_lease {
             on_lease(unit);
@@ -311,5 +519,62 @@ impl Feeder {
             .send(Input::Span(span))
             .await
             .map_err(|_| WorkerError::Stopped("the loader stopped".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lookahead_defaults_to_the_pipeline_depth_and_never_starves_it() {
+        let job = v1::JobConfig {
+            batch_size: 64,
+            shuffle_buffer: 1024,
+            unit_samples: 256,
+            ..v1::JobConfig::default()
+        };
+        let loader = LoaderConfig {
+            prefetch_batches: 4,
+            decode_batches_in_flight: 2,
+            ..LoaderConfig::default()
+        };
+        // The shuffle buffer, a batch, a unit, and the batches queued.
+        assert_eq!(
+            lookahead_samples(None, &job, &loader),
+            1024 + 64 + 256 + 64 * 7
+        );
+        assert_eq!(lookahead_samples(Some(5000), &job, &loader), 5000);
+        // Less would never fill a batch past the shuffle buffer: raised.
+        assert_eq!(lookahead_samples(Some(10), &job, &loader), 1024 + 64 + 256);
+    }
+
+    #[test]
+    fn on_lease_lost_parses_rejoin_and_raise_and_names_anything_else() {
+        assert_eq!(
+            "rejoin".parse::<OnLeaseLost>().expect("rejoin"),
+            OnLeaseLost::Rejoin
+        );
+        assert_eq!(
+            "raise".parse::<OnLeaseLost>().expect("raise"),
+            OnLeaseLost::Raise
+        );
+        assert_eq!(OnLeaseLost::default(), OnLeaseLost::Rejoin);
+        let error = "retry".parse::<OnLeaseLost>().expect_err("unknown");
+        assert!(error.to_string().contains("\"retry\""), "{error}");
+    }
+
+    #[test]
+    fn the_tracker_counts_owed_samples_and_readies_finished_units() {
+        let mut tracker = Tracker::default();
+        let unit = v1::UnitRef { epoch: 0, id: 3 };
+        tracker.units.insert(10, (unit, 13, 3));
+        tracker.owed = 3;
+        for id in [10, 12, 99] {
+            tracker.delivered(id);
+        }
+        assert_eq!((tracker.owed, tracker.ready.len()), (1, 0));
+        tracker.delivered(11);
+        assert_eq!((tracker.owed, tracker.ready.clone()), (0, vec![unit]));
     }
 }

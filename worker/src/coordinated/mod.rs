@@ -1,30 +1,29 @@
 //! Loading under a coordinator: join a job, keep the membership alive, and
 //! read what the coordinator assigns.
 //!
-//! - [`client`]: a leader-following gRPC client.
-//! - [`Session`]: one membership of one job, renewed in the background.
+//! - [`client`]: a leader-following gRPC client, with deadlines and
+//!   keep-alive; [`credentials`]: its bearer token and TLS settings.
+//! - [`Session`]: one membership of one job (its member secret included),
+//!   renewed in the background.
 //! - [`sync`]: [`SyncLoader`], equal parts per generation (torchrun, DDP),
 //!   with `state_dict()` / `commit()` / `load_state_dict()` for checkpoints.
 //! - [`dynamic`]: [`DynamicLoader`], units leased from the pool and acked
 //!   once every sample of a unit has reached the consumer.
 
 pub mod client;
+pub mod credentials;
 pub mod dynamic;
+mod session;
 pub mod sync;
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::task::JoinHandle;
-use tonic::transport::Channel;
 use tributary_common::proto::v1;
-use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
 
-pub use client::{Client, ClientTls};
-pub use dynamic::DynamicLoader;
+pub use client::{Client, Stub};
+pub use credentials::{AuthToken, ClientCredentials, ClientIdentity, ClientTls};
+pub use dynamic::{DynamicLoader, DynamicOptions, OnLeaseLost};
+pub use session::{MemberScoped, Session};
 pub use sync::{LoaderState, SyncLoader};
 
 use crate::error::{Result, WorkerError};
@@ -108,173 +107,4 @@ pub async fn create_job(
             async move { c.create_job(request).await }
         })
         .await
-}
-
-/// One membership of a job, kept alive in the background until dropped.
-///
-/// A torchrun rank's membership is its identity, not its lease: when the
-/// lease expired anyway (a coordinator failover that outlasted the member
-/// TTL, or a long stall), the session joins again as the same rank, which
-/// puts it back in the same generation; calls made through
-/// [`Session::send`] do that transparently. A dynamic member whose lease
-/// expired has had its units handed to others, so it is lost instead.
-#[derive(Debug)]
-pub struct Session {
-    pub client: Arc<Client>,
-    pub job: String,
-    pub joined: v1::JoinResponse,
-    identity: Identity,
-    lost: Arc<AtomicBool>,
-    keepalive: JoinHandle<()>,
-}
-
-async fn join(client: &Client, job: &str, identity: &Identity) -> Result<v1::JoinResponse> {
-    let request = v1::JoinRequest {
-        job: job.to_owned(),
-        identity: Some(identity.to_proto()),
-        secret: String::new(),
-    };
-    client
-        .send(&request, |mut c, r| async move { c.join(r).await })
-        .await
-}
-
-/// Whether `error` says the coordinator does not know the member (or job).
-fn not_found(error: &WorkerError) -> bool {
-    matches!(error, WorkerError::Coordinator { code, .. } if code == "NotFound")
-}
-
-/// Joins again after the member's lease expired, when that is safe: a
-/// torchrun rank rejoining lands in its own generation (the coordinator
-/// refuses it as stale when a newer restart has begun).
-async fn rejoin(client: &Client, job: &str, identity: &Identity, member: &str) -> Result<()> {
-    if !matches!(identity, Identity::Torchrun { .. }) {
-        return Err(WorkerError::Stopped(format!(
-            "the coordinator forgot member {member:?} (its lease expired); its units went to others"
-        )));
-    }
-    let joined = join(client, job, identity).await?;
-    tracing::warn!(
-        member,
-        generation = joined.generation,
-        "the member's lease had expired; joined again as the same rank"
-    );
-    Ok(())
-}
-
-impl Session {
-    /// Joins `job` as `identity`.
-    pub async fn join(client: Arc<Client>, job: &str, identity: &Identity) -> Result<Self> {
-        let joined = join(&client, job, identity).await?;
-        let lost = Arc::new(AtomicBool::new(false));
-        let keepalive = tokio::spawn(keep_alive(
-            Arc::clone(&client),
-            job.to_owned(),
-            identity.clone(),
-            joined.member.clone(),
-            joined.secret.clone(),
-            Duration::from_millis(u64::from(joined.ttl_ms.max(300))),
-            Arc::clone(&lost),
-        ));
-        tracing::info!(
-            job,
-            member = joined.member,
-            generation = joined.generation,
-            "joined"
-        );
-        Ok(Self {
-            client,
-            job: job.to_owned(),
-            joined,
-            identity: identity.clone(),
-            lost,
-            keepalive,
-        })
-    }
-
-    pub fn member(&self) -> &str {
-        &self.joined.member
-    }
-
-    pub fn config(&self) -> v1::JobConfig {
-        self.joined.config.clone().unwrap_or_default()
-    }
-
-    /// Whether the membership is gone for good (a dynamic member's lease
-    /// expired, or a torchrun rank could not rejoin).
-    pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Relaxed)
-    }
-
-    /// [`Client::send`] as this member: when the coordinator no longer
-    /// knows the member, rejoins (torchrun ranks) and retries once.
-    pub async fn send<R, T, F, Fut>(&self, request: &R, call: F) -> Result<T>
-    where
-        R: Clone,
-        F: Fn(CoordinatorClient<Channel>, R) -> Fut,
-        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
-    {
-        match self.client.send(request, &call).await {
-            Err(error) if not_found(&error) => {
-                rejoin(&self.client, &self.job, &self.identity, self.member()).await?;
-                self.client.send(request, &call).await
-            }
-            result => result,
-        }
-    }
-
-    fn member_request(&self) -> v1::MemberRequest {
-        v1::MemberRequest {
-            job: self.job.clone(),
-            member: self.joined.member.clone(),
-            secret: self.joined.secret.clone(),
-        }
-    }
-
-    /// Leaves the job: a dynamic member's unacked units return to the pool.
-    pub async fn leave(&self) -> Result<()> {
-        self.keepalive.abort();
-        let request = self.member_request();
-        self.client
-            .send(&request, |mut c, r| async move { c.leave(r).await })
-            .await?;
-        Ok(())
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.keepalive.abort();
-    }
-}
-
-async fn keep_alive(
-    client: Arc<Client>,
-    job: String,
-    identity: Identity,
-    member: String,
-    secret: String,
-    ttl: Duration,
-    lost: Arc<AtomicBool>,
-) {
-    let request = v1::MemberRequest {
-        job: job.clone(),
-        member,
-        secret,
-    };
-    loop {
-        tokio::time::sleep(ttl / 3).await;
-        let mut result = client
-            .send(&request, |mut c, r| async move { c.keep_alive(r).await })
-            .await
-            .map(drop);
-        if matches!(&result, Err(error) if not_found(error)) {
-            result = rejoin(&client, &job, &identity, &request.member).await;
-        }
-        if let Err(error) = result {
-            tracing::error!(%error, member = request.member, "membership lost");
-            lost.store(true, Ordering::Relaxed);
-            return;
-        }
-    }
 }

@@ -70,7 +70,7 @@ impl SyncLoader {
         dataset: Dataset,
         base: LoaderConfig,
     ) -> Result<Self> {
-        let epoch = session.joined.epoch;
+        let epoch = session.epoch();
         Self::start_at(session, dataset, base, epoch).await
     }
 
@@ -104,9 +104,8 @@ impl SyncLoader {
     async fn begin(&mut self, epoch: u64) -> Result<()> {
         let request = v1::AssignmentRequest {
             job: self.session.job.clone(),
-            member: self.session.member().to_owned(),
             epoch,
-            secret: self.session.joined.secret.clone(),
+            ..v1::AssignmentRequest::default()
         };
         let assignment = self
             .session
@@ -229,10 +228,8 @@ impl SyncLoader {
         let session = Arc::clone(&self.session);
         let request = v1::ReportRequest {
             job: session.job.clone(),
-            member: session.member().to_owned(),
             generation: self.assignment.generation,
             samples: self.emitted,
-            secret: session.joined.secret.clone(),
             ..v1::ReportRequest::default()
         };
         tokio::spawn(async move {
@@ -268,10 +265,9 @@ impl SyncLoader {
     pub async fn commit(&self, state: &LoaderState) -> Result<()> {
         let request = v1::CommitRequest {
             job: self.session.job.clone(),
-            member: self.session.member().to_owned(),
             generation: state.generation,
             samples: state.samples,
-            secret: self.session.joined.secret.clone(),
+            ..v1::CommitRequest::default()
         };
         self.session
             .send(&request, |mut c, r| async move { c.commit(r).await })
@@ -289,6 +285,7 @@ impl SyncLoader {
         };
         let status = self
             .session
+            .client
             .send(&request, |mut c, r| async move { c.get_status(r).await })
             .await?;
         match status.commit_generation {

@@ -1,0 +1,195 @@
+//! Frozen processes (SIGSTOP: a long GC pause, a half-open connection) in a
+//! dynamic job: a frozen leader coordinator is failed over by the members'
+//! deadlines and keep-alive pings within the election TTL + 2 s, without
+//! expiring the members; a member frozen past its TTL joins again as a new
+//! member when it resumes and carries on. Every unit is acked exactly once.
+
+#![allow(
+    clippy::print_stdout,
+    reason = "the tests print the recovery times they measure"
+)]
+
+use std::time::{Duration, Instant};
+
+use tributary_common::invariants::check_unit_acks;
+use tributary_common::lease::units;
+use tributary_common::manifest::Manifest;
+use tributary_common::plan::epoch_spans;
+use tributary_tests::etcd::EtcdServer;
+
+use crate::cluster::{coordinator, leader_status, named_member, JobArgs, Proc};
+use crate::elastic::dataset;
+use crate::harness::{wait_until, S3Server, Scratch};
+
+const SEED: u64 = 7;
+const UNIT: u32 = 16;
+/// The coordinators' `--leader-ttl-s` (see `cluster::coordinator`).
+const LEADER_TTL: Duration = Duration::from_secs(2);
+
+fn acks(procs: &[Proc]) -> usize {
+    procs
+        .iter()
+        .map(|p| p.lines().iter().filter(|l| l.starts_with("ack ")).count())
+        .sum()
+}
+
+/// Every member's acked units, checked against the epoch's plan: each unit
+/// acked exactly once.
+fn check_every_unit_acked_once(procs: &[Proc], manifest: &Manifest) {
+    let acked: Vec<u32> = procs
+        .iter()
+        .flat_map(|p| p.lines())
+        .filter_map(|l| l.strip_prefix("ack 0 ").and_then(|u| u.parse().ok()))
+        .collect();
+    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
+    let plan = units(&counts, SEED, 0, UNIT);
+    check_unit_acks(&epoch_spans(&counts, SEED, 0), &plan, acked).expect("each unit acked once");
+}
+
+fn job_args<'a>(
+    coordinators: String,
+    job: &'a str,
+    url: &'a str,
+    s3: &'a S3Server,
+    step_ms: u64,
+    ttl_s: u64,
+) -> JobArgs<'a> {
+    JobArgs {
+        coordinators,
+        job,
+        dataset: url,
+        s3_endpoint: &s3.endpoint,
+        extra: [
+            "--batch-size",
+            "8",
+            "--unit-samples",
+            &UNIT.to_string(),
+            "--step-ms",
+            &step_ms.to_string(),
+            "--member-ttl-s",
+            &ttl_s.to_string(),
+            "--shuffle-buffer",
+            "16",
+        ]
+        .map(String::from)
+        .to_vec(),
+    }
+}
+
+/// The leader coordinator is frozen mid-epoch for longer than the members'
+/// TTL. The members' calls to it time out (keep-alive pings, deadlines),
+/// they move to the other replica, which is elected meanwhile, and go on:
+/// acks flow again within the election TTL + 2 s, and no member's lease
+/// expires (none joins again). Resumed, the old leader is fenced.
+#[test]
+fn a_frozen_leader_is_failed_over_within_the_election_ttl_and_members_keep_their_leases() {
+    let etcd = EtcdServer::start();
+    let s3 = S3Server::start();
+    let scratch = Scratch::new();
+    let (url, manifest) = dataset(&s3, &scratch, 480, 48);
+    let endpoints = vec![etcd.endpoint()];
+    let (first, a) = coordinator(&endpoints, &s3.endpoint);
+    let (second, b) = coordinator(&endpoints, &s3.endpoint);
+    let addresses = vec![a.clone(), b.clone()];
+    let member_ttl = Duration::from_secs(6);
+    let job = job_args(
+        addresses.join(","),
+        "frozen-leader",
+        &url,
+        &s3,
+        250,
+        member_ttl.as_secs(),
+    );
+    let mut members: Vec<Proc> = (0..3)
+        .map(|i| named_member(&job, &format!("m{i}")))
+        .collect();
+    wait_until("a few acks", Duration::from_secs(60), || {
+        acks(&members) >= 4
+    });
+    let leader = leader_status(&addresses, "frozen-leader")
+        .expect("status")
+        .leader;
+    let frozen = if leader == a { &first } else { &second };
+    frozen.signal("STOP");
+    let frozen_at = Instant::now();
+    // An answer the leader sent just before it froze may still be printed.
+    std::thread::sleep(Duration::from_millis(200));
+    let before = acks(&members);
+    let bound = LEADER_TTL + Duration::from_secs(2);
+    wait_until("acks through the new leader", bound * 3, || {
+        acks(&members) > before
+    });
+    let resumed = frozen_at.elapsed();
+    println!("leader frozen: members acked again after {resumed:?} (bound {bound:?})");
+    assert!(
+        resumed <= bound,
+        "members stalled {resumed:?} behind a frozen leader"
+    );
+    // Stay frozen past the members' TTL: they renew through the new leader.
+    let past_ttl = member_ttl + Duration::from_secs(2);
+    if let Some(left) = past_ttl.checked_sub(frozen_at.elapsed()) {
+        std::thread::sleep(left);
+    }
+    frozen.signal("CONT");
+    for member in &mut members {
+        member.wait_ok(Duration::from_secs(120));
+    }
+    for member in &members {
+        assert!(
+            !member.lines().iter().any(|l| l.starts_with("rejoin ")),
+            "{} lost its lease while the leader was frozen",
+            member.name
+        );
+    }
+    check_every_unit_acked_once(&members, &manifest);
+    let status = leader_status(&addresses, "frozen-leader").expect("status");
+    assert!(status.finished, "the job finished: {status:?}");
+    drop((first, second, etcd));
+}
+
+/// A member frozen past its TTL loses its units to the others; resumed, it
+/// drops what it held, joins again as a new member and reads on; the epoch
+/// completes with every unit acked exactly once.
+#[test]
+fn a_member_frozen_past_its_ttl_joins_again_and_the_epoch_completes() {
+    let etcd = EtcdServer::start();
+    let s3 = S3Server::start();
+    let scratch = Scratch::new();
+    let (url, manifest) = dataset(&s3, &scratch, 480, 48);
+    let (_coordinator, address) = coordinator(&[etcd.endpoint()], &s3.endpoint);
+    let job = job_args(address.clone(), "frozen-member", &url, &s3, 500, 2);
+    let mut members: Vec<Proc> = (0..3)
+        .map(|i| named_member(&job, &format!("m{i}")))
+        .collect();
+    let own_acks = |p: &Proc| p.lines().iter().filter(|l| l.starts_with("ack ")).count();
+    wait_until("m1's first acks", Duration::from_secs(60), || {
+        own_acks(&members[1]) >= 2
+    });
+    members[1].signal("STOP");
+    wait_until(
+        "the coordinator to forget m1",
+        Duration::from_secs(30),
+        || {
+            crate::cluster::status(&address, "frozen-member")
+                .is_ok_and(|s| !s.members.iter().any(|m| m == "m1"))
+        },
+    );
+    let status = crate::cluster::status(&address, "frozen-member").expect("status");
+    assert!(
+        !status.finished,
+        "the epoch must still be running when m1 resumes: slow the members down"
+    );
+    members[1].signal("CONT");
+    for member in &mut members {
+        member.wait_ok(Duration::from_secs(120));
+    }
+    assert!(
+        members[1].lines().iter().any(|l| l == "rejoin m1"),
+        "m1 joined again: {:?}",
+        members[1].lines().iter().rev().take(5).collect::<Vec<_>>()
+    );
+    check_every_unit_acked_once(&members, &manifest);
+    let status = crate::cluster::status(&address, "frozen-member").expect("status");
+    assert!(status.finished, "the job finished: {status:?}");
+    drop(etcd);
+}

@@ -1,0 +1,355 @@
+//! One membership of one job: the member name and secret that Join
+//! returned, renewed in the background, and carried by every call the
+//! member makes.
+//!
+//! A torchrun rank's membership is its identity, not its lease: when the
+//! lease expired anyway (a coordinator failover that outlasted the member
+//! TTL, or a long stall), the session joins again as the same rank, which
+//! puts it back in the same generation; calls made through
+//! [`Session::send`] do that transparently. A dynamic member whose lease
+//! expired has had its units handed to others: the session marks itself
+//! lost, and its loader either joins again as a new member
+//! ([`Session::rejoin`]) or stops, as its options say.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tributary_common::proto::v1;
+
+use super::client::Stub;
+use super::{Client, Identity};
+use crate::error::{Result, WorkerError};
+
+/// A request made on a member's behalf: it carries the member's name and
+/// the secret its Join returned.
+pub trait MemberScoped: Clone {
+    fn sign(&mut self, member: &str, secret: &str);
+}
+
+macro_rules! member_scoped {
+    ($($request:ty),*) => {$(
+        impl MemberScoped for $request {
+            fn sign(&mut self, member: &str, secret: &str) {
+                member.clone_into(&mut self.member);
+                secret.clone_into(&mut self.secret);
+            }
+        }
+    )*};
+}
+
+member_scoped!(
+    v1::MemberRequest,
+    v1::AssignmentRequest,
+    v1::AcquireRequest,
+    v1::ReportRequest,
+    v1::CommitRequest
+);
+
+/// What the last Join returned, and how many joins came before it.
+#[derive(Clone)]
+struct Membership {
+    joined: v1::JoinResponse,
+    version: u64,
+}
+
+/// The part of a session its keep-alive task shares.
+struct Shared {
+    client: Arc<Client>,
+    job: String,
+    identity: Identity,
+    membership: RwLock<Membership>,
+    /// Held while joining again, so concurrent callers join once.
+    rejoining: tokio::sync::Mutex<()>,
+    lost: AtomicBool,
+}
+
+/// One membership of a job, kept alive in the background until dropped.
+pub struct Session {
+    pub client: Arc<Client>,
+    pub job: String,
+    shared: Arc<Shared>,
+    keepalive: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the secret.
+        f.debug_struct("Session")
+            .field("job", &self.job)
+            .field("member", &self.member())
+            .field("lost", &self.is_lost())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a Join refused because the member's previous lease is live
+/// (a Join whose answer was lost) is retried: until that lease expires.
+const JOIN_RETRY: Duration = Duration::from_secs(60);
+
+/// Joins as `identity`; `previous` is the secret of the membership this
+/// one replaces, if any (empty for a first Join). A Join refused because
+/// the identity's previous lease is live (its answer was lost, and with it
+/// the secret) is retried until that lease expires.
+async fn join(
+    client: &Client,
+    job: &str,
+    identity: &Identity,
+    previous: &str,
+) -> Result<v1::JoinResponse> {
+    let request = v1::JoinRequest {
+        job: job.to_owned(),
+        identity: Some(identity.to_proto()),
+        secret: previous.to_owned(),
+    };
+    let deadline = tokio::time::Instant::now() + JOIN_RETRY;
+    loop {
+        match client
+            .send(&request, |mut c, r| async move { c.join(r).await })
+            .await
+        {
+            Err(WorkerError::Coordinator { code, message })
+                if code == "AlreadyExists" && tokio::time::Instant::now() < deadline =>
+            {
+                tracing::info!(
+                    job,
+                    message,
+                    "waiting for the previous membership to expire"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Whether `error` says the coordinator does not know the member (or job).
+fn not_found(error: &WorkerError) -> bool {
+    matches!(error, WorkerError::Coordinator { code, .. } if code == "NotFound")
+}
+
+impl Shared {
+    fn membership(&self) -> Membership {
+        self.membership
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Joins again unless another caller did since `seen`.
+    async fn join_again(&self, seen: u64) -> Result<v1::JoinResponse> {
+        let _one = self.rejoining.lock().await;
+        let current = self.membership();
+        if current.version != seen {
+            return Ok(current.joined);
+        }
+        let joined = join(
+            &self.client,
+            &self.job,
+            &self.identity,
+            &current.joined.secret,
+        )
+        .await?;
+        tracing::warn!(
+            job = self.job,
+            was = current.joined.member,
+            member = joined.member,
+            generation = joined.generation,
+            epoch = joined.epoch,
+            "the member's lease had expired; joined again"
+        );
+        *self.membership.write().unwrap_or_else(|e| e.into_inner()) = Membership {
+            joined: joined.clone(),
+            version: seen + 1,
+        };
+        self.lost.store(false, Ordering::Relaxed);
+        Ok(joined)
+    }
+
+    async fn send<R, T, F, Fut>(&self, request: &R, call: F) -> Result<T>
+    where
+        R: MemberScoped,
+        F: Fn(Stub, R) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.send_within(self.client.call_timeout(), request, call)
+            .await
+    }
+
+    async fn send_within<R, T, F, Fut>(&self, timeout: Duration, request: &R, call: F) -> Result<T>
+    where
+        R: MemberScoped,
+        F: Fn(Stub, R) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let call = &call;
+        let attempt = |membership: Membership| {
+            let mut request = request.clone();
+            request.sign(&membership.joined.member, &membership.joined.secret);
+            self.client
+                .call_within(timeout, move |stub| call(stub, request.clone()))
+        };
+        let membership = self.membership();
+        let member = membership.joined.member.clone();
+        let version = membership.version;
+        match attempt(membership).await {
+            Err(error) if not_found(&error) => {
+                if !matches!(self.identity, Identity::Torchrun { .. }) {
+                    self.lost.store(true, Ordering::Relaxed);
+                    return Err(WorkerError::Stopped(format!(
+                        "the coordinator forgot member {member:?} (its lease expired); its units went to others"
+                    )));
+                }
+                self.join_again(version).await?;
+                attempt(self.membership()).await
+            }
+            result => result,
+        }
+    }
+}
+
+impl Session {
+    /// Joins `job` as `identity`.
+    pub async fn join(client: Arc<Client>, job: &str, identity: &Identity) -> Result<Self> {
+        let joined = join(&client, job, identity, "").await?;
+        tracing::info!(
+            job,
+            member = joined.member,
+            generation = joined.generation,
+            "joined"
+        );
+        let shared = Arc::new(Shared {
+            client: Arc::clone(&client),
+            job: job.to_owned(),
+            identity: identity.clone(),
+            membership: RwLock::new(Membership { joined, version: 0 }),
+            rejoining: tokio::sync::Mutex::default(),
+            lost: AtomicBool::new(false),
+        });
+        let keepalive = tokio::spawn(keep_alive(Arc::clone(&shared)));
+        Ok(Self {
+            client,
+            job: job.to_owned(),
+            shared,
+            keepalive: Mutex::new(Some(keepalive)),
+        })
+    }
+
+    /// What the last Join returned (the member's secret included).
+    pub fn joined(&self) -> v1::JoinResponse {
+        self.shared.membership().joined
+    }
+
+    /// The member's name (a rejoined dynamic member's new one).
+    pub fn member(&self) -> String {
+        self.shared.membership().joined.member
+    }
+
+    /// The epoch the job was at when the member last joined.
+    pub fn epoch(&self) -> u64 {
+        self.shared.membership().joined.epoch
+    }
+
+    pub fn config(&self) -> v1::JobConfig {
+        self.shared.membership().joined.config.unwrap_or_default()
+    }
+
+    /// Whether the membership is gone (a dynamic member's lease expired,
+    /// or a torchrun rank could not rejoin) and not joined again since.
+    pub fn is_lost(&self) -> bool {
+        self.shared.lost.load(Ordering::Relaxed)
+    }
+
+    /// Joins the job again as a new member: a dynamic member whose lease
+    /// expired carries on this way (what it held went to others).
+    pub async fn rejoin(&self) -> Result<v1::JoinResponse> {
+        let version = self.shared.membership().version;
+        self.shared.join_again(version).await
+    }
+
+    /// Sends `request` as this member (its name and secret filled in), as
+    /// [`Client::send`] does: when the coordinator no longer knows the
+    /// member, a torchrun rank rejoins and retries once; a dynamic member
+    /// is marked lost ([`Session::is_lost`]) and gets an error.
+    pub async fn send<R, T, F, Fut>(&self, request: &R, call: F) -> Result<T>
+    where
+        R: MemberScoped,
+        F: Fn(Stub, R) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.shared.send(request, call).await
+    }
+
+    /// [`Session::send`] whose attempts may each take `timeout` (a long
+    /// poll's wait and a margin).
+    pub async fn send_within<R, T, F, Fut>(
+        &self,
+        timeout: Duration,
+        request: &R,
+        call: F,
+    ) -> Result<T>
+    where
+        R: MemberScoped,
+        F: Fn(Stub, R) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.shared.send_within(timeout, request, call).await
+    }
+
+    /// A request naming the job; [`Session::send`] signs it.
+    pub fn member_request(&self) -> v1::MemberRequest {
+        v1::MemberRequest {
+            job: self.job.clone(),
+            ..v1::MemberRequest::default()
+        }
+    }
+
+    /// Leaves the job: a dynamic member's unacked units return to the pool.
+    pub async fn leave(&self) -> Result<()> {
+        self.stop_keep_alive();
+        let request = self.member_request();
+        self.send(&request, |mut c, r| async move { c.leave(r).await })
+            .await?;
+        Ok(())
+    }
+
+    fn stop_keep_alive(&self) {
+        let mut keepalive = self.keepalive.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(task) = keepalive.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop_keep_alive();
+    }
+}
+
+/// Renews the membership every third of its TTL, through whichever
+/// replica leads. A torchrun rank the coordinator forgot joins again; a
+/// dynamic member is marked lost, and renewal resumes once it has joined
+/// again.
+async fn keep_alive(shared: Arc<Shared>) {
+    let request = v1::MemberRequest {
+        job: shared.job.clone(),
+        ..v1::MemberRequest::default()
+    };
+    loop {
+        let ttl = Duration::from_millis(u64::from(shared.membership().joined.ttl_ms.max(300)));
+        tokio::time::sleep(ttl / 3).await;
+        if shared.lost.load(Ordering::Relaxed) {
+            continue;
+        }
+        let result = shared
+            .send(&request, |mut c, r| async move { c.keep_alive(r).await })
+            .await;
+        if let Err(error) = result {
+            tracing::error!(%error, member = shared.membership().joined.member, "membership lost");
+            shared.lost.store(true, Ordering::Relaxed);
+        }
+    }
+}
