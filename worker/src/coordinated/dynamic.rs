@@ -249,6 +249,7 @@ impl Feeder {
             self.send(&unit).await?;
         }
         let request = v1::AcquireRequest {
+            secret: String::new(),
             job: self.session.job.clone(),
             member: self.session.member().to_owned(),
             max_units: LEASE_BATCH,

@@ -130,6 +130,7 @@ pub struct Session {
 
 async fn join(client: &Client, job: &str, identity: &Identity) -> Result<v1::JoinResponse> {
     let request = v1::JoinRequest {
+        secret: String::new(),
         job: job.to_owned(),
         identity: Some(identity.to_proto()),
     };
@@ -223,6 +224,7 @@ impl Session {
 
     fn member_request(&self) -> v1::MemberRequest {
         v1::MemberRequest {
+            secret: String::new(),
             job: self.job.clone(),
             member: self.joined.member.clone(),
         }
@@ -254,6 +256,7 @@ async fn keep_alive(
     lost: Arc<AtomicBool>,
 ) {
     let request = v1::MemberRequest {
+        secret: String::new(),
         job: job.clone(),
         member,
     };

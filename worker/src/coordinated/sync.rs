@@ -103,6 +103,7 @@ impl SyncLoader {
 
     async fn begin(&mut self, epoch: u64) -> Result<()> {
         let request = v1::AssignmentRequest {
+            secret: String::new(),
             job: self.session.job.clone(),
             member: self.session.member().to_owned(),
             epoch,
@@ -265,6 +266,7 @@ impl SyncLoader {
     /// restart resumes after it.
     pub async fn commit(&self, state: &LoaderState) -> Result<()> {
         let request = v1::CommitRequest {
+            secret: String::new(),
             job: self.session.job.clone(),
             member: self.session.member().to_owned(),
             generation: state.generation,
