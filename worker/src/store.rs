@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{GetOptions, ObjectMeta, ObjectStore, PutOptions, PutPayload};
+use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt, PutOptions, PutPayload};
 use url::Url;
 
 use crate::error::{Result, WorkerError};
@@ -166,6 +166,17 @@ impl Location {
         })
         .await
         .map(drop)
+    }
+
+    /// Deletes object `name` (absent already is fine), retrying transient
+    /// failures.
+    pub async fn delete(&self, name: &str) -> Result<()> {
+        let path = self.path(name);
+        let deleted = retry(&self.url_of(name), || self.store.delete(&path)).await;
+        match deleted {
+            Err(WorkerError::NotFound { .. }) => Ok(()),
+            other => other,
+        }
     }
 
     /// Names (relative to the prefix) of all objects under the prefix.
