@@ -36,6 +36,10 @@ pub struct Batch {
     pub keys: Vec<String>,
     /// Dataset-wide sample ids.
     pub ids: Vec<u64>,
+    /// Ids of the samples of this batch that were bad and skipped
+    /// (`on_error = skip`): read, so counted as done by progress tracking
+    /// (commits, acks), but not in the batch.
+    pub skipped_ids: Vec<u64>,
 }
 
 impl Batch {
@@ -46,6 +50,12 @@ impl Batch {
 
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// Samples this batch consumed from the epoch: those in it plus those
+    /// skipped.
+    pub fn consumed(&self) -> usize {
+        self.ids.len() + self.skipped_ids.len()
     }
 }
 
@@ -241,10 +251,14 @@ impl BatchDecoder {
         };
         let mut keep = Vec::with_capacity(samples.len());
         let mut skipped = Vec::new();
+        let mut skipped_ids = Vec::new();
         for (i, outcome) in outcomes.into_iter().enumerate() {
             match outcome {
                 Ok(()) => keep.push(i),
-                Err(error) if self.setup.on_error == OnError::Skip => skipped.push(error),
+                Err(error) if self.setup.on_error == OnError::Skip => {
+                    skipped.push(error);
+                    skipped_ids.push(samples[i].id);
+                }
                 Err(error) => return Err(error),
             }
         }
@@ -273,6 +287,7 @@ impl BatchDecoder {
                 .collect(),
             keys: keep.iter().map(|&i| samples[i].key.clone()).collect(),
             ids: keep.iter().map(|&i| samples[i].id).collect(),
+            skipped_ids,
         };
         Ok(Decoded { batch, skipped })
     }

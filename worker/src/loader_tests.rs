@@ -192,8 +192,10 @@ async fn skipped_samples_shorten_their_batch_are_counted_and_keep_the_order() {
             .expect("build");
         let mut sizes = Vec::new();
         let mut keys = Vec::new();
+        let mut consumed = 0;
         while let Some(batch) = loader.next().await {
             let batch = batch.expect("skipped, not raised");
+            consumed += batch.consumed();
             assert_eq!(batch.shape[0], batch.len());
             assert_eq!(batch.labels.len(), batch.len());
             match &batch.images {
@@ -203,6 +205,8 @@ async fn skipped_samples_shorten_their_batch_are_counted_and_keep_the_order() {
             sizes.push(batch.len());
             keys.extend(batch.keys);
         }
+        // Skipped samples still count as read, for commits and acks.
+        assert_eq!(consumed, 16);
         (sizes, keys, loader.metrics().bad_samples)
     };
     let (sizes, keys, bad_count) = read_keys(data.clone()).await;
