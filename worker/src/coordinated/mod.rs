@@ -130,7 +130,6 @@ pub struct Session {
 
 async fn join(client: &Client, job: &str, identity: &Identity) -> Result<v1::JoinResponse> {
     let request = v1::JoinRequest {
-        secret: String::new(),
         job: job.to_owned(),
         identity: Some(identity.to_proto()),
     };
