@@ -48,6 +48,8 @@ class Loader:
         return_ids: bool = False,
         worker: Optional[Tuple[int, int]] = None,
         epoch: Optional[int] = None,
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
     ) -> None:
         """``coordinator``: "host:port[,host:port...]" of the replicas, or None
         for an in-process one (one rank); "https://host:port" speaks TLS,
@@ -63,7 +65,15 @@ class Loader:
         ``count``; in sync mode it decodes and yields only batches ``id``,
         ``id + count``, ... of the rank's part (``tributary.torch`` passes it).
         ``epoch``: sync mode, the epoch to read first instead of the
-        generation's (the generation's epoch or the next one)."""
+        generation's (the generation's epoch or the next one).
+        ``on_error``: what a sample that cannot be decoded does (no image
+        field, neither JPEG nor PNG by its bytes, over the pixel limit, a
+        decoder failure): ``"raise"`` raises ``RuntimeError`` naming its
+        shard, the byte offset of its chunk and its key; ``"skip"`` leaves it
+        out of its batch (which comes out one sample short: every rank still
+        yields the same number of batches, in the same order for the same
+        seed) and logs it, until more than ``max_bad_fraction`` of the
+        epoch's samples were bad, which raises ``RuntimeError``."""
     def __iter__(self) -> Iterator[Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]: ...
     def __next__(self) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
     def __len__(self) -> int:
