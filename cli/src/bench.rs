@@ -23,6 +23,7 @@ use tributary_common::plan::epoch_spans;
 use tributary_worker::batch::image_field;
 use tributary_worker::fetch::{fetch, FetchConfig};
 use tributary_worker::metrics::Metrics;
+use tributary_worker::pixels::ImageKind;
 use tributary_worker::{augment, jpeg};
 use tributary_worker::{Dataset, Loader};
 
@@ -37,7 +38,7 @@ use crate::storage::StoreArgs;
 pub struct Args {
     url: String,
     /// Samples to load (default: the whole dataset).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::pipeline_args::u64_in(1, u64::MAX))]
     samples: Option<u64>,
     #[command(flatten)]
     pipeline: PipelineArgs,
@@ -105,11 +106,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .par_iter()
             .with_max_len(1)
             .map(|sample| -> anyhow::Result<usize> {
-                let (ext, bytes) = image_field(sample)?;
+                let (_, bytes) = image_field(sample)?;
                 // The fastest decoder the loader uses, on the whole image.
-                let width = match ext {
-                    "jpg" | "jpeg" => jpeg::decode_whole(bytes).map(|(w, _)| w),
-                    _ => augment::decode(bytes, ext).map(|image| image.width),
+                let width = match ImageKind::sniff(bytes) {
+                    Some(ImageKind::Jpeg) => jpeg::decode_whole(bytes).map(|(w, _)| w),
+                    _ => augment::decode(bytes).map(|image| image.width),
                 };
                 width
                     .map(|w| w as usize)

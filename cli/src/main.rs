@@ -36,7 +36,12 @@ mod read;
 mod serve;
 mod storage;
 
+use pipeline_args::{u32_in, u64_in, usize_in};
 use storage::StoreArgs;
+
+/// The largest `pack --max-bytes`: 64 GiB, a shard held in memory while it
+/// is built.
+const MAX_SHARD_BYTES: u64 = 64 << 30;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -54,9 +59,9 @@ enum Command {
     /// Write a photo-like synthetic ImageFolder tree (DIR/CLASS/N.jpg).
     Synth {
         dir: PathBuf,
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 1000, value_parser = usize_in(1, synth::MAX_IMAGES))]
         images: usize,
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = usize_in(1, synth::MAX_CLASSES))]
         classes: usize,
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -66,14 +71,20 @@ enum Command {
         src: PathBuf,
         url: String,
         /// Close a shard before it exceeds this many bytes.
-        #[arg(long, default_value_t = 64 << 20)]
+        #[arg(long, default_value_t = 64 << 20, value_parser = u64_in(1, MAX_SHARD_BYTES))]
         max_bytes: u64,
         /// Close a shard once it holds this many samples.
-        #[arg(long, default_value_t = u32::MAX)]
+        #[arg(long, default_value_t = u32::MAX, value_parser = u32_in(1, u32::MAX))]
         max_samples: u32,
         /// none, zstd or zstd:LEVEL.
         #[arg(long, default_value = "none")]
         compression: Compression,
+        /// Replace a dataset already at URL: the new version is written
+        /// under new shard names and its manifest last, so readers see the
+        /// old dataset or the new one, never a mix; then the old shards are
+        /// deleted.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -109,7 +120,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return parse_error(&error),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -127,6 +141,28 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A bad flag value as one line (`error: invalid value '0' for '--world
+/// <WORLD>': 0 is not in 1..=65536`) and exit status 2; other parse
+/// outcomes (help, version, missing arguments) as clap renders them.
+fn parse_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if !matches!(
+        error.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) {
+        error.exit();
+    }
+    let rendered = error.render().to_string();
+    let line = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("{line}");
+    ExitCode::from(2)
 }
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -174,6 +210,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             max_bytes,
             max_samples,
             compression,
+            force,
             store,
         } => {
             let started = Instant::now();
@@ -182,6 +219,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 max_bytes,
                 max_samples,
                 compression,
+                force,
                 ..PackOptions::default()
             };
             let bar = bar::Bar::new("pack", 0);

@@ -19,23 +19,26 @@ use tributary_common::proto::v1;
 use tributary_common::shuffle::ShuffleSpec;
 use tributary_coordinator::LocalCoordinator;
 use tributary_worker::coordinated::{self, Client, Identity, Session, SyncLoader};
+use tributary_worker::loader::limits;
 use tributary_worker::pack::PackOptions;
 use tributary_worker::progress::NoProgress;
 use tributary_worker::{synth, Dataset, LoaderConfig, Location, StoreOptions};
 
+use crate::pipeline_args::{u32_in, usize_in};
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Images to synthesize.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = usize_in(1, synth::MAX_IMAGES))]
     images: usize,
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = usize_in(1, synth::MAX_CLASSES))]
     classes: usize,
     /// Ranks sharing the epoch.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = usize_in(1, 64))]
     ranks: usize,
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = usize_in(1, limits::MAX_BATCH_SIZE))]
     batch_size: usize,
-    #[arg(long, default_value_t = 224)]
+    #[arg(long, default_value_t = 224, value_parser = u32_in(1, limits::MAX_IMAGE_SIZE))]
     image_size: u32,
     #[arg(long, default_value_t = 0)]
     seed: u64,

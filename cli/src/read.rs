@@ -6,15 +6,17 @@ use std::io::Write;
 
 use tributary_worker::{Dataset, Loader, LoaderConfig};
 
-use crate::pipeline_args::PipelineArgs;
+use tributary_worker::loader::limits;
+
+use crate::pipeline_args::{usize_in, PipelineArgs};
 use crate::storage::StoreArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     url: String,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = usize_in(0, limits::MAX_WORLD - 1))]
     rank: usize,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize_in(1, limits::MAX_WORLD))]
     world: usize,
     #[arg(long, default_value_t = 0)]
     seed: u64,

@@ -21,6 +21,7 @@ mod etcd_args;
 use etcd_args::EtcdArgs;
 use tributary_coordinator::{keys, Listeners, ServerConfig};
 
+use crate::pipeline_args::u64_in;
 use crate::storage::StoreArgs;
 
 /// The variables read besides those the flags name, for `--help`.
@@ -48,10 +49,10 @@ pub struct Args {
     #[arg(long, env = "TRIBUTARY_ETCD", value_delimiter = ',')]
     etcd: Vec<String>,
     /// Leader lease time to live: how long a dead leader holds on.
-    #[arg(long, env = "TRIBUTARY_LEADER_TTL_S", default_value_t = 3)]
+    #[arg(long, env = "TRIBUTARY_LEADER_TTL_S", default_value_t = 3, value_parser = u64_in(1, 3600))]
     leader_ttl_s: u64,
     /// Group-commit window for store writes, in milliseconds.
-    #[arg(long, env = "TRIBUTARY_FLUSH_MS", default_value_t = 50)]
+    #[arg(long, env = "TRIBUTARY_FLUSH_MS", default_value_t = 50, value_parser = u64_in(0, 60_000))]
     flush_ms: u64,
     /// Also serve the gRPC health service, always without TLS, here (for
     /// kubelet gRPC probes, which speak no TLS).

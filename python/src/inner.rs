@@ -12,7 +12,9 @@ use tributary_worker::coordinated::{
     self, AuthToken, Client, ClientCredentials, DynamicLoader, DynamicOptions, Identity,
     LoaderState, OnLeaseLost, Session, SyncLoader,
 };
-use tributary_worker::{Batch, Dataset, LoaderConfig, Result, StoreOptions, Stripe, WorkerError};
+use tributary_worker::{
+    Batch, Dataset, LoaderConfig, OnError, Result, StoreOptions, Stripe, WorkerError,
+};
 
 /// Everything the Python constructor takes, kept to rebuild after `fork()`.
 #[derive(Debug, Clone)]
@@ -43,6 +45,9 @@ pub struct Args {
     pub stripe: Stripe,
     /// Sync mode: the epoch to read first (default: the generation's).
     pub epoch: Option<u64>,
+    /// Bad samples: raise (the default) or skip, up to a fraction.
+    pub on_error: OnError,
+    pub max_bad_fraction: f64,
     /// The process environment, read once at the edge.
     pub env: HashMap<String, String>,
     /// The bearer token given as `auth_token=` (else the environment's).
@@ -149,6 +154,8 @@ impl Args {
                 "lookahead= is for mode=\"dynamic\"; sync ranks read a fixed part".into(),
             ));
         }
+        tributary_worker::bad_samples::validate_fraction(self.max_bad_fraction)
+            .map_err(WorkerError::Config)?;
         if self.mode == v1::Mode::Dynamic && self.epoch.is_some() {
             return Err(WorkerError::Config(
                 "epoch= is for mode=\"sync\"; dynamic members read the job's current epoch".into(),
@@ -355,6 +362,8 @@ async fn start(
             size: args.image_size,
             ..AugmentConfig::default()
         },
+        on_error: args.on_error,
+        max_bad_fraction: args.max_bad_fraction,
         ..LoaderConfig::default()
     };
     if let Some(threads) = args.decode_threads {

@@ -28,7 +28,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_common::proto::v1;
 use tributary_worker::coordinated::{LoaderState, OnLeaseLost};
-use tributary_worker::{Batch, Stripe, WorkerError};
+use tributary_worker::{Batch, OnError, Stripe, WorkerError};
 
 use crate::inner::{Args, Inner, Rank, Runtime};
 
@@ -155,7 +155,7 @@ impl Loader {
         decode_threads=None, rank=None, world_size=None, run_id=None,
         restart_count=None, name=None, storage_options=None, timeout_s=60.0,
         return_ids=false, worker=None, epoch=None, auth_token=None, lookahead=None,
-        on_lease_lost="rejoin"
+        on_lease_lost="rejoin", on_error="raise", max_bad_fraction=0.01
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -183,8 +183,11 @@ impl Loader {
         auth_token: Option<String>,
         lookahead: Option<u64>,
         on_lease_lost: &str,
+        on_error: &str,
+        max_bad_fraction: f64,
     ) -> PyResult<Self> {
         let on_lease_lost = on_lease_lost.parse::<OnLeaseLost>().map_err(to_py)?;
+        let on_error: OnError = on_error.parse().map_err(PyValueError::new_err)?;
         let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
             PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
         })?;
@@ -218,6 +221,8 @@ impl Loader {
             return_ids,
             stripe: worker.map_or_else(Stripe::default, |(index, count)| Stripe { index, count }),
             epoch,
+            on_error,
+            max_bad_fraction,
             env: std::env::vars().collect(),
             auth_token,
             lookahead,

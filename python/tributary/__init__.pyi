@@ -51,6 +51,8 @@ class Loader:
         auth_token: Optional[str] = None,
         lookahead: Optional[int] = None,
         on_lease_lost: str = "rejoin",
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
     ) -> None:
         """``coordinator``: "host:port[,host:port...]" of the replicas, or None
         for an in-process one (one rank); "https://host:port" speaks TLS,
@@ -79,7 +81,15 @@ class Loader:
         ``on_lease_lost``: dynamic mode, what a member the coordinator forgot
         (frozen past its TTL) does: ``"rejoin"`` drops what it held (others
         read it) and joins again as a new member, going on with the job's
-        current epoch; ``"raise"`` raises ``RuntimeError``."""
+        current epoch; ``"raise"`` raises ``RuntimeError``.
+        ``on_error``: what a sample that cannot be decoded does (no image
+        field, neither JPEG nor PNG by its bytes, over the pixel limit, a
+        decoder failure): ``"raise"`` raises ``RuntimeError`` naming its
+        shard, the byte offset of its chunk and its key; ``"skip"`` leaves it
+        out of its batch (which comes out one sample short: every rank still
+        yields the same number of batches, in the same order for the same
+        seed) and logs it, until more than ``max_bad_fraction`` of the
+        epoch's samples were bad, which raises ``RuntimeError``."""
     def __iter__(self) -> Iterator[Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]: ...
     def __next__(self) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
     def __len__(self) -> int:

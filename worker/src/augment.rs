@@ -11,8 +11,9 @@ use std::cell::RefCell;
 
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
-use image::ImageFormat;
 use tributary_common::seed::{self, Domain};
+
+use crate::pixels::ImageKind;
 
 /// Memory layout of a batch's images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -163,19 +164,12 @@ pub struct Rgb {
     pub pixels: Vec<u8>,
 }
 
-/// Decodes JPEG or PNG bytes (by field extension) to RGB8.
-pub fn decode(bytes: &[u8], ext: &str) -> Result<Rgb, String> {
-    let format = match ext {
-        "jpg" | "jpeg" => ImageFormat::Jpeg,
-        "png" => ImageFormat::Png,
-        other => {
-            return Err(format!(
-                "cannot decode field `{other}` (jpg, jpeg and png are supported)"
-            ))
-        }
-    };
-    let image = image::load_from_memory_with_format(bytes, format)
-        .map_err(|e| format!("{ext} does not decode: {e}"))?
+/// Decodes JPEG or PNG bytes to RGB8, the format chosen by the bytes' magic
+/// numbers (not by any file or field name).
+pub fn decode(bytes: &[u8]) -> Result<Rgb, String> {
+    let kind = ImageKind::of(bytes)?;
+    let image = image::load_from_memory_with_format(bytes, kind.format())
+        .map_err(|e| format!("the {} does not decode: {e}", kind.name()))?
         .into_rgb8();
     Ok(Rgb {
         width: image.width(),

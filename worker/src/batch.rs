@@ -1,13 +1,18 @@
 //! Batches: one contiguous image buffer plus labels, keys and sample ids,
 //! and the function that decodes a batch's samples into it on a rayon pool.
 
+use std::sync::Arc;
+
 use rayon::prelude::*;
+use tributary_common::manifest::Manifest;
 use tributary_common::sample::Sample;
 
 use crate::augment::{self, AugmentConfig, Layout, NormLut, Slot};
+use crate::bad_samples::{self, OnError};
 use crate::buffers::{Buffer, BufferPool};
 use crate::error::{Result, WorkerError};
 use crate::jpeg;
+use crate::pixels::{DecodeLimits, ImageKind, PixelBudget};
 
 /// A batch's image buffer; it goes back to its loader's pool when dropped.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +36,10 @@ pub struct Batch {
     pub keys: Vec<String>,
     /// Dataset-wide sample ids.
     pub ids: Vec<u64>,
+    /// Ids of the samples of this batch that were bad and skipped
+    /// (`on_error = skip`): read, so counted as done by progress tracking
+    /// (commits, acks), but not in the batch.
+    pub skipped_ids: Vec<u64>,
 }
 
 impl Batch {
@@ -41,6 +50,12 @@ impl Batch {
 
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// Samples this batch consumed from the epoch: those in it plus those
+    /// skipped.
+    pub fn consumed(&self) -> usize {
+        self.ids.len() + self.skipped_ids.len()
     }
 }
 
@@ -82,117 +97,232 @@ pub fn label(sample: &Sample) -> Result<i64> {
         })
 }
 
+/// Everything a [`BatchDecoder`] needs besides the augmentation.
+#[derive(Debug, Clone)]
+pub struct DecodeSetup {
+    pub seed: u64,
+    pub epoch: u64,
+    /// Buffers of dropped batches kept for reuse.
+    pub keep_buffers: usize,
+    pub limits: DecodeLimits,
+    /// Shared by every thread decoding for this loader.
+    pub budget: Arc<PixelBudget>,
+    pub on_error: OnError,
+    /// Locates bad samples (shard, byte offset) for their errors.
+    pub manifest: Arc<Manifest>,
+}
+
+/// A decoded batch and the samples left out of it (`on_error = skip`).
+#[derive(Debug)]
+pub struct Decoded {
+    pub batch: Batch,
+    /// One [`WorkerError::BadSample`] per skipped sample, in sample order.
+    pub skipped: Vec<WorkerError>,
+}
+
 /// Decodes sample batches of one epoch into image batches.
 #[derive(Debug)]
 pub struct BatchDecoder {
     config: AugmentConfig,
     lut: NormLut,
-    seed: u64,
-    epoch: u64,
+    setup: DecodeSetup,
     f32_buffers: BufferPool<f32>,
     u8_buffers: BufferPool<u8>,
 }
 
+/// A sample whose key makes the decoder panic, in this crate's tests: the
+/// hook that proves a panic in a decode thread becomes an error.
+#[cfg(test)]
+pub(crate) const PANIC_KEY: &str = "test/panic-in-decode";
+
 impl BatchDecoder {
-    /// A decoder for epoch `epoch` of a job seeded with `seed`, keeping up to
-    /// `keep_buffers` buffers of dropped batches for reuse.
-    pub fn new(config: &AugmentConfig, seed: u64, epoch: u64, keep_buffers: usize) -> Self {
+    pub fn new(config: &AugmentConfig, setup: DecodeSetup) -> Self {
         Self {
             config: config.clone(),
             lut: NormLut::new(config),
-            seed,
-            epoch,
-            f32_buffers: BufferPool::new(keep_buffers),
-            u8_buffers: BufferPool::new(keep_buffers),
+            f32_buffers: BufferPool::new(setup.keep_buffers),
+            u8_buffers: BufferPool::new(setup.keep_buffers),
+            setup,
         }
+    }
+
+    /// Decodes and augments one sample into `slot`: the format from the
+    /// magic bytes, the size from the header (checked against the limit),
+    /// then pixels from the shared budget, then the decode.
+    fn one(&self, sample: &Sample, mut slot: Slot<'_>) -> Result<(), String> {
+        #[cfg(test)]
+        if sample.key == PANIC_KEY {
+            panic!("injected decode panic");
+        }
+        let (config, lut, setup) = (&self.config, &self.lut, &self.setup);
+        let (_, bytes) = image_field(sample).map_err(|e| match e {
+            WorkerError::Sample { reason, .. } => reason,
+            other => other.to_string(),
+        })?;
+        let kind = ImageKind::of(bytes)?;
+        let pixels = setup.limits.check(kind, kind.dimensions(bytes)?)?;
+        let _permit = setup.budget.acquire(pixels);
+        if kind == ImageKind::Jpeg
+            && jpeg::augment_jpeg(
+                bytes,
+                config,
+                lut,
+                (setup.seed, setup.epoch, sample.id),
+                slot.reborrow(),
+            )
+            .is_ok()
+        {
+            return Ok(());
+        }
+        // PNG, and JPEGs libjpeg-turbo does not take (CMYK): the image crate.
+        let image = augment::decode(bytes)?;
+        let crop = augment::crop_params(
+            config,
+            setup.seed,
+            setup.epoch,
+            sample.id,
+            image.width,
+            image.height,
+        );
+        augment::augment_into(&image, crop, config, lut, slot)
+    }
+
+    /// [`Self::one`] with a panic caught and turned into the sample's error,
+    /// so that a decoder bug fails one sample, not the trainer's process.
+    fn one_caught(&self, sample: &Sample, slot: Slot<'_>) -> Result<(), WorkerError> {
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.one(sample, slot)))
+                .unwrap_or_else(|panic| {
+                    Err(format!("the decoder panicked: {}", panic_message(&*panic)))
+                });
+        outcome.map_err(|reason| {
+            bad_samples::bad_sample(&self.setup.manifest, sample.id, &sample.key, reason)
+        })
     }
 
     /// Decodes and augments `samples` into batch `index`. Runs on the
     /// current rayon pool; every sample's randomness comes from
     /// `(seed, epoch, id)`, so the result does not depend on the number of
-    /// threads.
-    pub fn decode(&self, index: u64, samples: &[Sample]) -> Result<Batch> {
-        let Self {
-            ref config,
-            ref lut,
-            seed,
-            epoch,
-            ..
-        } = *self;
-        let n = samples.len();
-        let per = config.image_len();
-        let s = config.size as usize;
-        let one = |sample: &Sample, mut slot: Slot<'_>| -> Result<()> {
-            let fail = |reason: String| WorkerError::Sample {
-                key: sample.key.clone(),
-                id: sample.id,
-                reason,
-            };
-            let (ext, bytes) = image_field(sample)?;
-            if matches!(ext, "jpg" | "jpeg")
-                && jpeg::augment_jpeg(
-                    bytes,
-                    config,
-                    lut,
-                    (seed, epoch, sample.id),
-                    slot.reborrow(),
-                )
-                .is_ok()
-            {
-                return Ok(());
+    /// threads. A bad sample fails the batch (`OnError::Raise`: the first
+    /// bad one in sample order) or is left out of it (`OnError::Skip`).
+    pub fn decode(&self, index: u64, samples: &[Sample]) -> Result<Decoded> {
+        let per = self.config.image_len();
+        let s = self.config.size as usize;
+        let labels: Vec<Result<i64>> = samples.iter().map(label).collect();
+        let one = |i: usize, slot: Slot<'_>| -> Result<(), WorkerError> {
+            let sample = &samples[i];
+            match &labels[i] {
+                Err(WorkerError::Sample { reason, .. }) => Err(bad_samples::bad_sample(
+                    &self.setup.manifest,
+                    sample.id,
+                    &sample.key,
+                    reason.clone(),
+                )),
+                _ => self.one_caught(sample, slot),
             }
-            // PNG, and JPEGs libjpeg-turbo does not take (CMYK): the image crate.
-            let image = augment::decode(bytes, ext).map_err(fail)?;
-            let crop =
-                augment::crop_params(config, seed, epoch, sample.id, image.width, image.height);
-            augment::augment_into(&image, crop, config, lut, slot).map_err(fail)
         };
-        let (images, shape) = match config.layout {
-            Layout::NchwF32 => (
-                Images::F32(fill(
+        let (images, outcomes) = match self.config.layout {
+            Layout::NchwF32 => {
+                let (buf, outcomes) = fill(
                     &self.f32_buffers,
                     per,
-                    samples,
+                    samples.len(),
                     |out| Slot::F32(out),
                     &one,
-                )?),
-                [n, 3, s, s],
-            ),
-            Layout::NhwcU8 => (
-                Images::U8(fill(
+                );
+                (Images::F32(buf), outcomes)
+            }
+            Layout::NhwcU8 => {
+                let (buf, outcomes) = fill(
                     &self.u8_buffers,
                     per,
-                    samples,
+                    samples.len(),
                     |out| Slot::U8(out),
                     &one,
-                )?),
-                [n, s, s, 3],
-            ),
+                );
+                (Images::U8(buf), outcomes)
+            }
         };
-        Ok(Batch {
+        let mut keep = Vec::with_capacity(samples.len());
+        let mut skipped = Vec::new();
+        let mut skipped_ids = Vec::new();
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok(()) => keep.push(i),
+                Err(error) if self.setup.on_error == OnError::Skip => {
+                    skipped.push(error);
+                    skipped_ids.push(samples[i].id);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let images = match images {
+            Images::F32(mut buf) => {
+                compact(&mut buf, per, &keep);
+                Images::F32(buf)
+            }
+            Images::U8(mut buf) => {
+                compact(&mut buf, per, &keep);
+                Images::U8(buf)
+            }
+        };
+        let n = keep.len();
+        let shape = match self.config.layout {
+            Layout::NchwF32 => [n, 3, s, s],
+            Layout::NhwcU8 => [n, s, s, 3],
+        };
+        let batch = Batch {
             index,
             images,
             shape,
-            labels: samples.iter().map(label).collect::<Result<_>>()?,
-            keys: samples.iter().map(|s| s.key.clone()).collect(),
-            ids: samples.iter().map(|s| s.id).collect(),
-        })
+            labels: keep
+                .iter()
+                .map(|&i| *labels[i].as_ref().unwrap_or(&-1))
+                .collect(),
+            keys: keep.iter().map(|&i| samples[i].key.clone()).collect(),
+            ids: keep.iter().map(|&i| samples[i].id).collect(),
+            skipped_ids,
+        };
+        Ok(Decoded { batch, skipped })
     }
 }
 
-/// A buffer from `pool` with each sample written into its `per`-element slot
-/// by `one`, the samples spread over the current rayon pool one per task.
+/// The text of a caught panic.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// Moves the `per`-element slots listed in `keep` (ascending) to the front
+/// of `buf`, in order, and cuts off the rest.
+fn compact<T: Copy>(buf: &mut Buffer<T>, per: usize, keep: &[usize]) {
+    for (to, &from) in keep.iter().enumerate() {
+        if to != from {
+            buf.copy_within(from * per..(from + 1) * per, to * per);
+        }
+    }
+    buf.truncate(keep.len() * per);
+}
+
+/// A buffer from `pool` with each of `n` samples written into its
+/// `per`-element slot by `one`, the samples spread over the current rayon
+/// pool one per task; and each sample's outcome.
 fn fill<T: Copy + Default + Send>(
     pool: &BufferPool<T>,
     per: usize,
-    samples: &[Sample],
+    n: usize,
     slot: fn(&mut [T]) -> Slot<'_>,
-    one: &(impl Fn(&Sample, Slot<'_>) -> Result<()> + Sync),
-) -> Result<Buffer<T>> {
-    let mut buf = pool.take(samples.len() * per);
-    buf.par_chunks_mut(per)
-        .zip(samples.par_iter())
+    one: &(impl Fn(usize, Slot<'_>) -> Result<(), WorkerError> + Sync),
+) -> (Buffer<T>, Vec<Result<(), WorkerError>>) {
+    let mut buf = pool.take(n * per);
+    let outcomes = buf
+        .par_chunks_mut(per)
+        .enumerate()
         .with_max_len(1)
-        .try_for_each(|(out, sample)| one(sample, slot(out)))?;
-    Ok(buf)
+        .map(|(i, out)| one(i, slot(out)))
+        .collect();
+    (buf, outcomes)
 }

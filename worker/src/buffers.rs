@@ -76,6 +76,11 @@ impl<T> Buffer<T> {
         }
     }
 
+    /// Keeps the first `len` elements.
+    pub fn truncate(&mut self, len: usize) {
+        self.data.truncate(len);
+    }
+
     /// The data, taken out of the pool's reach.
     pub fn into_vec(mut self) -> Vec<T> {
         self.home = Weak::new();

@@ -47,6 +47,26 @@ pub enum WorkerError {
         id: u64,
         reason: String,
     },
+    /// A sample that cannot become an image (see [`crate::bad_samples`]).
+    #[error("shard {shard}, chunk at byte {offset}: sample `{key}` (id {id}): {reason}")]
+    BadSample {
+        shard: String,
+        offset: u64,
+        key: String,
+        id: u64,
+        reason: String,
+    },
+    #[error("{bad} of {seen} samples were bad, more than max_bad_fraction {max_fraction} allows; the last: {last}")]
+    TooManyBadSamples {
+        bad: u64,
+        seen: u64,
+        max_fraction: f64,
+        last: String,
+    },
+    #[error(
+        "{url} already exists: a dataset is there (replace it with --force, PackOptions::force)"
+    )]
+    AlreadyExists { url: String },
     #[error("{path}: {error}")]
     Io { path: String, error: std::io::Error },
     #[error("invalid configuration: {0}")]

@@ -332,7 +332,7 @@ mod tests {
             Slot::U8(&mut turbo),
         )
         .expect("augment");
-        let whole = decode(bytes, "jpg").expect("image crate");
+        let whole = decode(bytes).expect("image crate");
         augment_into(&whole, crop, &config, &lut, Slot::U8(&mut reference)).expect("augment");
         let sum: f64 = turbo
             .iter()

@@ -19,6 +19,10 @@
 //! - [`augment`]: decode, RandomResizedCrop, flip, resize, normalise, into a
 //!   batch slot.
 //! - [`batch`]: the batch type and the rayon decode of a whole batch.
+//! - [`pixels`]: image formats by magic bytes, header dimensions, the
+//!   per-image pixel limit and the pixel budget decode threads share.
+//! - [`bad_samples`]: what a loader does with samples that cannot be
+//!   decoded (raise or skip, up to a fraction), and where they are.
 //! - [`buffers`]: batch buffers recycled from dropped batches.
 //! - [`loader`]: the pipeline wiring, its bounds and its public API.
 //! - [`coordinated`]: loading under a coordinator: join, keep-alive, the
@@ -46,6 +50,7 @@
 //! ```
 
 pub mod augment;
+pub mod bad_samples;
 pub mod batch;
 pub mod buffers;
 pub mod coordinated;
@@ -59,11 +64,16 @@ pub mod jpeg;
 pub mod loader;
 pub mod metrics;
 pub mod pack;
+pub mod pixels;
 pub mod progress;
 pub mod shuffle;
 pub mod store;
 pub mod synth;
 
+#[cfg(test)]
+mod loader_tests;
+
+pub use bad_samples::OnError;
 pub use batch::{Batch, Images};
 pub use dataset::Dataset;
 pub use error::{Result, WorkerError};

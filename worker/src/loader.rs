@@ -24,12 +24,14 @@ use tributary_common::plan::{epoch_spans, split_equal, Remainder};
 use tributary_common::sample::Sample;
 use tributary_common::span::SpanSet;
 
-use crate::augment::AugmentConfig;
-use crate::batch::{Batch, BatchDecoder};
+use crate::augment::{AugmentConfig, Layout};
+use crate::bad_samples::{self, BadTally, OnError};
+use crate::batch::{Batch, BatchDecoder, DecodeSetup};
 use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
 use crate::fetch::{fetch_input, FetchConfig, Input, Output};
 use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::pixels::{DecodeLimits, PixelBudget};
 use crate::shuffle::ShuffleBuffer;
 
 /// Everything that shapes a loader's output and its resource bounds.
@@ -57,6 +59,38 @@ pub struct LoaderConfig {
     pub stripe: Stripe,
     pub augment: AugmentConfig,
     pub fetch: FetchConfig,
+    /// Per-image pixel limit and the pixels all decode threads hold at once.
+    pub decode_limits: DecodeLimits,
+    /// What a bad sample does: end the epoch (the default) or get skipped;
+    /// see [`crate::bad_samples`] for batch sizes and determinism.
+    pub on_error: OnError,
+    /// With `on_error = Skip`, the largest fraction of the epoch's samples
+    /// that may be skipped before the loader fails (default 0.01).
+    pub max_bad_fraction: f64,
+}
+
+/// The largest values [`LoaderConfig::validate`] accepts: beyond them a
+/// setting is a typo, and it would size an allocation the machine does not
+/// have (the command line and the Python binding check against these too).
+pub mod limits {
+    /// Ranks in a world.
+    pub const MAX_WORLD: usize = 1 << 16;
+    /// Samples in a batch.
+    pub const MAX_BATCH_SIZE: usize = 1 << 16;
+    /// Output side length.
+    pub const MAX_IMAGE_SIZE: u32 = 4096;
+    /// Bytes of one batch's image buffer (batch x 3 x size^2 x element).
+    pub const MAX_BATCH_BYTES: u64 = 16 << 30;
+    /// Samples in the shuffle buffer.
+    pub const MAX_SHUFFLE_BUFFER: usize = 1 << 24;
+    /// Prefetched batches, batches in flight, decode threads, stripes.
+    pub const MAX_QUEUE: usize = 1024;
+    /// Range requests in flight.
+    pub const MAX_REQUESTS: usize = 4096;
+    /// Bytes fetched and in flight (1 TiB).
+    pub const MAX_BYTES_IN_FLIGHT: u64 = 1 << 40;
+    /// Bytes of one range request (4 GiB).
+    pub const MAX_READ_BYTES: u64 = 1 << 32;
 }
 
 impl Default for LoaderConfig {
@@ -76,31 +110,46 @@ impl Default for LoaderConfig {
             stripe: Stripe::default(),
             augment: AugmentConfig::default(),
             fetch: FetchConfig::default(),
+            decode_limits: DecodeLimits::default(),
+            on_error: OnError::Raise,
+            max_bad_fraction: 0.01,
         }
     }
 }
 
 impl LoaderConfig {
-    /// Checks the settings, naming the bad one.
+    /// Checks the settings, naming the bad one and its bounds.
     pub fn validate(&self) -> Result<()> {
+        use limits::*;
         let bad = |m: String| Err(WorkerError::Config(m));
-        if self.batch_size == 0 {
-            return bad("batch_size must be at least 1".into());
-        }
-        if self.world == 0 || self.rank >= self.world {
+        let ranged = |name: &str, value: u64, max: u64| {
+            if (1..=max).contains(&value) {
+                Ok(())
+            } else {
+                bad(format!("{name} is {value}; it must be between 1 and {max}"))
+            }
+        };
+        ranged("batch_size", self.batch_size as u64, MAX_BATCH_SIZE as u64)?;
+        ranged("world", self.world as u64, MAX_WORLD as u64)?;
+        if self.rank >= self.world {
             return bad(format!(
                 "rank {} is outside a world of {} ranks",
                 self.rank, self.world
             ));
         }
-        if self.prefetch_batches == 0
-            || self.decode_batches_in_flight == 0
-            || self.decode_threads == 0
-        {
-            return bad(
-                "prefetch_batches, decode_batches_in_flight and decode_threads must be at least 1"
-                    .into(),
-            );
+        if self.shuffle_buffer > MAX_SHUFFLE_BUFFER {
+            return bad(format!(
+                "shuffle_buffer is {}; it must be at most {MAX_SHUFFLE_BUFFER}",
+                self.shuffle_buffer
+            ));
+        }
+        for (name, value) in [
+            ("prefetch_batches", self.prefetch_batches),
+            ("decode_batches_in_flight", self.decode_batches_in_flight),
+            ("decode_threads", self.decode_threads),
+            ("stripe count", self.stripe.count),
+        ] {
+            ranged(name, value as u64, MAX_QUEUE as u64)?;
         }
         if self.stripe.index >= self.stripe.count {
             return bad(format!(
@@ -108,11 +157,44 @@ impl LoaderConfig {
                 self.stripe.index, self.stripe.count
             ));
         }
-        if self.fetch.max_requests == 0 || self.fetch.max_bytes_in_flight == 0 {
-            return bad(
-                "fetch.max_requests and fetch.max_bytes_in_flight must be at least 1".into(),
-            );
+        ranged(
+            "fetch.max_requests",
+            self.fetch.max_requests as u64,
+            MAX_REQUESTS as u64,
+        )?;
+        ranged(
+            "fetch.max_bytes_in_flight",
+            self.fetch.max_bytes_in_flight,
+            MAX_BYTES_IN_FLIGHT,
+        )?;
+        ranged(
+            "fetch.max_read_bytes",
+            self.fetch.max_read_bytes,
+            MAX_READ_BYTES,
+        )?;
+        ranged(
+            "fetch.first_read_bytes",
+            self.fetch.first_read_bytes,
+            MAX_READ_BYTES,
+        )?;
+        ranged(
+            "image size",
+            u64::from(self.augment.size),
+            u64::from(MAX_IMAGE_SIZE),
+        )?;
+        let element = match self.augment.layout {
+            Layout::NchwF32 => 4,
+            Layout::NhwcU8 => 1,
+        };
+        let batch_bytes = self.batch_size as u64 * self.augment.image_len() as u64 * element;
+        if batch_bytes > MAX_BATCH_BYTES {
+            return bad(format!(
+                "a batch of {} images of {}x{} takes {batch_bytes} bytes, over the limit of {MAX_BATCH_BYTES}",
+                self.batch_size, self.augment.size, self.augment.size
+            ));
         }
+        self.decode_limits.validate().map_err(WorkerError::Config)?;
+        bad_samples::validate_fraction(self.max_bad_fraction).map_err(WorkerError::Config)?;
         self.augment.validate().map_err(WorkerError::Config)
     }
 }
@@ -151,6 +233,7 @@ pub struct LoaderBuilder {
     input: Option<mpsc::Receiver<Input>>,
     config: LoaderConfig,
     pool: Option<Arc<ThreadPool>>,
+    budget: Option<Arc<PixelBudget>>,
 }
 
 impl LoaderBuilder {
@@ -178,6 +261,14 @@ impl LoaderBuilder {
     /// Decodes on this pool (shared between loaders) instead of a new one.
     pub fn decode_pool(mut self, pool: Arc<ThreadPool>) -> Self {
         self.pool = Some(pool);
+        self
+    }
+
+    /// Takes decode pixels from this budget (shared with other loaders
+    /// decoding on the same pool at the same time) instead of a new one of
+    /// `decode_limits.max_pixels_in_flight` pixels.
+    pub fn pixel_budget(mut self, budget: Arc<PixelBudget>) -> Self {
+        self.budget = Some(budget);
         self
     }
 
@@ -211,8 +302,28 @@ impl LoaderBuilder {
             Some(pool) => pool,
             None => decode_pool(config.decode_threads)?,
         };
+        let budget = self.budget.unwrap_or_else(|| {
+            Arc::new(PixelBudget::new(config.decode_limits.max_pixels_in_flight))
+        });
         let metrics = Arc::new(Metrics::default());
         let samples = if self.input.is_some() { 0 } else { spans.len() };
+        let setup = DecodeSetup {
+            seed: config.seed,
+            epoch: config.epoch,
+            // Steady state needs a free buffer for each batch being decoded
+            // and one more; buffers beyond that (a start-up peak) are freed
+            // as they return.
+            keep_buffers: config.decode_batches_in_flight + 1,
+            limits: config.decode_limits,
+            budget,
+            on_error: config.on_error,
+            manifest: Arc::clone(&self.dataset.manifest),
+        };
+        // A striped loader decodes only its stripe of the samples it reads.
+        let tally = BadTally::new(
+            config.max_bad_fraction,
+            samples / config.stripe.count as u64,
+        );
         let input = match self.input {
             Some(rx) => ReceiverStream::new(rx).boxed(),
             None => stream::iter(spans.spans().to_vec())
@@ -231,6 +342,8 @@ impl LoaderBuilder {
         tokio::spawn(decode(
             pool,
             config.clone(),
+            setup,
+            tally,
             Arc::clone(&metrics),
             sample_rx,
             batch_tx,
@@ -292,6 +405,7 @@ impl Loader {
             input: None,
             config: LoaderConfig::default(),
             pool: None,
+            budget: None,
         }
     }
 
@@ -419,22 +533,18 @@ impl Batcher<'_> {
 }
 
 /// Decode sample batches on the rayon pool, in order, into ready batches.
+/// Skipped samples are counted, logged and checked against the bad-sample
+/// cap here, in batch order, so a run fails at the same batch every time.
 async fn decode(
     pool: Arc<ThreadPool>,
     config: LoaderConfig,
+    setup: DecodeSetup,
+    mut tally: BadTally,
     metrics: Arc<Metrics>,
     rx: mpsc::Receiver<Result<(u64, Vec<Sample>)>>,
     tx: mpsc::Sender<Result<Batch>>,
 ) {
-    // Steady state needs a free buffer for each batch being decoded and one
-    // more; buffers beyond that (a start-up peak) are freed as they return.
-    let keep = config.decode_batches_in_flight + 1;
-    let decoder = Arc::new(BatchDecoder::new(
-        &config.augment,
-        config.seed,
-        config.epoch,
-        keep,
-    ));
+    let decoder = Arc::new(BatchDecoder::new(&config.augment, setup));
     let decode_one = |item: Result<(u64, Vec<Sample>)>| {
         let pool = Arc::clone(&pool);
         let (decoder, metrics) = (Arc::clone(&decoder), Arc::clone(&metrics));
@@ -443,14 +553,42 @@ async fn decode(
             let (done_tx, done_rx) = oneshot::channel();
             pool.spawn(move || {
                 let started = Instant::now();
-                let batch = decoder.decode(index, &samples);
+                // Samples' panics are caught one by one; this catches the
+                // rest, since a panic escaping a rayon `spawn` aborts.
+                let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    decoder.decode(index, &samples)
+                }))
+                .unwrap_or_else(|_| {
+                    Err(WorkerError::Stopped(format!(
+                        "decoding batch {index} panicked"
+                    )))
+                })
+                .map(|decoded| (decoded, samples.len() as u64));
                 metrics.record_decode(started.elapsed());
-                let _ = done_tx.send(batch);
+                let _ = done_tx.send(decoded);
             });
             done_rx
                 .await
-                .map_err(|_| WorkerError::Stopped("a decode task panicked".into()))?
+                .map_err(|_| WorkerError::Stopped("a decode task was lost".into()))?
         }
+    };
+    let mut count = |decoded: Result<(crate::batch::Decoded, u64)>| -> Result<Batch> {
+        let (decoded, samples) = decoded?;
+        for skipped in &decoded.skipped {
+            if let WorkerError::BadSample {
+                shard,
+                offset,
+                key,
+                id,
+                reason,
+            } = skipped
+            {
+                tracing::warn!(%shard, offset, %key, id, %reason, "skipped a bad sample");
+            }
+        }
+        metrics.record_bad(decoded.skipped.len() as u64);
+        tally.record(samples, &decoded.skipped)?;
+        Ok(decoded.batch)
     };
     // The first batch is decoded alone, on every thread: with a second one
     // beside it, the threads would share out both and the first would come
@@ -459,7 +597,7 @@ async fn decode(
     let Some(first) = rx.recv().await else {
         return;
     };
-    let batch = decode_one(first).await;
+    let batch = count(decode_one(first).await);
     let failed = batch.is_err();
     if tx.send(batch).await.is_err() || failed {
         return;
@@ -470,7 +608,8 @@ async fn decode(
     let mut ready = pin!(incoming
         .map(decode_one)
         .buffered(config.decode_batches_in_flight));
-    while let Some(batch) = ready.next().await {
+    while let Some(decoded) = ready.next().await {
+        let batch = count(decoded);
         let failed = batch.is_err();
         if tx.send(batch).await.is_err() || failed {
             return;

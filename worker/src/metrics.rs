@@ -18,6 +18,7 @@ pub struct Metrics {
     decode_nanos: AtomicU64,
     samples: AtomicU64,
     batches: AtomicU64,
+    bad_samples: AtomicU64,
     wait_nanos: AtomicU64,
 }
 
@@ -33,6 +34,7 @@ impl Default for Metrics {
             decode_nanos: AtomicU64::new(0),
             samples: AtomicU64::new(0),
             batches: AtomicU64::new(0),
+            bad_samples: AtomicU64::new(0),
             wait_nanos: AtomicU64::new(0),
         }
     }
@@ -64,6 +66,10 @@ impl Metrics {
         self.wait_nanos.fetch_add(nanos(waited), Ordering::Relaxed);
     }
 
+    pub(crate) fn record_bad(&self, samples: u64) {
+        self.bad_samples.fetch_add(samples, Ordering::Relaxed);
+    }
+
     /// A consistent-enough copy of the counters.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
@@ -77,6 +83,7 @@ impl Metrics {
             decode_time: ns(&self.decode_nanos),
             samples: self.samples.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
+            bad_samples: self.bad_samples.load(Ordering::Relaxed),
             consumer_wait: ns(&self.wait_nanos),
         }
     }
@@ -97,6 +104,8 @@ pub struct MetricsSnapshot {
     /// Samples handed to the consumer.
     pub samples: u64,
     pub batches: u64,
+    /// Bad samples skipped (`on_error = skip`).
+    pub bad_samples: u64,
     /// Time the consumer spent waiting in `next()`.
     pub consumer_wait: Duration,
 }

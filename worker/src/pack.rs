@@ -6,6 +6,20 @@
 //! several uploads in flight, each retried on transient errors. The manifest
 //! is written last: a run that fails leaves no manifest pointing at missing
 //! shards.
+//!
+//! ## Packing over a dataset
+//!
+//! A destination that already holds a manifest is refused unless
+//! [`PackOptions::force`] is set. With it, the new version's shards get new
+//! names (`shard-<version>-000000.tar`, the version unique to the run), so
+//! not one object of the old dataset is touched until the new manifest
+//! replaces the old one in a single PUT; only then are the old shards
+//! deleted. A reader opening the dataset sees the old version or the new
+//! one, never a mix, and a run that fails midway leaves the old dataset
+//! whole (and removes the new shards it had written). A reader that opened
+//! the old version and is still reading when the old shards are deleted
+//! fails with "not found": finish (or stop) jobs on a dataset before
+//! repacking it in place.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -35,6 +49,8 @@ pub struct PackOptions {
     pub block_bytes: usize,
     /// Shard uploads in flight at once.
     pub uploads_in_flight: usize,
+    /// Replace a dataset already at the destination (see the module docs).
+    pub force: bool,
 }
 
 impl Default for PackOptions {
@@ -45,6 +61,7 @@ impl Default for PackOptions {
             compression: Compression::NONE,
             block_bytes: DEFAULT_BLOCK_BYTES,
             uploads_in_flight: 4,
+            force: false,
         }
     }
 }
@@ -189,18 +206,74 @@ pub fn plan_shards(images: &[SourceImage], options: &PackOptions) -> Vec<Range<u
     shards
 }
 
-fn shard_name(index: usize, compression: Compression) -> String {
-    format!("shard-{index:06}{}", compression.kind.suffix())
+/// Shard `index`'s object name: `shard-000042.tar` in a new dataset,
+/// `shard-<version>-000042.tar` when replacing one.
+fn shard_name(version: Option<&str>, index: usize, compression: Compression) -> String {
+    match version {
+        None => format!("shard-{index:06}{}", compression.kind.suffix()),
+        Some(version) => format!("shard-{version}-{index:06}{}", compression.kind.suffix()),
+    }
+}
+
+/// A version tag unique to this run: the time and the process, hashed.
+fn new_version() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    hasher.write_u128(now.as_nanos());
+    hasher.write_u32(std::process::id());
+    format!("{:016x}", hasher.finish())
+}
+
+/// The dataset already at `dest`: `None` when there is none, the names of
+/// its shards when there is one (and `force` allows replacing it).
+async fn existing(dest: &Location, force: bool) -> Result<Option<Vec<String>>> {
+    let url = dest.url_of(MANIFEST_NAME);
+    let bytes = match dest.get(MANIFEST_NAME).await {
+        Ok(bytes) => bytes,
+        Err(WorkerError::NotFound { .. }) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    if !force {
+        return Err(WorkerError::AlreadyExists { url });
+    }
+    match Manifest::from_json(&bytes) {
+        Ok(manifest) => Ok(Some(manifest.shards.into_iter().map(|s| s.name).collect())),
+        Err(error) => {
+            tracing::warn!(%url, %error, "the dataset being replaced has an unreadable manifest; its shards are left in place");
+            Ok(Some(Vec::new()))
+        }
+    }
+}
+
+/// Deletes `names` under `dest`, logging (not failing on) what cannot be.
+async fn delete_all(dest: &Location, names: &[String], what: &str) {
+    let deletes = stream::iter(names)
+        .map(|name| async move { (name, dest.delete(name).await) })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+    for (name, result) in deletes {
+        if let Err(error) = result {
+            tracing::warn!(url = %dest.url_of(name), %error, "cannot delete {what}; it is left behind");
+        }
+    }
 }
 
 fn build_shard(
+    version: Option<&str>,
     index: usize,
     images: &[SourceImage],
     options: &PackOptions,
     progress: &dyn Progress,
 ) -> Result<(Vec<u8>, ShardMeta)> {
-    let mut writer = ShardWriter::new(shard_name(index, options.compression), options.compression)
-        .block_bytes(options.block_bytes);
+    let mut writer = ShardWriter::new(
+        shard_name(version, index, options.compression),
+        options.compression,
+    )
+    .block_bytes(options.block_bytes);
     for image in images {
         let data = std::fs::read(&image.path).map_err(|e| io_err(&image.path, e))?;
         let class = image.class.to_string();
@@ -229,6 +302,8 @@ pub async fn pack(
             .await
             .map_err(|e| WorkerError::Stopped(format!("scan panicked: {e}")))??
     };
+    let old_shards = existing(dest, options.force).await?;
+    let version = old_shards.as_ref().map(|_| new_version());
     let total_bytes: u64 = folder.images.iter().map(|i| i.size).sum();
     progress.total(folder.images.len() as u64, total_bytes);
     if folder.skipped > 0 {
@@ -241,16 +316,23 @@ pub async fn pack(
     let images = Arc::new(folder.images);
     let (tx, rx) = mpsc::channel::<Result<(usize, Vec<u8>, ShardMeta)>>(options.uploads_in_flight);
     let builder = {
-        let (images, options, progress, plan) = (
+        let (images, options, progress, plan, version) = (
             Arc::clone(&images),
             options.clone(),
             Arc::clone(&progress),
             plan.clone(),
+            version.clone(),
         );
         tokio::task::spawn_blocking(move || {
             use rayon::prelude::*;
             plan.par_iter().enumerate().try_for_each(|(index, range)| {
-                let built = build_shard(index, &images[range.clone()], &options, progress.as_ref());
+                let built = build_shard(
+                    version.as_deref(),
+                    index,
+                    &images[range.clone()],
+                    &options,
+                    progress.as_ref(),
+                );
                 let failed = built.is_err();
                 let sent = tx.blocking_send(built.map(|(data, meta)| (index, data, meta)));
                 // Stop early when the uploader is gone or this shard failed.
@@ -265,20 +347,38 @@ pub async fn pack(
     let incoming = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
+    // Names of this run's shards whose upload started, to remove them if
+    // the run fails while replacing a dataset.
+    let started = std::sync::Mutex::new(Vec::new());
     let uploaded: Result<Vec<(usize, ShardMeta)>> = incoming
-        .map(|built| async move {
-            let (index, data, meta) = built?;
-            dest.put(&meta.name, Bytes::from(data)).await?;
-            Ok((index, meta))
+        .map(|built| {
+            let started = &started;
+            async move {
+                let (index, data, meta) = built?;
+                if let Ok(mut started) = started.lock() {
+                    started.push(meta.name.clone());
+                }
+                dest.put(&meta.name, Bytes::from(data)).await?;
+                Ok((index, meta))
+            }
         })
         .buffer_unordered(options.uploads_in_flight)
         .try_collect()
         .await;
-    let mut uploaded = uploaded?;
-    builder
+    let built = builder
         .await
-        .map_err(|e| WorkerError::Stopped(format!("shard builder panicked: {e}")))?
-        .map_err(|()| WorkerError::Stopped("shard building stopped early".into()))?;
+        .map_err(|e| WorkerError::Stopped(format!("shard builder panicked: {e}")))
+        .and_then(|b| b.map_err(|()| WorkerError::Stopped("shard building stopped early".into())));
+    let mut uploaded = match (uploaded, built) {
+        (Ok(uploaded), Ok(())) => uploaded,
+        (Err(error), _) | (Ok(_), Err(error)) => {
+            if version.is_some() {
+                let started = started.into_inner().unwrap_or_default();
+                delete_all(dest, &started, "a shard of the failed pack").await;
+            }
+            return Err(error);
+        }
+    };
     uploaded.sort_by_key(|(index, _)| *index);
     let shards: Vec<ShardMeta> = uploaded.into_iter().map(|(_, meta)| meta).collect();
     let fields: std::collections::BTreeSet<&str> =
@@ -289,8 +389,18 @@ pub async fn pack(
             url: dest.url_of(MANIFEST_NAME),
             error,
         })?;
+    // The switch from the old version to the new one: a single PUT.
     dest.put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
         .await?;
+    if let Some(old) = old_shards {
+        let new: std::collections::HashSet<&str> =
+            manifest.shards.iter().map(|s| s.name.as_str()).collect();
+        let stale: Vec<String> = old
+            .into_iter()
+            .filter(|name| !new.contains(name.as_str()))
+            .collect();
+        delete_all(dest, &stale, "a shard of the replaced dataset").await;
+    }
     Ok(PackSummary {
         shards: manifest.shards.len(),
         samples: manifest.samples,

@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreScheme, PutOptions, PutPayload};
+use object_store::{
+    ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutOptions, PutPayload,
+};
 use url::Url;
 
 use crate::error::{Result, WorkerError};
@@ -191,6 +193,17 @@ impl Location {
         })
         .await
         .map(drop)
+    }
+
+    /// Deletes object `name` (absent already is fine), retrying transient
+    /// failures.
+    pub async fn delete(&self, name: &str) -> Result<()> {
+        let path = self.path(name);
+        let deleted = retry(&self.url_of(name), &self.retry, || self.store.delete(&path)).await;
+        match deleted {
+            Err(WorkerError::NotFound { .. }) => Ok(()),
+            other => other,
+        }
     }
 
     /// Names (relative to the prefix) of all objects under the prefix.

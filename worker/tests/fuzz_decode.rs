@@ -17,9 +17,15 @@ use bytes::Bytes;
 use image::codecs::png::PngEncoder;
 use image::{ExtendedColorType, ImageEncoder};
 use proptest::prelude::*;
+use std::sync::Arc;
 use tributary_common::sample::{Field, Sample};
 use tributary_worker::augment::AugmentConfig;
-use tributary_worker::batch::BatchDecoder;
+
+use tributary_common::manifest::Compression;
+use tributary_common::manifest::Manifest;
+use tributary_worker::batch::{BatchDecoder, DecodeSetup};
+use tributary_worker::pixels::{DecodeLimits, PixelBudget};
+use tributary_worker::OnError;
 
 use harness::{fuzz, inputs, CappedAlloc, ALLOCATION_CAP};
 
@@ -106,7 +112,26 @@ fn fuzz_image_decode_path() {
         size: 16,
         ..AugmentConfig::default()
     };
-    let decoder = BatchDecoder::new(&config, 7, 0, 2);
+    let limits = DecodeLimits::default();
+    let manifest = Manifest::new(
+        Compression::NONE.kind,
+        vec!["cls".into(), "jpg".into()],
+        Vec::new(),
+        Vec::new(),
+    )
+    .expect("an empty manifest");
+    let decoder = BatchDecoder::new(
+        &config,
+        DecodeSetup {
+            seed: 7,
+            epoch: 0,
+            keep_buffers: 2,
+            limits,
+            budget: Arc::new(PixelBudget::new(limits.max_pixels_in_flight)),
+            on_error: OnError::Raise,
+            manifest: Arc::new(manifest),
+        },
+    );
     let strategy = (inputs(seeds, 2048), any::<bool>(), any::<u64>());
     fuzz("image decode", strategy, |(bytes, as_png, id)| {
         let sample = Sample {
@@ -123,9 +148,9 @@ fn fuzz_image_decode_path() {
                 },
             ],
         };
-        if let Ok(batch) = decoder.decode(0, std::slice::from_ref(&sample)) {
-            assert_eq!(batch.len(), 1);
-            assert_eq!(batch.shape, [1, 3, 16, 16]);
+        if let Ok(decoded) = decoder.decode(0, std::slice::from_ref(&sample)) {
+            assert_eq!(decoded.batch.len(), 1);
+            assert_eq!(decoded.batch.shape, [1, 3, 16, 16]);
         }
     });
 }

@@ -120,3 +120,129 @@ async fn a_failed_pack_leaves_no_manifest() {
         "{manifest:?}"
     );
 }
+
+/// Fails every PUT of a shard once `armed` and `allowed` shard PUTs have
+/// gone through.
+#[derive(Debug, Default)]
+struct FailAfter {
+    armed: std::sync::atomic::AtomicBool,
+    allowed: u32,
+    seen: std::sync::atomic::AtomicU32,
+}
+
+impl Intercept for FailAfter {
+    fn before_put(&self, location: &Path, _bytes: u64) -> object_store::Result<()> {
+        use std::sync::atomic::Ordering;
+        if !self.armed.load(Ordering::SeqCst) || !location.to_string().contains("shard-") {
+            return Ok(());
+        }
+        if self.seen.fetch_add(1, Ordering::SeqCst) < self.allowed {
+            return Ok(());
+        }
+        Err(object_store::Error::PermissionDenied {
+            path: location.to_string(),
+            source: "injected failure midway through the pack".into(),
+        })
+    }
+}
+
+/// Every sample of `location`'s dataset, read and checksummed.
+async fn read_all(location: &Location) -> Vec<String> {
+    let dataset = Dataset::from_location(location.clone())
+        .await
+        .expect("a readable manifest");
+    let report = tributary_worker::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.verified_samples, dataset.manifest.samples);
+    dataset
+        .manifest
+        .shards
+        .iter()
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn packing_over_a_dataset_needs_force_and_a_failure_midway_leaves_the_old_one_whole() {
+    let old_src = tempfile::tempdir().expect("tempdir");
+    image_folder(old_src.path());
+    let store = Arc::new(InterceptStore::new(
+        Arc::new(InMemory::new()),
+        FailAfter {
+            allowed: 1,
+            ..FailAfter::default()
+        },
+    ));
+    let location = Location::from_store(store.clone(), "ds", "memory:///ds");
+    let options = PackOptions {
+        max_samples: 3,
+        uploads_in_flight: 1,
+        ..PackOptions::default()
+    };
+    pack(old_src.path(), &location, &options, Arc::new(NoProgress))
+        .await
+        .expect("first pack");
+    let old = read_all(&location).await;
+    assert_eq!(old.len(), 4);
+
+    // Without --force: refused, naming the manifest, nothing written.
+    let new_src = tempfile::tempdir().expect("tempdir");
+    image_folder(new_src.path());
+    std::fs::copy(
+        new_src.path().join("a/0.jpg"),
+        new_src.path().join("a/9.jpg"),
+    )
+    .expect("one more image");
+    let error = pack(new_src.path(), &location, &options, Arc::new(NoProgress))
+        .await
+        .expect_err("refused without force");
+    assert!(
+        error.to_string().contains("memory:///ds/manifest.json"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("--force"), "{error}");
+    assert_eq!(read_all(&location).await, old);
+
+    // With --force, the second shard's upload fails: the old dataset is
+    // still whole, and the new shard that made it is removed.
+    let force = PackOptions {
+        force: true,
+        ..options.clone()
+    };
+    store
+        .hooks
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let error = pack(new_src.path(), &location, &force, Arc::new(NoProgress))
+        .await
+        .expect_err("injected failure");
+    assert!(error.to_string().contains("injected failure"), "{error}");
+    assert_eq!(read_all(&location).await, old);
+    let listed: Vec<String> = location
+        .list()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let mut expected = old.clone();
+    expected.push("manifest.json".into());
+    expected.sort();
+    assert_eq!(listed, expected, "only the old dataset is left");
+
+    // With --force and no failure: the new dataset, under new names, and
+    // the old shards gone.
+    store
+        .hooks
+        .armed
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let summary = pack(new_src.path(), &location, &force, Arc::new(NoProgress))
+        .await
+        .expect("forced pack");
+    assert_eq!(summary.samples, 11);
+    let new = read_all(&location).await;
+    assert_eq!(new.len(), 4);
+    assert!(new.iter().all(|name| !old.contains(name)), "{new:?}");
+    let listed = location.list().await.expect("list");
+    assert_eq!(listed.len(), new.len() + 1, "{listed:?}");
+}

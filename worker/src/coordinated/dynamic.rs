@@ -352,7 +352,9 @@ impl DynamicLoader {
         match &item {
             Some(Ok(batch)) => {
                 let mut tracker = self.progress.tracker();
-                for &id in &batch.ids {
+                // Skipped bad samples count as delivered, or their units
+                // would never be acked.
+                for &id in batch.ids.iter().chain(&batch.skipped_ids) {
                     tracker.delivered(id);
                 }
                 self.unacked.append(&mut tracker.ready);

@@ -103,6 +103,7 @@ impl SyncLoader {
 
     async fn begin(&mut self, epoch: u64) -> Result<()> {
         let request = v1::AssignmentRequest {
+            secret: String::new(),
             job: self.session.job.clone(),
             epoch,
             ..v1::AssignmentRequest::default()
@@ -213,7 +214,9 @@ impl SyncLoader {
         // A stripe's count is not the rank's: only whole readers report.
         let whole = self.base.stripe.count == 1;
         if let Some(Ok(batch)) = &item {
-            self.emitted += batch.len() as u64;
+            // Skipped bad samples were read too: the coordinator counts
+            // the part's samples in order, whatever became of them.
+            self.emitted += batch.consumed() as u64;
             if whole && (self.reported.elapsed() >= REPORT_EVERY || self.emitted == self.samples())
             {
                 self.reported = Instant::now();
@@ -264,6 +267,7 @@ impl SyncLoader {
     /// restart resumes after it.
     pub async fn commit(&self, state: &LoaderState) -> Result<()> {
         let request = v1::CommitRequest {
+            secret: String::new(),
             job: self.session.job.clone(),
             generation: state.generation,
             samples: state.samples,

@@ -126,10 +126,17 @@ pub fn render(seed: u64, index: usize, classes: usize) -> Result<SynthImage, Syn
     })
 }
 
+/// The most images [`write_image_folder`] writes in one run.
+pub const MAX_IMAGES: usize = 100_000_000;
+/// The most classes [`write_image_folder`] writes in one run.
+pub const MAX_CLASSES: usize = 1_000_000;
+
 fn check(images: usize, classes: usize) -> Result<(), SynthError> {
     let problem = match (images, classes) {
         (0, _) => "at least one image is needed",
         (_, 0) => "at least one class is needed",
+        _ if images > MAX_IMAGES => "too many images (the limit is 100000000)",
+        _ if classes > MAX_CLASSES => "too many classes (the limit is 1000000)",
         _ if classes > images => "every class needs an image, so classes cannot exceed images",
         _ => return Ok(()),
     };

@@ -1,0 +1,332 @@
+//! Loader tests that need this crate's test-only decode hook (a sample key
+//! that makes the decoder panic), on small in-memory datasets: bad samples,
+//! panics, formats by magic bytes, pixel limits.
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::memory::InMemory;
+use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
+use tributary_common::shard::ShardWriter;
+
+use crate::augment::{AugmentConfig, Layout};
+use crate::bad_samples::OnError;
+use crate::batch::PANIC_KEY;
+use crate::pixels::DecodeLimits;
+use crate::{Batch, Dataset, Loader, LoaderConfig, Location, WorkerError};
+
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([(x * 7) as u8, (y * 5) as u8, 90])
+    })
+    .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
+    .expect("encode png");
+    out
+}
+
+fn jpeg(width: u16, height: u16) -> Vec<u8> {
+    let pixels: Vec<u8> = (0..usize::from(width) * usize::from(height) * 3)
+        .map(|i| (i * 13 % 251) as u8)
+        .collect();
+    let mut out = Vec::new();
+    jpeg_encoder::Encoder::new(&mut out, 85)
+        .encode(&pixels, width, height, jpeg_encoder::ColorType::Rgb)
+        .expect("encode jpeg");
+    out
+}
+
+/// A one-shard dataset of `(key, field extension, bytes)` samples, each
+/// with class 0, in memory; chunks of one sample (uncompressed).
+async fn dataset(samples: Vec<(String, &str, Vec<u8>)>) -> Dataset {
+    let store = Arc::new(InMemory::new());
+    let location = Location::from_store(store, "ds", "memory:///ds");
+    let mut writer = ShardWriter::new("shard-000000.tar", Compression::NONE);
+    for (key, ext, bytes) in &samples {
+        writer
+            .push(key, &[("cls", b"0"), (ext, bytes)])
+            .expect("push");
+    }
+    let shard = writer.finish().expect("finish");
+    let fields = shard.fields.iter().cloned().collect();
+    location
+        .put(&shard.meta.name, Bytes::from(shard.data))
+        .await
+        .expect("put shard");
+    let manifest = Manifest::new(
+        Compression::NONE.kind,
+        fields,
+        vec!["a".into()],
+        vec![shard.meta],
+    )
+    .expect("manifest");
+    location
+        .put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
+        .await
+        .expect("put manifest");
+    Dataset::from_location(location).await.expect("open")
+}
+
+/// 16 good JPEG samples, with `bad` replacing the samples at those indices.
+fn samples_with(bad: &[(usize, &str, Vec<u8>)]) -> Vec<(String, &'static str, Vec<u8>)> {
+    let good = jpeg(40, 30);
+    (0..16)
+        .map(|i| {
+            let key = format!("a/{i:03}");
+            match bad.iter().find(|(at, _, _)| *at == i) {
+                Some((_, name, bytes)) if *name == PANIC_KEY => {
+                    (PANIC_KEY.to_owned(), "jpg", bytes.clone())
+                }
+                Some((_, ext, bytes)) => {
+                    let ext: &'static str = if *ext == "png" { "png" } else { "jpg" };
+                    (key, ext, bytes.clone())
+                }
+                None => (key, "jpg", good.clone()),
+            }
+        })
+        .collect()
+}
+
+fn config(on_error: OnError, max_bad_fraction: f64) -> LoaderConfig {
+    LoaderConfig {
+        batch_size: 4,
+        shuffle_buffer: 0,
+        decode_threads: 2,
+        augment: AugmentConfig {
+            size: 16,
+            layout: Layout::NhwcU8,
+            ..AugmentConfig::default()
+        },
+        on_error,
+        max_bad_fraction,
+        ..LoaderConfig::default()
+    }
+}
+
+async fn read(dataset: Dataset, config: LoaderConfig) -> (Vec<Batch>, Option<WorkerError>) {
+    let mut loader = Loader::builder(dataset)
+        .config(config)
+        .build()
+        .await
+        .expect("build");
+    let mut batches = Vec::new();
+    while let Some(batch) = loader.next().await {
+        match batch {
+            Ok(batch) => batches.push(batch),
+            Err(error) => return (batches, Some(error)),
+        }
+    }
+    (batches, None)
+}
+
+#[tokio::test]
+async fn a_panic_in_a_decode_thread_is_an_error_naming_the_shard_not_an_abort() {
+    let data = dataset(samples_with(&[(5, PANIC_KEY, jpeg(8, 8))])).await;
+    let (batches, error) = read(data.clone(), config(OnError::Raise, 0.0)).await;
+    let error = error.expect("the panic is an error");
+    let text = error.to_string();
+    assert!(matches!(error, WorkerError::BadSample { .. }), "{text}");
+    assert!(text.contains("shard-000000.tar"), "{text}");
+    assert!(text.contains(PANIC_KEY), "{text}");
+    assert!(text.contains("panicked"), "{text}");
+    assert_eq!(batches.len(), 1, "the batch before the panic came out");
+    // Skipped, the process goes on and the rest of the epoch comes out.
+    let (batches, error) = read(data, config(OnError::Skip, 0.1)).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(batches.iter().map(Batch::len).sum::<usize>(), 15);
+}
+
+#[tokio::test]
+async fn image_formats_are_chosen_by_magic_bytes_not_the_extension() {
+    // A PNG in a `jpg` field and a JPEG in a `png` field: both decode.
+    let data = dataset(samples_with(&[
+        (2, "jpg", png(33, 21)),
+        (9, "png", jpeg(24, 24)),
+    ]))
+    .await;
+    assert_eq!(data.manifest.shards.len(), 1);
+    let (batches, error) = read(data, config(OnError::Raise, 0.0)).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(batches.iter().map(Batch::len).sum::<usize>(), 16);
+}
+
+#[tokio::test]
+async fn a_bad_sample_raises_by_default_naming_shard_key_and_byte_offset() {
+    let data = dataset(samples_with(&[(6, "jpg", b"GIF89a not an image".to_vec())])).await;
+    let offset = data.manifest.shards[0].chunk_offsets[6];
+    assert!(offset > 0);
+    let (_, error) = read(
+        data,
+        LoaderConfig {
+            on_error: OnError::default(),
+            ..config(OnError::Raise, 0.5)
+        },
+    )
+    .await;
+    let error = error.expect("raised");
+    let text = error.to_string();
+    assert!(text.contains("shard shard-000000.tar"), "{text}");
+    assert!(text.contains(&format!("chunk at byte {offset}")), "{text}");
+    assert!(text.contains("a/006"), "{text}");
+    assert!(text.contains("neither JPEG nor PNG"), "{text}");
+}
+
+#[tokio::test]
+async fn skipped_samples_shorten_their_batch_are_counted_and_keep_the_order() {
+    let bad = [
+        (1, "jpg", b"garbage".to_vec()),
+        (6, "jpg", Vec::new()),
+        (7, "png", png(4, 4)[..20].to_vec()),
+    ];
+    let data = dataset(samples_with(&bad)).await;
+    let read_keys = |data: Dataset| async move {
+        let mut loader = Loader::builder(data)
+            .config(LoaderConfig {
+                shuffle_buffer: 8,
+                seed: 7,
+                ..config(OnError::Skip, 0.25)
+            })
+            .build()
+            .await
+            .expect("build");
+        let mut sizes = Vec::new();
+        let mut keys = Vec::new();
+        let mut consumed = 0;
+        while let Some(batch) = loader.next().await {
+            let batch = batch.expect("skipped, not raised");
+            consumed += batch.consumed();
+            assert_eq!(batch.shape[0], batch.len());
+            assert_eq!(batch.labels.len(), batch.len());
+            match &batch.images {
+                crate::Images::U8(buf) => assert_eq!(buf.len(), batch.len() * 16 * 16 * 3),
+                crate::Images::F32(_) => unreachable!("u8 layout"),
+            }
+            sizes.push(batch.len());
+            keys.extend(batch.keys);
+        }
+        // Skipped samples still count as read, for commits and acks.
+        assert_eq!(consumed, 16);
+        (sizes, keys, loader.metrics().bad_samples)
+    };
+    let (sizes, keys, bad_count) = read_keys(data.clone()).await;
+    assert_eq!(bad_count, 3);
+    assert_eq!(sizes.len(), 4, "every batch comes out: {sizes:?}");
+    assert_eq!(sizes.iter().sum::<usize>(), 13);
+    for gone in ["a/001", "a/006", "a/007"] {
+        assert!(!keys.iter().any(|k| k == gone), "{gone} in {keys:?}");
+    }
+    let again = read_keys(data).await;
+    assert_eq!((sizes, keys, bad_count), again, "same seed, same batches");
+}
+
+#[tokio::test]
+async fn skipping_fails_once_more_than_max_bad_fraction_is_bad() {
+    let bad = [
+        (1, "jpg", b"garbage".to_vec()),
+        (6, "jpg", b"garbage".to_vec()),
+        (11, "jpg", b"garbage".to_vec()),
+    ];
+    let data = dataset(samples_with(&bad)).await;
+    // 3 of 16 is over 1/8: the third fails, in the batch that holds it.
+    let (batches, error) = read(data, config(OnError::Skip, 0.125)).await;
+    let error = error.expect("over the cap");
+    assert!(
+        matches!(error, WorkerError::TooManyBadSamples { bad: 3, .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("a/011"), "{error}");
+    assert_eq!(batches.len(), 2);
+}
+
+#[tokio::test]
+async fn an_image_over_the_pixel_limit_is_a_bad_sample() {
+    let data = dataset(samples_with(&[(3, "png", png(64, 64))])).await;
+    let limits = DecodeLimits {
+        max_image_pixels: 64 * 63,
+        max_pixels_in_flight: 2000,
+    };
+    let (_, error) = read(
+        data.clone(),
+        LoaderConfig {
+            decode_limits: limits,
+            ..config(OnError::Raise, 0.0)
+        },
+    )
+    .await;
+    let text = error.expect("over the limit").to_string();
+    assert!(text.contains("64x64 = 4096 pixels"), "{text}");
+    assert!(text.contains("a/003"), "{text}");
+    // Within the per-image limit but over the pool's budget: decodes alone.
+    let (batches, error) = read(
+        data,
+        LoaderConfig {
+            decode_limits: DecodeLimits {
+                max_image_pixels: 64 * 64,
+                ..limits
+            },
+            ..config(OnError::Raise, 0.0)
+        },
+    )
+    .await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(batches.iter().map(Batch::len).sum::<usize>(), 16);
+}
+
+#[tokio::test]
+async fn out_of_range_settings_are_config_errors_naming_the_setting() {
+    for (config, name) in [
+        (
+            LoaderConfig {
+                world: usize::MAX,
+                ..LoaderConfig::default()
+            },
+            "world",
+        ),
+        (
+            LoaderConfig {
+                batch_size: 10_000_000_000,
+                ..LoaderConfig::default()
+            },
+            "batch_size",
+        ),
+        (
+            LoaderConfig {
+                shuffle_buffer: 10_000_000_000,
+                ..LoaderConfig::default()
+            },
+            "shuffle_buffer",
+        ),
+        (
+            LoaderConfig {
+                max_bad_fraction: 2.0,
+                ..LoaderConfig::default()
+            },
+            "max_bad_fraction",
+        ),
+        (
+            LoaderConfig {
+                augment: AugmentConfig {
+                    size: 100_000,
+                    ..AugmentConfig::default()
+                },
+                ..LoaderConfig::default()
+            },
+            "image size",
+        ),
+        (
+            LoaderConfig {
+                batch_size: 60_000,
+                augment: AugmentConfig {
+                    size: 4096,
+                    ..AugmentConfig::default()
+                },
+                ..LoaderConfig::default()
+            },
+            "bytes",
+        ),
+    ] {
+        let error = config.validate().expect_err(name).to_string();
+        assert!(error.contains(name), "{name}: {error}");
+    }
+}
