@@ -80,7 +80,7 @@ pub struct OpenedDataset {
     pub sha256: String,
 }
 
-/// Opens a job's dataset, within [`MANIFEST_TIMEOUT`].
+/// Opens a job's dataset, within `MANIFEST_TIMEOUT` (20 s).
 pub async fn open_dataset(job: &str, url: &str, options: &StoreOptions) -> Result<OpenedDataset> {
     let failed = |error: String| CoordError::Dataset {
         job: job.to_owned(),
