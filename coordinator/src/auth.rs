@@ -128,7 +128,9 @@ impl DatasetPolicy {
         };
         let url = normalise(manifest_url)
             .map_err(|why| CoordError::Invalid(format!("config.manifest_url: {why}")))?;
-        if prefixes.iter().any(|p| url.starts_with(p.as_str())) {
+        // A prefix is a folder: the dataset at it, or anything under it.
+        let under = |p: &String| url.starts_with(p.as_str()) || url == p[..p.len() - 1];
+        if prefixes.iter().any(under) {
             return Ok(());
         }
         Err(CoordError::PermissionDenied(format!(
@@ -170,6 +172,8 @@ mod tests {
             "s3://bucket/data/imagenet/manifest.json",
             "file:///srv/sets/a/manifest.json",
             "/srv/sets/b",
+            "s3://bucket/data",
+            "file:///srv/sets",
         ] {
             policy.check(ok).expect(ok);
         }

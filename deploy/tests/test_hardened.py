@@ -1,6 +1,8 @@
 """Offline checks of overlays/production-hardened: etcd with TLS and client
-certificates (components/etcd-tls) and the NetworkPolicies
-(components/network-policy) agree with the pods they govern.
+certificates (components/etcd-tls), the NetworkPolicies
+(components/network-policy), the bearer token (components/auth-token) and
+the allowed dataset prefixes agree with the pods they govern and with the
+example trainers.
 
 Run from the repository root:  .venv/bin/python -m pytest -q deploy/tests
 """
@@ -9,12 +11,13 @@ from __future__ import annotations
 
 import re
 
-from deploylib import all_runs, etcd_argv, get_source
+from deploylib import all_runs, etcd_argv, get_source, torchrun_argv
 
 HARDENED = "overlays/production-hardened"
 ETCD = {"app.kubernetes.io/name": "tributary", "app.kubernetes.io/component": "etcd"}
 COORDINATOR = {"app.kubernetes.io/name": "tributary", "app.kubernetes.io/component": "coordinator"}
 CLIENT_LABEL = ("tributary.io/client", "true")
+AUTH_SECRET, AUTH_KEY = "tributary-auth", "token"
 
 
 def run_of(container: str):
@@ -171,3 +174,116 @@ def test_example_trainers_carry_the_label_the_policy_admits():
         assert labels.get(CLIENT_LABEL[0]) == CLIENT_LABEL[1], (
             f"{run.label}: calls the coordinator without label {CLIENT_LABEL[0]}: \"true\"")
     assert found, "no example calls the coordinator"
+
+
+# ------------------------------------------------------------ bearer token
+
+
+def mounted_secret_key(run, path: str) -> tuple[str, str] | None:
+    """(Secret, key) whose value a readOnly Secret volume puts at `path`,
+    following the volume's `items` when it lists them; None when no mounted
+    Secret key is there."""
+    volumes = {v["name"]: v for v in run.pod.template["spec"].get("volumes", [])}
+    for mount in run.container.get("volumeMounts", []):
+        directory = mount["mountPath"].rstrip("/") + "/"
+        if not path.startswith(directory) or mount.get("subPath") or mount.get("readOnly") is not True:
+            continue
+        secret = volumes.get(mount["name"], {}).get("secret")
+        if not secret:
+            continue
+        relative = path[len(directory):]
+        items = secret.get("items")
+        if items is None:
+            return (secret["secretName"], relative) if "/" not in relative else None
+        for item in items:
+            if item["path"] == relative:
+                return secret["secretName"], item["key"]
+    return None
+
+
+def example_clients():
+    """The example containers that call the coordinator."""
+    return [run for run in all_runs(include_bases=False)
+            if run.source.name.startswith("examples/") and "TRIBUTARY_COORDINATOR" in run.env.values]
+
+
+def test_coordinator_reads_its_bearer_token_from_the_mounted_secret():
+    run = run_of("coordinator")
+    path = run.env.values.get("TRIBUTARY_AUTH_TOKEN_FILE")
+    assert path, f"{run.label}: TRIBUTARY_AUTH_TOKEN_FILE is not set: any caller would be served"
+    assert mounted_secret_key(run, path) == (AUTH_SECRET, AUTH_KEY), (
+        f"{run.label}: TRIBUTARY_AUTH_TOKEN_FILE={path} is not key {AUTH_KEY!r} of Secret "
+        f"{AUTH_SECRET} mounted readOnly")
+    volume = next(v for v in run.pod.template["spec"]["volumes"]
+                  if v.get("secret", {}).get("secretName") == AUTH_SECRET)
+    assert not volume["secret"].get("optional"), (
+        f"{run.label}: Secret {AUTH_SECRET} is optional: without it the coordinator cannot start")
+    assert volume["secret"].get("defaultMode", 0o644) & 0o007 == 0, (
+        f"{run.label}: the token file is readable by others (defaultMode "
+        f"{oct(volume['secret']['defaultMode'])})")
+
+
+def test_example_trainers_send_the_token_from_the_same_secret():
+    runs = example_clients()
+    assert {r.source.name for r in runs} >= {"examples/pytorchjob-elastic.yaml",
+                                             "examples/statefulset-torchrun.yaml"}, runs
+    errors = []
+    for run in runs:
+        path = run.env.values.get("TRIBUTARY_AUTH_TOKEN_FILE")
+        if not path:
+            errors.append(f"{run.label}: calls the coordinator without TRIBUTARY_AUTH_TOKEN_FILE: "
+                          "the hardened coordinator refuses every call (UNAUTHENTICATED)")
+            continue
+        if "TRIBUTARY_AUTH_TOKEN" in run.env.values:
+            errors.append(f"{run.label}: sets both TRIBUTARY_AUTH_TOKEN and TRIBUTARY_AUTH_TOKEN_FILE")
+        found = mounted_secret_key(run, path)
+        if found != (AUTH_SECRET, AUTH_KEY):
+            errors.append(f"{run.label}: TRIBUTARY_AUTH_TOKEN_FILE={path} is not key {AUTH_KEY!r} of "
+                          f"Secret {AUTH_SECRET} mounted readOnly (found {found})")
+    assert not errors, "\n".join(errors)
+
+
+# ------------------------------------------------------- allowed datasets
+
+
+def allowed_prefixes(value: str) -> list[str]:
+    """The prefixes as the coordinator keeps them (auth::DatasetPolicy): each
+    ends with `/`, so a prefix matches at a path boundary."""
+    prefixes = []
+    for raw in value.split(","):
+        raw = raw.strip()
+        if raw:
+            prefixes.append(raw if raw.endswith("/") else raw + "/")
+    return prefixes
+
+
+def dataset_urls(run) -> list[str]:
+    """The --dataset values the trainer script gets (what CreateJob names)."""
+    argv = torchrun_argv(run.container, run.env.values) or []
+    urls = []
+    for i, arg in enumerate(argv):
+        if arg.startswith("--dataset="):
+            urls.append(arg.partition("=")[2])
+        elif arg == "--dataset" and i + 1 < len(argv):
+            urls.append(argv[i + 1])
+    return urls
+
+
+def test_allowed_dataset_prefixes_cover_the_examples_datasets():
+    run = run_of("coordinator")
+    value = run.env.values.get("TRIBUTARY_ALLOWED_DATASETS", "")
+    prefixes = allowed_prefixes(value)
+    assert prefixes, f"{run.label}: TRIBUTARY_ALLOWED_DATASETS is not set: CreateJob may name any URL"
+    for prefix in prefixes:
+        assert re.match(r"^[a-z][a-z0-9+.-]*://[^/]+/", prefix) or prefix.startswith("/"), (
+            f"{run.label}: allowed dataset prefix {prefix!r} is neither a URL nor an absolute path")
+        assert ".." not in prefix.split("/"), f"{run.label}: allowed dataset prefix {prefix!r}"
+    checked, errors = 0, []
+    for client in example_clients():
+        for url in dataset_urls(client):
+            checked += 1
+            if ".." in url.split("/") or not any(url.startswith(p) for p in prefixes):
+                errors.append(f"{client.label}: --dataset {url} is under no allowed prefix "
+                              f"({value}): the hardened coordinator refuses its CreateJob")
+    assert checked, "no example trainer names a --dataset"
+    assert not errors, "\n".join(errors)
