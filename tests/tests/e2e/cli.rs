@@ -68,7 +68,7 @@ fn bad_input_gives_clear_errors() {
     );
     fails_with(
         &["read", shards_url, "--batch-size", "0"],
-        &["batch_size must be at least 1"],
+        &["--batch-size", "0 is not in 1..=65536"],
     );
     fails_with(&["synth", images, "--images", "0"], &["images"]);
 

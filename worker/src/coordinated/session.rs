@@ -130,6 +130,11 @@ fn not_found(error: &WorkerError) -> bool {
     matches!(error, WorkerError::Coordinator { code, .. } if code == "NotFound")
 }
 
+/// Whether the coordinator refused the call's member secret.
+fn permission_denied(error: &WorkerError) -> bool {
+    matches!(error, WorkerError::Coordinator { code, .. } if code == "PermissionDenied")
+}
+
 impl Shared {
     fn membership(&self) -> Membership {
         self.membership
@@ -191,21 +196,34 @@ impl Shared {
             self.client
                 .call_within(timeout, move |stub| call(stub, request.clone()))
         };
-        let membership = self.membership();
-        let member = membership.joined.member.clone();
-        let version = membership.version;
-        match attempt(membership).await {
-            Err(error) if not_found(&error) => {
-                if !matches!(self.identity, Identity::Torchrun { .. }) {
-                    self.lost.store(true, Ordering::Relaxed);
-                    return Err(WorkerError::Stopped(format!(
-                        "the coordinator forgot member {member:?} (its lease expired); its units went to others"
-                    )));
+        // A call signed before another caller joined again (a keep-alive
+        // retried through a failover) carries the old secret and is refused:
+        // sign it anew and retry, a bounded number of times.
+        let mut signed_again = 0;
+        loop {
+            let membership = self.membership();
+            let member = membership.joined.member.clone();
+            let version = membership.version;
+            match attempt(membership).await {
+                Err(error) if not_found(&error) => {
+                    if !matches!(self.identity, Identity::Torchrun { .. }) {
+                        self.lost.store(true, Ordering::Relaxed);
+                        return Err(WorkerError::Stopped(format!(
+                            "the coordinator forgot member {member:?} (its lease expired); its units went to others"
+                        )));
+                    }
+                    self.join_again(version).await?;
+                    return attempt(self.membership()).await;
                 }
-                self.join_again(version).await?;
-                attempt(self.membership()).await
+                Err(error)
+                    if permission_denied(&error)
+                        && signed_again < 3
+                        && self.membership().version != version =>
+                {
+                    signed_again += 1;
+                }
+                result => return result,
             }
-            result => result,
         }
     }
 }
