@@ -23,6 +23,7 @@ use tributary_worker::augment::AugmentConfig;
 
 use tributary_common::manifest::Compression;
 use tributary_common::manifest::Manifest;
+use tributary_common::shard::ShardWriter;
 use tributary_worker::batch::{BatchDecoder, DecodeSetup};
 use tributary_worker::pixels::{DecodeLimits, PixelBudget};
 use tributary_worker::OnError;
@@ -113,13 +114,19 @@ fn fuzz_image_decode_path() {
         ..AugmentConfig::default()
     };
     let limits = DecodeLimits::default();
+    // Bad samples name their shard: a one-sample shard to name.
+    let mut writer = ShardWriter::new("shard-000000.tar", Compression::NONE);
+    writer
+        .push("k/0", &[("cls", b"1"), ("jpg", &jpeg(8, 8))])
+        .expect("push");
+    let shard = writer.finish().expect("finish");
     let manifest = Manifest::new(
         Compression::NONE.kind,
         vec!["cls".into(), "jpg".into()],
         Vec::new(),
-        Vec::new(),
+        vec![shard.meta],
     )
-    .expect("an empty manifest");
+    .expect("manifest");
     let decoder = BatchDecoder::new(
         &config,
         DecodeSetup {
