@@ -56,6 +56,9 @@ pub struct Args {
     pub lookahead: Option<u64>,
     /// Dynamic: what a member whose lease expired does.
     pub on_lease_lost: OnLeaseLost,
+    /// The secret of the membership this process shares (a DataLoader
+    /// worker passes its parent's, so its Join may replace it).
+    pub member_secret: Option<String>,
 }
 
 impl Args {
@@ -356,7 +359,8 @@ async fn start(
         ..v1::JobConfig::default()
     };
     coordinated::create_job(&client, &args.job, config).await?;
-    let session = Arc::new(Session::join(client, &args.job, &identity).await?);
+    let secret = args.member_secret.as_deref().unwrap_or("");
+    let session = Arc::new(Session::join_as(client, &args.job, &identity, secret).await?);
     let mut base = LoaderConfig {
         augment: AugmentConfig {
             size: args.image_size,

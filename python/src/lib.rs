@@ -155,7 +155,7 @@ impl Loader {
         decode_threads=None, rank=None, world_size=None, run_id=None,
         restart_count=None, name=None, storage_options=None, timeout_s=60.0,
         return_ids=false, worker=None, epoch=None, auth_token=None, lookahead=None,
-        on_lease_lost="rejoin", on_error="raise", max_bad_fraction=0.01
+        on_lease_lost="rejoin", on_error="raise", max_bad_fraction=0.01, member_secret=None
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -185,6 +185,7 @@ impl Loader {
         on_lease_lost: &str,
         on_error: &str,
         max_bad_fraction: f64,
+        member_secret: Option<String>,
     ) -> PyResult<Self> {
         let on_lease_lost = on_lease_lost.parse::<OnLeaseLost>().map_err(to_py)?;
         let on_error: OnError = on_error.parse().map_err(PyValueError::new_err)?;
@@ -227,6 +228,7 @@ impl Loader {
             auth_token,
             lookahead,
             on_lease_lost,
+            member_secret,
         };
         let inner = start(py, &args)?;
         Ok(Self {

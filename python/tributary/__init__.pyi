@@ -53,6 +53,7 @@ class Loader:
         on_lease_lost: str = "rejoin",
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
+        member_secret: Optional[str] = None,
     ) -> None:
         """``coordinator``: "host:port[,host:port...]" of the replicas, or None
         for an in-process one (one rank); "https://host:port" speaks TLS,
@@ -89,7 +90,11 @@ class Loader:
         out of its batch (which comes out one sample short: every rank still
         yields the same number of batches, in the same order for the same
         seed) and logs it, until more than ``max_bad_fraction`` of the
-        epoch's samples were bad, which raises ``RuntimeError``."""
+        epoch's samples were bad, which raises ``RuntimeError``.
+        ``member_secret``: 32 hex digits or more that processes sharing one
+        identity (a rank's DataLoader workers) join with, so each may replace
+        the others' membership; ``tributary.torch`` passes one. By default the
+        coordinator chooses the secret."""
     def __iter__(self) -> Iterator[Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]: ...
     def __next__(self) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
     def __len__(self) -> int:

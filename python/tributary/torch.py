@@ -25,6 +25,7 @@ consumed, so with worker processes take ``state_dict()`` from
 import multiprocessing
 import multiprocessing.context
 import os
+import secrets
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
@@ -67,6 +68,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._loader: Optional[Loader] = None
         self._worker: Optional[Tuple[int, Loader]] = None  # (pid, loader) in a worker
         self._shared = multiprocessing.Array("q", [-1, -1, 0, 0])
+        # The rank's worker processes share one membership: they join with
+        # one secret, so each may replace the others' lease.
+        if self._sync:
+            kwargs.setdefault("member_secret", secrets.token_hex(16))
         self._address: Optional[str] = kwargs.get("coordinator")
         if self._sync and self._address is None:
             # Worker processes must share the in-process coordinator: start

@@ -194,13 +194,11 @@ impl Coordinator for Service {
         let (leader, handle) = self.job(&request.job).await?;
         let mut job = handle.job.lock().await;
         let ttl = Duration::from_secs(u64::from(job.stored.config.member_ttl_s));
-        let secret = new_secret()?;
         let mut ops = Vec::new();
         let mut response = v1::JoinResponse {
             member: member.clone(),
             config: Some(job.stored.config.to_proto()),
             ttl_ms: ttl.as_millis() as u32,
-            secret: secret.clone(),
             ..v1::JoinResponse::default()
         };
         let mut new_generation = false;
@@ -240,6 +238,15 @@ impl Coordinator for Service {
                 }
             },
         };
+        // A Join proving the member's secret keeps it, and a new member may
+        // bring a random secret of its own: processes that share one
+        // identity (a rank's DataLoader workers) share one secret.
+        let secret = match old_lease {
+            Some(_) => request.secret.clone(),
+            None if requests::chosen_secret(&request.secret) => request.secret.clone(),
+            None => new_secret()?,
+        };
+        response.secret = secret.clone();
         if old_lease.is_some() {
             let (removed, _) = job.remove_member(&member);
             ops.extend(removed);

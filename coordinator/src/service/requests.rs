@@ -91,6 +91,12 @@ pub fn bounded_secret(secret: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether a Join's secret can serve as a new member's: 32 to 128 hex
+/// digits (128 random bits or more), as `secrets.token_hex(16)` makes.
+pub fn chosen_secret(secret: &str) -> bool {
+    (32..=MAX_SECRET_BYTES).contains(&secret.len()) && secret.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A Report's acks, bounded.
 pub fn acks(acked: &[v1::UnitRef]) -> Result<()> {
     if acked.len() > MAX_ACKS_PER_REPORT {

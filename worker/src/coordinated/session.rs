@@ -231,7 +231,19 @@ impl Shared {
 impl Session {
     /// Joins `job` as `identity`.
     pub async fn join(client: Arc<Client>, job: &str, identity: &Identity) -> Result<Self> {
-        let joined = join(&client, job, identity, "").await?;
+        Self::join_as(client, job, identity, "").await
+    }
+
+    /// Joins `job` as `identity`, proving with `secret` (another process's
+    /// membership of the same identity: a rank's DataLoader workers) that
+    /// it may replace a live member of that name; the secret is kept.
+    pub async fn join_as(
+        client: Arc<Client>,
+        job: &str,
+        identity: &Identity,
+        secret: &str,
+    ) -> Result<Self> {
+        let joined = join(&client, job, identity, secret).await?;
         tracing::info!(
             job,
             member = joined.member,
