@@ -260,7 +260,6 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let scheme = if tls.is_some() { "TLS" } else { "plaintext" };
     config.tls = tls;
     if auth_token.is_none() {
-        tracing::warn!("no --auth-token-file: any client that reaches the port is served");
         eprintln!("coordinator: warning: no --auth-token-file: any client that reaches the port is served");
     }
     if datasets.is_open() {
