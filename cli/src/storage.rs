@@ -2,7 +2,7 @@
 //! read here, once, and passed down as plain data.
 
 use clap::Args;
-use tributary_worker::StoreOptions;
+use tributary_io::{S3Settings, StoreOptions};
 
 /// Flags shared by every command that opens a URL.
 #[derive(Debug, Clone, Args)]
@@ -21,22 +21,11 @@ pub struct StoreArgs {
 impl StoreArgs {
     /// Options for opening `url`.
     pub fn options(&self, url: &str) -> StoreOptions {
-        let mut options = StoreOptions::from_vars(std::env::vars());
-        if url.starts_with("s3://") || url.starts_with("s3a://") {
-            if let Some(endpoint) = &self.s3_endpoint {
-                options.set("aws_endpoint", endpoint.clone());
-                if endpoint.starts_with("http://") {
-                    options.set("aws_allow_http", "true");
-                }
-            }
-            if let Some(region) = &self.s3_region {
-                options.set("aws_region", region.clone());
-            }
-            options.set(
-                "aws_virtual_hosted_style_request",
-                (!self.s3_path_style).to_string(),
-            );
-        }
-        options
+        let s3 = S3Settings {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            path_style: self.s3_path_style,
+        };
+        StoreOptions::from_vars(std::env::vars()).with_s3(url, &s3)
     }
 }

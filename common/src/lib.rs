@@ -19,7 +19,8 @@
 //! - [`span`]: spans and span sets, the unit of every assignment.
 //! - [`plan`]: seeded shard order per epoch, the equal split of a cut and
 //!   its dropped remainder.
-//! - [`proto`]: the coordinator protocol (tonic), generated from `proto/`.
+//! - [`proto`]: the coordinator protocol's messages, generated from
+//!   `proto/`; its tonic client and server with the `grpc` feature.
 //! - [`shuffle`]: the seeded, bounded shuffle buffer every rank runs; here so
 //!   the planner can replay it.
 //! - [`generation`]: synchronous elasticity: which samples a rank emitted,

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::{watch, Mutex, Notify};
 use tokio::task::JoinHandle;
-use tributary_worker::{Dataset as WorkerDataset, StoreOptions};
+use tributary_io::{Dataset as StoredDataset, StoreOptions};
 
 use crate::error::{CoordError, Result};
 use crate::keys;
@@ -86,7 +86,7 @@ pub async fn open_dataset(job: &str, url: &str, options: &StoreOptions) -> Resul
         job: job.to_owned(),
         error,
     };
-    let opened = tokio::time::timeout(MANIFEST_TIMEOUT, WorkerDataset::open(url, options))
+    let opened = tokio::time::timeout(MANIFEST_TIMEOUT, StoredDataset::open(url, options))
         .await
         .map_err(|_| {
             failed(format!(

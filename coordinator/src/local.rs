@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tributary_worker::StoreOptions;
+use tributary_io::StoreOptions;
 
 use crate::keys;
 use crate::server::{run, ServerConfig};

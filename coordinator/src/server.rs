@@ -23,7 +23,7 @@ use tonic::transport::{Server, ServerTlsConfig};
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 use tributary_common::proto::v1::coordinator_server::CoordinatorServer;
-use tributary_worker::StoreOptions;
+use tributary_io::StoreOptions;
 
 use crate::auth::{DatasetPolicy, TokenCheck};
 use crate::leader::Leader;

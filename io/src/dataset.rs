@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use tributary_common::manifest::{Manifest, MANIFEST_NAME};
 
-use crate::error::{Result, WorkerError};
-use crate::store::{Location, StoreOptions};
+use crate::error::{IoError, Result};
+use crate::location::{Location, StoreOptions};
 
 /// The largest manifest read: ImageNet's is a few MB. A store that claims
 /// more is refused before a byte of the body is read.
@@ -30,13 +30,13 @@ impl Dataset {
         let bytes = location
             .get_at_most(MANIFEST_NAME, MAX_MANIFEST_BYTES)
             .await.map_err(|e| match e {
-            WorkerError::NotFound { url, .. } => WorkerError::NotFound {
+            IoError::NotFound { url, .. } => IoError::NotFound {
                 url,
                 hint: " (no manifest: pack a dataset with `tributary pack`, or index WebDataset shards with `tributary index`)",
             },
             other => other,
         })?;
-        let manifest = Manifest::from_json(&bytes).map_err(|error| WorkerError::Manifest {
+        let manifest = Manifest::from_json(&bytes).map_err(|error| IoError::Manifest {
             url: manifest_url,
             error,
         })?;

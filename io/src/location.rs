@@ -3,13 +3,12 @@
 //! URLs: a local path (`data/ds`), `file:///abs/path`, `memory:///name`,
 //! `s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix`. Store
 //! options (endpoint, region, credentials, `allow_http`, ...) are passed in
-//! explicitly; the CLI collects them from flags and `AWS_*`, `GOOGLE_*`,
-//! `AZURE_*` variables at its edge.
+//! explicitly: [`StoreOptions::from_vars`] maps the cloud SDKs' `AWS_*`,
+//! `GOOGLE_*`, `AZURE_*` variables (read once, at the caller's edge) and
+//! [`StoreOptions::with_s3`] an S3 endpoint, region and addressing style.
 //!
 //! Every request retries under one [`RetryPolicy`]; reads resume where a
-//! broken body stopped (see the `read` submodule).
-
-mod read;
+//! broken body stopped (see [`crate::read`]).
 
 use std::fmt;
 use std::ops::Range;
@@ -22,9 +21,8 @@ use object_store::{
 };
 use url::Url;
 
-use crate::error::{Result, WorkerError};
-use read::Want;
-pub use read::{retry, ReadError, RetryPolicy};
+use crate::error::{IoError, Result};
+use crate::read::{self, retry, RetryPolicy, Want};
 
 /// Key/value options for the object-store builders, e.g.
 /// `("aws_endpoint", "http://127.0.0.1:9000")`, and the retry policy of
@@ -58,6 +56,49 @@ impl StoreOptions {
         self.options.retain(|(k, _)| k != key);
         self.options.push((key.to_owned(), value.into()));
     }
+
+    /// Applies `s3` when `url` is an S3 URL (`s3://`, `s3a://`); other
+    /// URLs are left as they are. A plain-HTTP endpoint (an S3-compatible
+    /// server on loopback) is allowed as such.
+    pub fn with_s3(mut self, url: &str, s3: &S3Settings) -> Self {
+        if !(url.starts_with("s3://") || url.starts_with("s3a://")) {
+            return self;
+        }
+        if let Some(endpoint) = &s3.endpoint {
+            self.set("aws_endpoint", endpoint.clone());
+            if endpoint.starts_with("http://") {
+                self.set("aws_allow_http", "true");
+            }
+        }
+        if let Some(region) = &s3.region {
+            self.set("aws_region", region.clone());
+        }
+        self.set(
+            "aws_virtual_hosted_style_request",
+            (!s3.path_style).to_string(),
+        );
+        self
+    }
+}
+
+/// Where an S3-compatible store is and how buckets are addressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Settings {
+    /// e.g. `http://127.0.0.1:9000`; `None`: the SDK's default (AWS).
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    /// Address buckets as `ENDPOINT/BUCKET` rather than `BUCKET.ENDPOINT`.
+    pub path_style: bool,
+}
+
+impl Default for S3Settings {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            region: None,
+            path_style: true,
+        }
+    }
 }
 
 /// A location in an object store: the store plus a prefix inside it.
@@ -81,7 +122,7 @@ impl Location {
     /// Opens `url`. A URL without a scheme is a local directory; with
     /// `create`, a missing local directory is created.
     pub fn open(url: &str, options: &StoreOptions, create: bool) -> Result<Self> {
-        let bad = |reason: String| WorkerError::BadUrl {
+        let bad = |reason: String| IoError::BadUrl {
             url: url.to_owned(),
             reason,
         };
@@ -91,7 +132,7 @@ impl Location {
             _ => {
                 let path = std::path::Path::new(url);
                 if create {
-                    std::fs::create_dir_all(path).map_err(|error| WorkerError::Io {
+                    std::fs::create_dir_all(path).map_err(|error| IoError::Local {
                         path: url.to_owned(),
                         error,
                     })?;
@@ -105,7 +146,7 @@ impl Location {
             let path = parsed
                 .to_file_path()
                 .map_err(|()| bad("not a local path".into()))?;
-            std::fs::create_dir_all(&path).map_err(|error| WorkerError::Io {
+            std::fs::create_dir_all(&path).map_err(|error| IoError::Local {
                 path: path.display().to_string(),
                 error,
             })?;
@@ -201,7 +242,7 @@ impl Location {
         let path = self.path(name);
         let deleted = retry(&self.url_of(name), &self.retry, || self.store.delete(&path)).await;
         match deleted {
-            Err(WorkerError::NotFound { .. }) => Ok(()),
+            Err(error) if error.is_not_found() => Ok(()),
             other => other,
         }
     }
@@ -290,4 +331,51 @@ fn build(
         }
     };
     Ok((store, Path::parse(path)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get<'a>(options: &'a StoreOptions, key: &str) -> Option<&'a str> {
+        options
+            .options
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn s3_settings_apply_to_s3_urls_only_and_a_plain_http_endpoint_is_allowed() {
+        let s3 = S3Settings {
+            endpoint: Some("http://127.0.0.1:9000".into()),
+            region: Some("eu-west-1".into()),
+            path_style: true,
+        };
+        let vars = [
+            ("AWS_ACCESS_KEY_ID".to_owned(), "k".to_owned()),
+            ("HOME".into(), "/root".into()),
+        ];
+        let options = StoreOptions::from_vars(vars).with_s3("s3://bucket/ds", &s3);
+        assert_eq!(get(&options, "aws_access_key_id"), Some("k"));
+        assert_eq!(get(&options, "home"), None);
+        assert_eq!(get(&options, "aws_endpoint"), Some("http://127.0.0.1:9000"));
+        assert_eq!(get(&options, "aws_allow_http"), Some("true"));
+        assert_eq!(get(&options, "aws_region"), Some("eu-west-1"));
+        assert_eq!(
+            get(&options, "aws_virtual_hosted_style_request"),
+            Some("false")
+        );
+
+        let local = StoreOptions::default().with_s3("gs://bucket/ds", &s3);
+        assert!(local.options.is_empty(), "{local:?}");
+    }
+
+    #[test]
+    fn an_object_path_joins_the_prefix_part_by_part() {
+        let location = Location::open("memory:///ds/train", &StoreOptions::default(), false)
+            .expect("memory URL");
+        assert_eq!(location.path("a/b.tar").as_ref(), "ds/train/a/b.tar");
+        assert_eq!(location.url_of("a/b.tar"), "memory:///ds/train/a/b.tar");
+    }
 }

@@ -24,7 +24,7 @@ use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
 
-use crate::error::{Result, WorkerError};
+use crate::error::{IoError, Result};
 
 /// How operations on a store retry transient failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,13 +133,13 @@ where
                 attempt += 1;
             }
             Err(error) if transient(&error) => {
-                return Err(WorkerError::GaveUp {
+                return Err(IoError::GaveUp {
                     url: url.to_owned(),
                     attempts: attempt,
                     error,
                 })
             }
-            Err(error) => return Err(WorkerError::store(url, error)),
+            Err(error) => return Err(IoError::store(url, error)),
         }
     }
 }
@@ -220,10 +220,8 @@ pub(crate) async fn read(
             continue;
         }
         return Err(match error {
-            ReadError::Store(error) if !transient(&error) => {
-                WorkerError::store(name.clone(), error)
-            }
-            error => WorkerError::ReadFailed {
+            ReadError::Store(error) if !transient(&error) => IoError::store(name.clone(), error),
+            error => IoError::ReadFailed {
                 url: name.clone(),
                 attempts: attempt,
                 received: partial.received(),
@@ -237,7 +235,7 @@ pub(crate) async fn read(
 /// How one attempt failed: worth another attempt, or not.
 enum Attempt {
     Failed(ReadError),
-    Final(WorkerError),
+    Final(IoError),
 }
 
 impl From<object_store::Error> for Attempt {
@@ -280,7 +278,7 @@ async fn read_once(
         (None, Want::Whole { limit }) => {
             let size = result.range.end.saturating_sub(result.range.start);
             if size > *limit {
-                return Err(Attempt::Final(WorkerError::TooLarge {
+                return Err(Attempt::Final(IoError::TooLarge {
                     url: url.to_owned(),
                     size,
                     limit: *limit,

@@ -27,7 +27,8 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_common::proto::v1;
-use tributary_worker::coordinated::{LoaderState, OnLeaseLost};
+use tributary_io::IoError;
+use tributary_worker::coordinated::{Code, LoaderState, OnLeaseLost};
 use tributary_worker::{Batch, OnError, Stripe, WorkerError};
 
 use crate::inner::{Args, Inner, Rank, Runtime};
@@ -62,24 +63,25 @@ fn start(py: Python<'_>, args: &Args) -> PyResult<Inner> {
     Ok(Inner { runtime, rank })
 }
 
+// By value so that it reads `.map_err(to_py)`.
+#[allow(clippy::needless_pass_by_value)]
 fn to_py(error: WorkerError) -> PyErr {
     let message = error.to_string();
     match error {
-        WorkerError::NotFound { .. } => PyFileNotFoundError::new_err(message),
-        WorkerError::BadUrl { .. } | WorkerError::Config(_) | WorkerError::Manifest { .. } => {
-            PyValueError::new_err(message)
-        }
-        WorkerError::Coordinator { code, .. } => match code.as_str() {
-            "Unavailable" | "DeadlineExceeded" | "Cancelled" | "Unknown" => {
+        WorkerError::Io(IoError::NotFound { .. }) => PyFileNotFoundError::new_err(message),
+        WorkerError::Io(IoError::BadUrl { .. } | IoError::Manifest { .. })
+        | WorkerError::Config(_) => PyValueError::new_err(message),
+        WorkerError::Coordinator { code, .. } => match code {
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
                 PyConnectionError::new_err(message)
             }
-            "NotFound" => PyFileNotFoundError::new_err(message),
+            Code::NotFound => PyFileNotFoundError::new_err(message),
             _ => PyValueError::new_err(message),
         },
         // A store that keeps failing, after the retry budget.
-        WorkerError::Store { .. } | WorkerError::GaveUp { .. } | WorkerError::ReadFailed { .. } => {
-            PyConnectionError::new_err(message)
-        }
+        WorkerError::Io(
+            IoError::Store { .. } | IoError::GaveUp { .. } | IoError::ReadFailed { .. },
+        ) => PyConnectionError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
 }

@@ -3,42 +3,14 @@
 //! URL, shard, offset or sample they are about.
 
 use tributary_common::{FormatError, ManifestError};
-
-use crate::store::ReadError;
+use tributary_io::IoError;
 
 /// Errors of `tributary-worker`.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    #[error("invalid dataset URL `{url}`: {reason}")]
-    BadUrl { url: String, reason: String },
-    #[error("{url}: not found{hint}")]
-    NotFound { url: String, hint: &'static str },
-    #[error("{url}: {error}")]
-    Store {
-        url: String,
-        error: object_store::Error,
-    },
-    #[error("{url}: gave up after {attempts} attempts: {error}")]
-    GaveUp {
-        url: String,
-        attempts: u32,
-        error: object_store::Error,
-    },
-    #[error(
-        "{url}: gave up after {attempts} attempts ({}): {error}",
-        progress(*received, *expected)
-    )]
-    ReadFailed {
-        url: String,
-        attempts: u32,
-        received: u64,
-        expected: Option<u64>,
-        error: Box<ReadError>,
-    },
-    #[error("{url}: the object is {size} bytes, more than the limit of {limit}")]
-    TooLarge { url: String, size: u64, limit: u64 },
-    #[error("manifest {url}: {error}")]
-    Manifest { url: String, error: ManifestError },
+    /// Object-store and manifest errors (see [`tributary_io::IoError`]).
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error(transparent)]
     Format(#[from] FormatError),
     #[error("sample `{key}` (id {id}): {reason}")]
@@ -67,32 +39,29 @@ pub enum WorkerError {
         "{url} already exists: a dataset is there (replace it with --force, PackOptions::force)"
     )]
     AlreadyExists { url: String },
+    /// A local file (a source image, a directory being packed).
     #[error("{path}: {error}")]
-    Io { path: String, error: std::io::Error },
+    File { path: String, error: std::io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("the pipeline stopped: {0}")]
     Stopped(String),
-    #[error("coordinator: {message} ({code})")]
-    Coordinator { code: String, message: String },
+    #[error("coordinator: {message} ({code:?})")]
+    Coordinator { code: tonic::Code, message: String },
 }
 
 impl WorkerError {
-    /// Maps an object-store error on `url` to a worker error, keeping
-    /// "not found" distinct so callers and users can tell it apart.
-    pub fn store(url: impl Into<String>, error: object_store::Error) -> Self {
-        let url = url.into();
-        match error {
-            object_store::Error::NotFound { .. } => Self::NotFound { url, hint: "" },
-            error => Self::Store { url, error },
-        }
+    /// The manifest at `url` is invalid.
+    pub fn manifest(url: impl Into<String>, error: ManifestError) -> Self {
+        Self::Io(IoError::Manifest {
+            url: url.into(),
+            error,
+        })
     }
-}
 
-fn progress(received: u64, expected: Option<u64>) -> String {
-    match expected {
-        Some(expected) => format!("{received} of {expected} bytes received"),
-        None => format!("{received} bytes received"),
+    /// Is this "the object (or dataset) is not there"?
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Io(error) if error.is_not_found())
     }
 }
 

@@ -19,9 +19,9 @@ use tributary_common::sample::{check_labels, Field, Sample};
 use tributary_common::shard::{chunk_range, decode_chunks, ChunkRange};
 use tributary_common::span::{Span, SpanSet};
 
-use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
 use crate::metrics::Metrics;
+use tributary_io::Dataset;
 
 /// Bounds of the fetch stage.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use tributary_common::shard::TarIndexer;
 
 use crate::error::{Result, WorkerError};
 use crate::progress::Progress;
-use crate::store::Location;
+use tributary_io::{IoError, Location};
 
 /// The size of each range read of a shard being indexed (8 MiB); four
 /// shards are read at once.
@@ -57,10 +57,11 @@ pub async fn index(
         .filter(|(name, _)| name.ends_with(".tar"))
         .collect();
     if shards.is_empty() {
-        return Err(WorkerError::NotFound {
+        return Err(IoError::NotFound {
             url: format!("{}/*.tar", location.url),
             hint: " (no tar shards to index)",
-        });
+        }
+        .into());
     }
     progress.total(0, shards.iter().map(|(_, size)| size).sum());
     let metas: Vec<(ShardMeta, std::collections::BTreeSet<String>)> = stream::iter(shards)
@@ -84,10 +85,7 @@ pub async fn index(
         Vec::new(),
         shards,
     )
-    .map_err(|error| WorkerError::Manifest {
-        url: location.url_of(MANIFEST_NAME),
-        error,
-    })?;
+    .map_err(|error| WorkerError::manifest(location.url_of(MANIFEST_NAME), error))?;
     location
         .put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
         .await?;

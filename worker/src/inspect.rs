@@ -16,10 +16,9 @@ use tributary_common::manifest::ShardMeta;
 use tributary_common::shard::ShardVerifier;
 use tributary_common::FormatError;
 
-use crate::dataset::Dataset;
 use crate::error::WorkerError;
 use crate::progress::Progress;
-use crate::store::{retry, Location};
+use tributary_io::{retry, Dataset, Location};
 
 /// The size of each range read of a shard being verified (8 MiB); four
 /// shards are read at once.
@@ -143,4 +142,5 @@ async fn get_range_and_size(
         }
     })
     .await
+    .map_err(WorkerError::from)
 }

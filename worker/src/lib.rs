@@ -8,11 +8,6 @@
 //!
 //! ## Layout
 //!
-//! - [`store`]: URLs to object stores (local, `file://`, `s3://`, `gs://`,
-//!   `az://`, `memory://`) and retries.
-//! - [`intercept`]: a store wrapper with hooks: request counting for tests
-//!   that assert I/O, fault injection for tests that break uploads.
-//! - [`dataset`]: a dataset's location plus its parsed manifest.
 //! - [`fetch`]: range reads of whole chunks, many in flight under a byte
 //!   budget, verified and parsed, in span order.
 //! - [`shuffle`]: the seeded, bounded shuffle buffer.
@@ -54,12 +49,10 @@ pub mod bad_samples;
 pub mod batch;
 pub mod buffers;
 pub mod coordinated;
-pub mod dataset;
 pub mod error;
 pub mod fetch;
 pub mod index;
 pub mod inspect;
-pub mod intercept;
 pub mod jpeg;
 pub mod loader;
 pub mod metrics;
@@ -67,7 +60,6 @@ pub mod pack;
 pub mod pixels;
 pub mod progress;
 pub mod shuffle;
-pub mod store;
 pub mod synth;
 
 #[cfg(test)]
@@ -75,7 +67,7 @@ mod loader_tests;
 
 pub use bad_samples::OnError;
 pub use batch::{Batch, Images};
-pub use dataset::Dataset;
 pub use error::{Result, WorkerError};
 pub use loader::{Loader, LoaderBuilder, LoaderConfig, Stripe};
-pub use store::{Location, StoreOptions};
+/// The object-store layer this crate reads through (`tributary-io`).
+pub use tributary_io::{Dataset, Location, StoreOptions};

@@ -27,12 +27,12 @@ use tributary_common::span::SpanSet;
 use crate::augment::{AugmentConfig, Layout};
 use crate::bad_samples::{self, BadTally, OnError};
 use crate::batch::{Batch, BatchDecoder, DecodeSetup};
-use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
 use crate::fetch::{fetch_input, FetchConfig, Input, Output};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::pixels::{DecodeLimits, PixelBudget};
 use crate::shuffle::ShuffleBuffer;
+use tributary_io::Dataset;
 
 /// Everything that shapes a loader's output and its resource bounds.
 #[derive(Debug, Clone)]

@@ -34,7 +34,7 @@ use tributary_common::tar;
 
 use crate::error::{Result, WorkerError};
 use crate::progress::Progress;
-use crate::store::Location;
+use tributary_io::Location;
 
 /// Packer settings.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ pub struct PackSummary {
 }
 
 fn io_err(path: &Path, error: std::io::Error) -> WorkerError {
-    WorkerError::Io {
+    WorkerError::File {
         path: path.display().to_string(),
         error,
     }
@@ -233,8 +233,8 @@ async fn existing(dest: &Location, force: bool) -> Result<Option<Vec<String>>> {
     let url = dest.url_of(MANIFEST_NAME);
     let bytes = match dest.get(MANIFEST_NAME).await {
         Ok(bytes) => bytes,
-        Err(WorkerError::NotFound { .. }) => return Ok(None),
-        Err(error) => return Err(error),
+        Err(error) if error.is_not_found() => return Ok(None),
+        Err(error) => return Err(error.into()),
     };
     if !force {
         return Err(WorkerError::AlreadyExists { url });
@@ -385,10 +385,7 @@ pub async fn pack(
         images.iter().map(|i| i.ext).chain(["cls"]).collect();
     let fields = fields.into_iter().map(str::to_owned).collect();
     let manifest = Manifest::new(options.compression.kind, fields, folder.classes, shards)
-        .map_err(|error| WorkerError::Manifest {
-            url: dest.url_of(MANIFEST_NAME),
-            error,
-        })?;
+        .map_err(|error| WorkerError::manifest(dest.url_of(MANIFEST_NAME), error))?;
     // The switch from the old version to the new one: a single PUT.
     dest.put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
         .await?;

@@ -9,10 +9,10 @@ use object_store::local::LocalFileSystem;
 use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMeta};
 use tributary_common::shard::ShardWriter;
 use tributary_common::tar;
+use tributary_io::testing::CountingStore;
 use tributary_worker::augment::AugmentConfig;
 use tributary_worker::index::{index, INDEX_READ_BYTES};
 use tributary_worker::inspect::{inspect, INSPECT_READ_BYTES};
-use tributary_worker::intercept::CountingStore;
 use tributary_worker::progress::NoProgress;
 use tributary_worker::{Dataset, Loader, LoaderConfig, Location, StoreOptions};
 

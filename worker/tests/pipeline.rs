@@ -8,9 +8,9 @@ use std::sync::Arc;
 use object_store::local::LocalFileSystem;
 use tributary_common::manifest::Compression;
 use tributary_common::span::{Span, SpanSet};
+use tributary_io::testing::CountingStore;
 use tributary_worker::augment::{AugmentConfig, Layout};
 use tributary_worker::fetch::FetchConfig;
-use tributary_worker::intercept::CountingStore;
 use tributary_worker::pack::{pack, PackOptions};
 use tributary_worker::progress::NoProgress;
 use tributary_worker::{

@@ -18,12 +18,12 @@ use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStor
 use tributary_common::manifest::Compression;
 use tributary_common::sample::Sample;
 use tributary_common::span::{Span, SpanSet};
+use tributary_io::testing::{Intercept, InterceptStore};
+use tributary_io::{IoError, RetryPolicy};
 use tributary_worker::fetch::{fetch, FetchConfig};
-use tributary_worker::intercept::{Intercept, InterceptStore};
 use tributary_worker::metrics::Metrics;
 use tributary_worker::pack::{pack, PackOptions};
 use tributary_worker::progress::NoProgress;
-use tributary_worker::store::RetryPolicy;
 use tributary_worker::{Dataset, Location, StoreOptions, WorkerError};
 
 /// One way to break a GET.
@@ -311,7 +311,7 @@ async fn reads_give_up_after_their_budget_naming_object_range_and_attempts() {
     assert!(
         matches!(
             error,
-            WorkerError::ReadFailed {
+            IoError::ReadFailed {
                 attempts: 4,
                 received: 400,
                 ..
@@ -359,7 +359,7 @@ async fn a_missing_object_is_not_retried() {
         .get_range("absent", 0..10)
         .await
         .expect_err("absent");
-    assert!(matches!(error, WorkerError::NotFound { .. }), "{error:?}");
+    assert!(matches!(error, IoError::NotFound { .. }), "{error:?}");
     assert_eq!(store.hooks.asked().len(), 1);
 }
 
@@ -403,7 +403,7 @@ async fn a_whole_object_over_its_limit_is_refused_before_its_body() {
     assert!(
         matches!(
             error,
-            WorkerError::TooLarge {
+            IoError::TooLarge {
                 size: 100_000,
                 limit: 1000,
                 ..

@@ -8,10 +8,10 @@ use std::time::Duration;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::ObjectStoreExt;
-use tributary_worker::intercept::{Intercept, InterceptStore};
+use tributary_io::testing::{Intercept, InterceptStore};
+use tributary_io::RetryPolicy;
 use tributary_worker::pack::{pack, PackOptions};
 use tributary_worker::progress::NoProgress;
-use tributary_worker::store::RetryPolicy;
 use tributary_worker::{Dataset, Location};
 
 /// Fails the first `n` PUTs of each object whose name contains a pattern.

@@ -15,13 +15,13 @@ use object_store::ObjectStoreExt;
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
 use tributary_common::sample::Sample;
 use tributary_common::span::{Span, SpanSet};
+use tributary_io::{IoError, RetryPolicy};
 use tributary_tests::faulty_s3::{Fault, FaultyS3};
 use tributary_worker::augment::AugmentConfig;
 use tributary_worker::fetch::{fetch, FetchConfig};
 use tributary_worker::metrics::Metrics;
 use tributary_worker::pack::{pack, PackOptions};
 use tributary_worker::progress::NoProgress;
-use tributary_worker::store::RetryPolicy;
 use tributary_worker::synth::{write_image_folder, SynthOptions};
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
 
@@ -311,7 +311,7 @@ async fn a_stalled_body_fails_after_the_budget_instead_of_hanging() {
     assert!(
         matches!(
             error,
-            WorkerError::ReadFailed {
+            IoError::ReadFailed {
                 attempts: 2,
                 received: 128,
                 ..
@@ -336,7 +336,7 @@ async fn a_huge_claimed_content_length_is_never_allocated() {
         .await
         .expect_err("the manifest claims a petabyte");
     assert!(
-        matches!(error, WorkerError::TooLarge { size, .. } if size == 1 << 50),
+        matches!(error, IoError::TooLarge { size, .. } if size == 1 << 50),
         "{error:?}"
     );
     // A whole-object read without a limit grows with the bytes that
@@ -382,7 +382,7 @@ async fn head_and_missing_objects_answer_as_s3_does() {
         .get_range("absent.tar", 0..10)
         .await
         .expect_err("absent");
-    assert!(matches!(error, WorkerError::NotFound { .. }), "{error:?}");
+    assert!(matches!(error, IoError::NotFound { .. }), "{error:?}");
     let gets = server
         .log()
         .iter()

@@ -131,7 +131,7 @@ fn host(url: &str) -> &str {
 /// Maps a final gRPC status to the worker's error.
 pub fn coordinator_error(status: &Status) -> WorkerError {
     WorkerError::Coordinator {
-        code: format!("{:?}", status.code()),
+        code: status.code(),
         message: status.message().to_owned(),
     }
 }

@@ -30,10 +30,10 @@ use tributary_common::span::Span;
 
 use super::Session;
 use crate::batch::Batch;
-use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
 use crate::fetch::Input;
 use crate::loader::{decode_pool, Loader, LoaderConfig};
+use tributary_io::Dataset;
 
 /// The most units leased per request.
 const LEASE_BATCH: u64 = 4;

@@ -25,6 +25,8 @@ pub use credentials::{AuthToken, ClientCredentials, ClientIdentity, ClientTls};
 pub use dynamic::{DynamicLoader, DynamicOptions, OnLeaseLost};
 pub use session::{MemberScoped, Session};
 pub use sync::{LoaderState, SyncLoader};
+/// The gRPC status code a [`crate::WorkerError::Coordinator`] carries.
+pub use tonic::Code;
 
 use crate::error::{Result, WorkerError};
 

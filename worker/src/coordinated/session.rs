@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
+use tonic::Code;
 use tributary_common::proto::v1;
 
 use super::client::Stub;
@@ -111,7 +112,7 @@ async fn join(
             .await
         {
             Err(WorkerError::Coordinator { code, message })
-                if code == "AlreadyExists" && tokio::time::Instant::now() < deadline =>
+                if code == Code::AlreadyExists && tokio::time::Instant::now() < deadline =>
             {
                 tracing::info!(
                     job,
@@ -127,12 +128,24 @@ async fn join(
 
 /// Whether `error` says the coordinator does not know the member (or job).
 fn not_found(error: &WorkerError) -> bool {
-    matches!(error, WorkerError::Coordinator { code, .. } if code == "NotFound")
+    matches!(
+        error,
+        WorkerError::Coordinator {
+            code: Code::NotFound,
+            ..
+        }
+    )
 }
 
 /// Whether the coordinator refused the call's member secret.
 fn permission_denied(error: &WorkerError) -> bool {
-    matches!(error, WorkerError::Coordinator { code, .. } if code == "PermissionDenied")
+    matches!(
+        error,
+        WorkerError::Coordinator {
+            code: Code::PermissionDenied,
+            ..
+        }
+    )
 }
 
 impl Shared {

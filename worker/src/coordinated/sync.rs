@@ -17,9 +17,9 @@ use tributary_common::span::SpanSet;
 
 use super::Session;
 use crate::batch::Batch;
-use crate::dataset::Dataset;
 use crate::error::{Result, WorkerError};
 use crate::loader::{decode_pool, Loader, LoaderConfig};
+use tributary_io::Dataset;
 
 /// Where a rank stands: saved with a checkpoint, committed once durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

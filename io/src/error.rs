@@ -1,0 +1,71 @@
+//! Errors of the object-store layer. Every message names the URL it is
+//! about; "not found" stays its own variant so callers (and users) can tell
+//! it apart from a store that failed.
+
+use tributary_common::ManifestError;
+
+use crate::read::ReadError;
+
+/// Errors of `tributary-io`.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    #[error("invalid dataset URL `{url}`: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("{url}: not found{hint}")]
+    NotFound { url: String, hint: &'static str },
+    #[error("{url}: {error}")]
+    Store {
+        url: String,
+        error: object_store::Error,
+    },
+    #[error("{url}: gave up after {attempts} attempts: {error}")]
+    GaveUp {
+        url: String,
+        attempts: u32,
+        error: object_store::Error,
+    },
+    #[error(
+        "{url}: gave up after {attempts} attempts ({}): {error}",
+        progress(*received, *expected)
+    )]
+    ReadFailed {
+        url: String,
+        attempts: u32,
+        received: u64,
+        expected: Option<u64>,
+        error: Box<ReadError>,
+    },
+    #[error("{url}: the object is {size} bytes, more than the limit of {limit}")]
+    TooLarge { url: String, size: u64, limit: u64 },
+    #[error("manifest {url}: {error}")]
+    Manifest { url: String, error: ManifestError },
+    /// A local directory that could not be created or resolved.
+    #[error("{path}: {error}")]
+    Local { path: String, error: std::io::Error },
+}
+
+impl IoError {
+    /// Maps an object-store error on `url`, keeping "not found" distinct.
+    pub fn store(url: impl Into<String>, error: object_store::Error) -> Self {
+        let url = url.into();
+        match error {
+            object_store::Error::NotFound { .. } => Self::NotFound { url, hint: "" },
+            error => Self::Store { url, error },
+        }
+    }
+
+    /// Is this "the object (or dataset) is not there"?
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+}
+
+fn progress(received: u64, expected: Option<u64>) -> String {
+    match expected {
+        Some(expected) => format!("{received} of {expected} bytes received"),
+        None => format!("{received} bytes received"),
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = IoError> = std::result::Result<T, E>;

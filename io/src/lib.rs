@@ -1,0 +1,42 @@
+//! # tributary-io
+//!
+//! The object-store layer both sides of Tributary stand on: the coordinator
+//! opens a dataset's manifest to plan a job, the worker streams its shards.
+//! Nothing here decodes an image or plans an epoch.
+//!
+//! - [`location`]: URLs to object stores (a local path, `file://`,
+//!   `memory://`, `s3://`, `gs://`, `az://`), [`StoreOptions`] and where they
+//!   come from (the cloud SDKs' environment variables, flags), reads, writes
+//!   and listings under one retry policy.
+//! - [`read`]: [`RetryPolicy`], retries with backoff and jitter, and reads
+//!   that resume where a broken body stopped, never allocating from what a
+//!   server claims.
+//! - [`dataset`]: [`Dataset::open`]: a location plus its manifest, read
+//!   within [`dataset::MAX_MANIFEST_BYTES`] and validated.
+//! - [`error`]: [`IoError`], naming the URL of every failure.
+//! - `testing` (feature `testing`, off by default): a store wrapper that
+//!   counts requests and injects faults, for tests.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), tributary_io::IoError> {
+//! use tributary_io::{Dataset, StoreOptions};
+//!
+//! let options = StoreOptions::from_vars(std::env::vars());
+//! let dataset = Dataset::open("s3://bucket/imagenet", &options).await?;
+//! println!("{} samples in {} shards", dataset.manifest.samples, dataset.manifest.shards.len());
+//! # Ok(()) }
+//! ```
+
+pub mod dataset;
+pub mod error;
+pub mod location;
+pub mod read;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use dataset::Dataset;
+pub use error::{IoError, Result};
+pub use location::{Location, S3Settings, StoreOptions};
+pub use read::{retry, ReadError, RetryPolicy};
