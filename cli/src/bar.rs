@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use tributary_worker::progress::Progress;
+use tributary_worker::tools::progress::Progress;
 
 #[derive(Debug, Clone)]
 pub struct Bar {

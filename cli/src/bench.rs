@@ -18,13 +18,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
+use futures::StreamExt;
 use rayon::prelude::*;
 use tributary_common::plan::epoch_spans;
-use tributary_worker::batch::image_field;
-use tributary_worker::fetch::{fetch, FetchConfig};
-use tributary_worker::metrics::Metrics;
-use tributary_worker::pixels::ImageKind;
-use tributary_worker::{augment, jpeg};
+use tributary_worker::pipeline::decode::pixels::ImageKind;
+use tributary_worker::pipeline::decode::{augment, image_field, jpeg};
+use tributary_worker::pipeline::fetch::FetchConfig;
+use tributary_worker::pipeline::metrics::Metrics;
+use tributary_worker::pipeline::parse::span_samples;
 use tributary_worker::{Dataset, Loader};
 
 use crate::pipeline_args::PipelineArgs;
@@ -85,13 +86,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // CEILING_BYTES of them in memory.
     let mut encoded = Vec::new();
     let mut held = 0usize;
-    let mut stream = std::pin::pin!(fetch(
+    let mut stream = std::pin::pin!(span_samples(
         dataset.clone(),
         &spans,
         &FetchConfig::default(),
         Arc::new(Metrics::default())
     ));
-    'fetch: while let Some(read) = futures::StreamExt::next(&mut stream).await {
+    'fetch: while let Some(read) = stream.next().await {
         for sample in read?.samples {
             if held >= CEILING_BYTES {
                 break 'fetch;

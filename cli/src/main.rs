@@ -25,8 +25,9 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tributary_common::manifest::Compression;
-use tributary_worker::pack::PackOptions;
-use tributary_worker::{synth, Dataset, Location};
+use tributary_worker::tools::pack::PackOptions;
+use tributary_worker::tools::synth;
+use tributary_worker::{Dataset, Location};
 
 mod bar;
 mod bench;
@@ -185,7 +186,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 let dir = dir.clone();
                 tokio::task::spawn_blocking(move || {
                     synth::write_image_folder(&dir, &options, &|bytes| {
-                        tributary_worker::progress::Progress::advance(&bar, 1, bytes)
+                        tributary_worker::tools::progress::Progress::advance(&bar, 1, bytes)
                     })
                 })
                 .await??
@@ -224,7 +225,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let bar = bar::Bar::new("pack", 0);
             let summary =
-                tributary_worker::pack::pack(&src, &dest, &options, Arc::new(bar.clone()))
+                tributary_worker::tools::pack::pack(&src, &dest, &options, Arc::new(bar.clone()))
                     .await
                     .with_context(|| format!("packing {} into {url}", src.display()))?;
             bar.finish();
@@ -241,7 +242,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let location = Location::open(&url, &store.options(&url), false)?;
             let bar = bar::Bar::new("index", 0);
             let summary =
-                tributary_worker::index::index(&location, force, Arc::new(bar.clone())).await?;
+                tributary_worker::tools::index::index(&location, force, Arc::new(bar.clone()))
+                    .await?;
             bar.finish();
             println!(
                 "indexed {} shards, {} samples ({:.1} MB), fields {}: wrote {url}/manifest.json",
@@ -285,7 +287,7 @@ async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<ExitCode> {
         m.bytes as f64 / m.samples.max(1) as f64 / 1e3
     );
     let bar = bar::Bar::new("verify", 0);
-    let report = tributary_worker::inspect::inspect(&dataset, Arc::new(bar.clone())).await;
+    let report = tributary_worker::tools::inspect::inspect(&dataset, Arc::new(bar.clone())).await;
     bar.finish();
     println!(
         "verified     {} of {} shards, {} of {} samples",

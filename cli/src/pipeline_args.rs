@@ -3,10 +3,10 @@
 //! error naming the flag, never an allocation the machine cannot make.
 
 use clap::builder::RangedU64ValueParser;
-use tributary_worker::augment::{AugmentConfig, Layout};
-use tributary_worker::fetch::FetchConfig;
-use tributary_worker::loader::limits;
-use tributary_worker::pixels::{DecodeLimits, MAX_PIXELS_LIMIT};
+use tributary_worker::pipeline::decode::augment::{AugmentConfig, Layout};
+use tributary_worker::pipeline::decode::pixels::{DecodeLimits, MAX_PIXELS_LIMIT};
+use tributary_worker::pipeline::fetch::FetchConfig;
+use tributary_worker::pipeline::limits;
 use tributary_worker::{LoaderConfig, OnError};
 
 /// A `usize` flag between `min` and `max`.

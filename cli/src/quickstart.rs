@@ -19,10 +19,11 @@ use tributary_common::proto::v1;
 use tributary_common::shuffle::ShuffleSpec;
 use tributary_coordinator::LocalCoordinator;
 use tributary_worker::coordinated::{self, Client, Identity, Session, SyncLoader};
-use tributary_worker::loader::limits;
-use tributary_worker::pack::PackOptions;
-use tributary_worker::progress::NoProgress;
-use tributary_worker::{synth, Dataset, LoaderConfig, Location, StoreOptions};
+use tributary_worker::pipeline::limits;
+use tributary_worker::tools::pack::PackOptions;
+use tributary_worker::tools::progress::NoProgress;
+use tributary_worker::tools::synth;
+use tributary_worker::{Dataset, LoaderConfig, Location, StoreOptions};
 
 use crate::pipeline_args::{u32_in, usize_in};
 
@@ -82,9 +83,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         max_samples: 128,
         ..PackOptions::default()
     };
-    let packed =
-        tributary_worker::pack::pack(&images_dir, &dest, &pack_options, Arc::new(NoProgress))
-            .await?;
+    let packed = tributary_worker::tools::pack::pack(
+        &images_dir,
+        &dest,
+        &pack_options,
+        Arc::new(NoProgress),
+    )
+    .await?;
     println!(
         "2/4 pack       {} shards of up to 128 samples, {:.1} MB             {:>6.2} s",
         packed.shards,
@@ -120,7 +125,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let base = |world: usize| LoaderConfig {
         decode_threads: (threads / world).max(1),
-        augment: tributary_worker::augment::AugmentConfig {
+        augment: tributary_worker::pipeline::decode::augment::AugmentConfig {
             size: args.image_size,
             ..Default::default()
         },

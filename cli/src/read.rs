@@ -6,7 +6,7 @@ use std::io::Write;
 
 use tributary_worker::{Dataset, Loader, LoaderConfig};
 
-use tributary_worker::loader::limits;
+use tributary_worker::pipeline::limits;
 
 use crate::pipeline_args::{usize_in, PipelineArgs};
 use crate::storage::StoreArgs;

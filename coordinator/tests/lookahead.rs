@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
-use tributary_worker::augment::AugmentConfig;
 use tributary_worker::coordinated::dynamic::{OnAck, OnLease};
 use tributary_worker::coordinated::{
     create_job, Client, DynamicLoader, DynamicOptions, Identity, Session,
 };
-use tributary_worker::pack::{pack, PackOptions};
-use tributary_worker::progress::NoProgress;
-use tributary_worker::synth::{write_image_folder, SynthOptions};
+use tributary_worker::pipeline::decode::augment::AugmentConfig;
+use tributary_worker::tools::pack::{pack, PackOptions};
+use tributary_worker::tools::progress::NoProgress;
+use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::{Dataset, LoaderConfig, Location, StoreOptions};
 
 const IMAGES: usize = 160;

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
-use tributary_worker::augment::AugmentConfig;
 use tributary_worker::coordinated::{
     self, AuthToken, Client, ClientCredentials, DynamicLoader, DynamicOptions, Identity,
     LoaderState, OnLeaseLost, Session, SyncLoader,
 };
+use tributary_worker::pipeline::decode::augment::AugmentConfig;
 use tributary_worker::{
     Batch, Dataset, LoaderConfig, OnError, Result, StoreOptions, Stripe, WorkerError,
 };
@@ -157,7 +157,7 @@ impl Args {
                 "lookahead= is for mode=\"dynamic\"; sync ranks read a fixed part".into(),
             ));
         }
-        tributary_worker::bad_samples::validate_fraction(self.max_bad_fraction)
+        tributary_worker::pipeline::decode::bad_samples::validate_fraction(self.max_bad_fraction)
             .map_err(WorkerError::Config)?;
         if self.mode == v1::Mode::Dynamic && self.epoch.is_some() {
             return Err(WorkerError::Config(

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use tonic::transport::Channel;
 use tributary_common::proto::v1::{self, coordinator_client::CoordinatorClient};
-use tributary_worker::pack::{pack, PackOptions};
-use tributary_worker::progress::NoProgress;
+use tributary_worker::tools::pack::{pack, PackOptions};
+use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{Location, StoreOptions};
 
 /// Connects to the replica at `address` once it leads: it answers NOT_FOUND

@@ -19,7 +19,7 @@ pub enum WorkerError {
         id: u64,
         reason: String,
     },
-    /// A sample that cannot become an image (see [`crate::bad_samples`]).
+    /// A sample that cannot become an image (see [`crate::pipeline::decode::bad_samples`]).
     #[error("shard {shard}, chunk at byte {offset}: sample `{key}` (id {id}): {reason}")]
     BadSample {
         shard: String,

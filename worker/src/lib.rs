@@ -8,25 +8,18 @@
 //!
 //! ## Layout
 //!
-//! - [`fetch`]: range reads of whole chunks, many in flight under a byte
-//!   budget, verified and parsed, in span order.
-//! - [`shuffle`]: the seeded, bounded shuffle buffer.
-//! - [`augment`]: decode, RandomResizedCrop, flip, resize, normalise, into a
-//!   batch slot.
-//! - [`batch`]: the batch type and the rayon decode of a whole batch.
-//! - [`pixels`]: image formats by magic bytes, header dimensions, the
-//!   per-image pixel limit and the pixel budget decode threads share.
-//! - [`bad_samples`]: what a loader does with samples that cannot be
-//!   decoded (raise or skip, up to a fraction), and where they are.
-//! - [`buffers`]: batch buffers recycled from dropped batches.
-//! - [`loader`]: the pipeline wiring, its bounds and its public API.
-//! - [`coordinated`]: loading under a coordinator: join, keep-alive, the
-//!   sync loader (equal parts per generation, checkpoints) and the dynamic
-//!   loader (leased units, acks).
-//! - [`metrics`]: throughput, per-stage time, consumer wait.
-//! - [`pack`], [`index`], [`inspect`]: writing shards and manifests from an
-//!   ImageFolder tree, indexing foreign WebDataset shards, verifying datasets.
-//! - [`synth`]: deterministic photo-like sample images.
+//! Three rooms, and the rank API in front of them:
+//!
+//! - [`pipeline`]: the streaming pipeline of one rank, stage by stage
+//!   (`fetch`, `parse`, `shuffle`, `batch`, `decode`), its configuration and
+//!   the [`Loader`] that wires it.
+//! - [`coordinated`]: loading under a coordinator: the client, join and
+//!   keep-alive, the sync loader (equal parts per generation, checkpoints)
+//!   and the dynamic loader (leased units, acks).
+//! - [`tools`]: writing and checking datasets: the packer, the WebDataset
+//!   indexer, the inspector, synthetic images.
+//! - [`error`]: [`WorkerError`]; object-store errors come from
+//!   `tributary-io`, which this crate reads through.
 //!
 //! ## Example
 //!
@@ -44,30 +37,16 @@
 //! # Ok(()) }
 //! ```
 
-pub mod augment;
-pub mod bad_samples;
-pub mod batch;
-pub mod buffers;
 pub mod coordinated;
 pub mod error;
-pub mod fetch;
-pub mod index;
-pub mod inspect;
-pub mod jpeg;
-pub mod loader;
-pub mod metrics;
-pub mod pack;
-pub mod pixels;
-pub mod progress;
-pub mod shuffle;
-pub mod synth;
+pub mod pipeline;
+pub mod tools;
 
-#[cfg(test)]
-mod loader_tests;
-
-pub use bad_samples::OnError;
-pub use batch::{Batch, Images};
 pub use error::{Result, WorkerError};
-pub use loader::{Loader, LoaderBuilder, LoaderConfig, Stripe};
+pub use pipeline::decode::augment::{AugmentConfig, Layout};
+pub use pipeline::decode::bad_samples::OnError;
+pub use pipeline::decode::pixels::DecodeLimits;
+pub use pipeline::fetch::FetchConfig;
+pub use pipeline::{Batch, Images, Loader, LoaderBuilder, LoaderConfig, Stripe};
 /// The object-store layer this crate reads through (`tributary-io`).
 pub use tributary_io::{Dataset, Location, StoreOptions};

@@ -10,10 +10,10 @@ use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMe
 use tributary_common::shard::ShardWriter;
 use tributary_common::tar;
 use tributary_io::testing::CountingStore;
-use tributary_worker::augment::AugmentConfig;
-use tributary_worker::index::{index, INDEX_READ_BYTES};
-use tributary_worker::inspect::{inspect, INSPECT_READ_BYTES};
-use tributary_worker::progress::NoProgress;
+use tributary_worker::pipeline::decode::augment::AugmentConfig;
+use tributary_worker::tools::index::{index, INDEX_READ_BYTES};
+use tributary_worker::tools::inspect::{inspect, INSPECT_READ_BYTES};
+use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{Dataset, Loader, LoaderConfig, Location, StoreOptions};
 
 fn jpeg(seed: u8) -> Vec<u8> {

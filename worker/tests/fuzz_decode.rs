@@ -19,13 +19,13 @@ use image::{ExtendedColorType, ImageEncoder};
 use proptest::prelude::*;
 use std::sync::Arc;
 use tributary_common::sample::{Field, Sample};
-use tributary_worker::augment::AugmentConfig;
+use tributary_worker::pipeline::decode::augment::AugmentConfig;
 
 use tributary_common::manifest::Compression;
 use tributary_common::manifest::Manifest;
 use tributary_common::shard::ShardWriter;
-use tributary_worker::batch::{BatchDecoder, DecodeSetup};
-use tributary_worker::pixels::{DecodeLimits, PixelBudget};
+use tributary_worker::pipeline::decode::pixels::{DecodeLimits, PixelBudget};
+use tributary_worker::pipeline::decode::{BatchDecoder, DecodeSetup};
 use tributary_worker::OnError;
 
 use harness::{fuzz, inputs, CappedAlloc, ALLOCATION_CAP};

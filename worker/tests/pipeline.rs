@@ -9,10 +9,10 @@ use object_store::local::LocalFileSystem;
 use tributary_common::manifest::Compression;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::CountingStore;
-use tributary_worker::augment::{AugmentConfig, Layout};
-use tributary_worker::fetch::FetchConfig;
-use tributary_worker::pack::{pack, PackOptions};
-use tributary_worker::progress::NoProgress;
+use tributary_worker::pipeline::decode::augment::{AugmentConfig, Layout};
+use tributary_worker::pipeline::fetch::FetchConfig;
+use tributary_worker::tools::pack::{pack, PackOptions};
+use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{
     Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, Stripe, WorkerError,
 };
@@ -288,11 +288,13 @@ async fn damaged_shards_are_errors_that_name_shard_chunk_and_offset() {
         assert!(message.contains(&meta.name), "{message}");
 
         // And `inspect` reports the damaged shard too.
-        let report = tributary_worker::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+        let report =
+            tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
         assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
         assert!(report.problems[0].contains(&meta.name));
         std::fs::write(&path, &pristine).expect("restore");
-        let report = tributary_worker::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+        let report =
+            tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.verified_samples, 60);
     }
@@ -377,7 +379,7 @@ async fn reads_start_small_and_double_up_to_the_largest() {
         ..FetchConfig::default()
     };
     let spans = SpanSet::new([Span::new(0, 0, meta.samples)]);
-    let reads = tributary_worker::fetch::plan_reads(&dataset, &spans, &config);
+    let reads = tributary_worker::pipeline::fetch::plan_reads(&dataset, &spans, &config);
     let sizes: Vec<u64> = reads
         .iter()
         .map(|r| r.range.bytes.end - r.range.bytes.start)

@@ -20,10 +20,11 @@ use tributary_common::sample::Sample;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::{Intercept, InterceptStore};
 use tributary_io::{IoError, RetryPolicy};
-use tributary_worker::fetch::{fetch, FetchConfig};
-use tributary_worker::metrics::Metrics;
-use tributary_worker::pack::{pack, PackOptions};
-use tributary_worker::progress::NoProgress;
+use tributary_worker::pipeline::fetch::FetchConfig;
+use tributary_worker::pipeline::metrics::Metrics;
+use tributary_worker::pipeline::parse::span_samples;
+use tributary_worker::tools::pack::{pack, PackOptions};
+use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{Dataset, Location, StoreOptions, WorkerError};
 
 /// One way to break a GET.
@@ -476,7 +477,7 @@ async fn samples(location: Location, spans: &SpanSet) -> Result<Vec<Sample>, Wor
         max_read_bytes: 2048,
         ..FetchConfig::default()
     };
-    let fetched: Vec<_> = fetch(dataset, spans, &config, Arc::new(Metrics::default()))
+    let fetched: Vec<_> = span_samples(dataset, spans, &config, Arc::new(Metrics::default()))
         .try_collect()
         .await?;
     Ok(fetched.into_iter().flat_map(|f| f.samples).collect())

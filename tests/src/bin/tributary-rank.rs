@@ -28,11 +28,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::Parser;
 use tributary_common::proto::v1;
-use tributary_worker::augment::AugmentConfig;
 use tributary_worker::coordinated::{
     self, Client, ClientCredentials, DynamicLoader, DynamicOptions, Identity, OnLeaseLost, Session,
     SyncLoader,
 };
+use tributary_worker::pipeline::decode::augment::AugmentConfig;
 use tributary_worker::{Dataset, LoaderConfig, StoreOptions};
 
 #[derive(Debug, Parser)]

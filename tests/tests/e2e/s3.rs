@@ -1,7 +1,7 @@
 //! Pack, inspect and read through a real S3-compatible HTTP server, and
 //! compare with the same dataset on the local file system.
 
-use tributary_worker::augment::AugmentConfig;
+use tributary_worker::pipeline::decode::augment::AugmentConfig;
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, StoreOptions};
 
 use crate::harness::{tributary, tributary_ok, S3Server, Scratch, S3_ENV};

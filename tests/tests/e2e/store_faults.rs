@@ -17,12 +17,13 @@ use tributary_common::sample::Sample;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::{IoError, RetryPolicy};
 use tributary_tests::faulty_s3::{Fault, FaultyS3};
-use tributary_worker::augment::AugmentConfig;
-use tributary_worker::fetch::{fetch, FetchConfig};
-use tributary_worker::metrics::Metrics;
-use tributary_worker::pack::{pack, PackOptions};
-use tributary_worker::progress::NoProgress;
-use tributary_worker::synth::{write_image_folder, SynthOptions};
+use tributary_worker::pipeline::decode::augment::AugmentConfig;
+use tributary_worker::pipeline::fetch::FetchConfig;
+use tributary_worker::pipeline::metrics::Metrics;
+use tributary_worker::pipeline::parse::span_samples;
+use tributary_worker::tools::pack::{pack, PackOptions};
+use tributary_worker::tools::progress::NoProgress;
+use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
 
 use crate::harness::S3_ENV;
@@ -139,7 +140,7 @@ fn fetch_config() -> FetchConfig {
 async fn samples(server: &FaultyS3) -> Result<Vec<Sample>, WorkerError> {
     let dataset = Dataset::open(URL, &options(server)).await?;
     let spans = spans(&dataset);
-    let fetched: Vec<_> = fetch(
+    let fetched: Vec<_> = span_samples(
         dataset,
         &spans,
         &fetch_config(),

@@ -29,10 +29,10 @@ use tributary_common::proto::v1;
 use tributary_common::span::Span;
 
 use super::Session;
-use crate::batch::Batch;
 use crate::error::{Result, WorkerError};
-use crate::fetch::Input;
-use crate::loader::{decode_pool, Loader, LoaderConfig};
+use crate::pipeline::batch::Batch;
+use crate::pipeline::fetch::Input;
+use crate::pipeline::{decode_pool, Loader, LoaderConfig};
 use tributary_io::Dataset;
 
 /// The most units leased per request.

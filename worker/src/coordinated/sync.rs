@@ -16,9 +16,9 @@ use tributary_common::proto::{spans_from_proto, v1};
 use tributary_common::span::SpanSet;
 
 use super::Session;
-use crate::batch::Batch;
 use crate::error::{Result, WorkerError};
-use crate::loader::{decode_pool, Loader, LoaderConfig};
+use crate::pipeline::batch::Batch;
+use crate::pipeline::{decode_pool, Loader, LoaderConfig};
 use tributary_io::Dataset;
 
 /// Where a rank stands: saved with a checkpoint, committed once durable.

@@ -1,4 +1,4 @@
-//! Streaming a span set's samples out of an object store.
+//! Reading a span set's bytes out of an object store.
 //!
 //! Each span becomes one or more range reads covering whole chunks, at most
 //! [`FetchConfig::max_read_bytes`] each. Up to [`FetchConfig::max_requests`]
@@ -6,7 +6,8 @@
 //! [`FetchConfig::max_bytes_in_flight`] bytes: a read waits for budget before
 //! its GET is sent and returns it once its samples are handed on. Results
 //! come out in span order, whatever order the GETs complete in, so that what
-//! follows (the shuffle buffer) sees a deterministic sequence.
+//! follows (parsing, then the shuffle buffer) sees a deterministic sequence.
+//! This stage moves bytes only: [`super::parse`] turns them into samples.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -15,12 +16,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tributary_common::sample::{check_labels, Field, Sample};
-use tributary_common::shard::{chunk_range, decode_chunks, ChunkRange};
+use tributary_common::shard::{chunk_range, ChunkRange};
 use tributary_common::span::{Span, SpanSet};
 
+use super::metrics::Metrics;
 use crate::error::{Result, WorkerError};
-use crate::metrics::Metrics;
 use tributary_io::Dataset;
 
 /// Bounds of the fetch stage.
@@ -128,13 +128,6 @@ fn plan_span(dataset: &Dataset, span: &Span, sizes: &mut ReadSizes, reads: &mut 
     }
 }
 
-/// Samples of one read, with the byte budget they hold until dropped.
-#[derive(Debug)]
-pub struct Fetched {
-    pub samples: Vec<Sample>,
-    _budget: OwnedSemaphorePermit,
-}
-
 /// Budget is counted in KiB so that a `u32` permit count covers 4 TiB.
 fn budget_units(bytes: u64) -> u32 {
     bytes.div_ceil(1024).min(u64::from(u32::MAX)) as u32
@@ -149,37 +142,29 @@ pub enum Input {
     Flush,
 }
 
+/// The bytes of one read, with the byte budget they hold until dropped.
+#[derive(Debug)]
+pub struct Raw {
+    pub read: Read,
+    pub data: Bytes,
+    pub budget: OwnedSemaphorePermit,
+}
+
 /// What the fetch stage yields, in input order.
 #[derive(Debug)]
-pub enum Output {
-    Samples(Fetched),
+pub enum Fetch {
+    Read(Raw),
     Flush,
 }
 
-/// Streams the samples of `spans`, in span order.
-pub fn fetch(
-    dataset: Dataset,
-    spans: &SpanSet,
-    config: &FetchConfig,
-    metrics: Arc<Metrics>,
-) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
-    let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
-    fetch_input(dataset, input, config, metrics).filter_map(|out| async move {
-        match out {
-            Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
-            Ok(Output::Flush) => None,
-            Err(e) => Some(Err(e)),
-        }
-    })
-}
-
-/// Streams the samples of spans as they arrive, in input order.
-pub fn fetch_input(
+/// Streams the bytes of spans as they arrive, in input order: each read
+/// holds its share of the byte budget until its samples are dropped.
+pub fn fetch_reads(
     dataset: Dataset,
     input: impl Stream<Item = Input> + Send + 'static,
     config: &FetchConfig,
     metrics: Arc<Metrics>,
-) -> impl Stream<Item = Result<Output>> + Send + 'static {
+) -> impl Stream<Item = Result<Fetch>> + Send + 'static {
     let total_units = budget_units(config.max_bytes_in_flight).max(1);
     let budget = Arc::new(Semaphore::new(total_units as usize));
     let mut sizes = ReadSizes::new(config);
@@ -203,7 +188,7 @@ pub fn fetch_input(
             let metrics = Arc::clone(&metrics);
             async move {
                 let Some(read) = read else {
-                    return Ok(Output::Flush);
+                    return Ok(Fetch::Flush);
                 };
                 let len = read.range.bytes.end - read.range.bytes.start;
                 let permit = budget
@@ -219,60 +204,12 @@ pub fn fetch_input(
                     .get_range(&meta.name, read.range.bytes.clone())
                     .await?;
                 metrics.record_fetch(len, started.elapsed());
-                let started = Instant::now();
-                let samples = tokio::task::spawn_blocking(move || parse(&dataset, &read, &data))
-                    .await
-                    .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
-                metrics.record_parse(started.elapsed());
-                Ok(Output::Samples(Fetched {
-                    samples,
-                    _budget: permit,
+                Ok(Fetch::Read(Raw {
+                    read,
+                    data,
+                    budget: permit,
                 }))
             }
         })
         .buffered(config.max_requests.max(1))
-}
-
-/// Verifies and parses one read, then copies each sample into one compact
-/// allocation of its own, so a sample waiting in the shuffle buffer does not
-/// pin the whole read (or decompressed block) it came from.
-fn parse(dataset: &Dataset, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
-    let meta = &dataset.manifest.shards[read.shard];
-    let first_id = dataset.manifest.shard_start(read.shard);
-    // A hint only: the samples a read holds are bounded by its bytes (the
-    // manifest was validated), not by a number that sizes memory up front.
-    let mut samples = Vec::with_capacity(read.want.len().min(4096));
-    decode_chunks(
-        meta,
-        dataset.manifest.compression,
-        &read.range,
-        data,
-        first_id,
-        read.want.clone(),
-        &mut samples,
-    )?;
-    check_labels(&meta.name, &samples, dataset.manifest.classes.len())?;
-    Ok(samples.into_iter().map(compact).collect())
-}
-
-fn compact(sample: Sample) -> Sample {
-    let mut buf = Vec::with_capacity(sample.payload_bytes());
-    for field in &sample.fields {
-        buf.extend_from_slice(&field.data);
-    }
-    let buf = Bytes::from(buf);
-    let mut at = 0;
-    let fields = sample
-        .fields
-        .into_iter()
-        .map(|field| {
-            let len = field.data.len();
-            at += len;
-            Field {
-                ext: field.ext,
-                data: buf.slice(at - len..at),
-            }
-        })
-        .collect();
-    Sample { fields, ..sample }
 }

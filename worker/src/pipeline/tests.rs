@@ -10,10 +10,10 @@ use object_store::memory::InMemory;
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
 use tributary_common::shard::ShardWriter;
 
-use crate::augment::{AugmentConfig, Layout};
-use crate::bad_samples::OnError;
-use crate::batch::PANIC_KEY;
-use crate::pixels::DecodeLimits;
+use crate::pipeline::decode::augment::{AugmentConfig, Layout};
+use crate::pipeline::decode::bad_samples::OnError;
+use crate::pipeline::decode::pixels::DecodeLimits;
+use crate::pipeline::decode::PANIC_KEY;
 use crate::{Batch, Dataset, Loader, LoaderConfig, Location, WorkerError};
 
 fn png(width: u32, height: u32) -> Vec<u8> {

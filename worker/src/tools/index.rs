@@ -10,7 +10,7 @@ use tributary_common::manifest::{CompressionKind, Manifest, ShardMeta, MANIFEST_
 use tributary_common::shard::TarIndexer;
 
 use crate::error::{Result, WorkerError};
-use crate::progress::Progress;
+use crate::tools::progress::Progress;
 use tributary_io::{IoError, Location};
 
 /// The size of each range read of a shard being indexed (8 MiB); four

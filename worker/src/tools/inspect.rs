@@ -17,7 +17,7 @@ use tributary_common::shard::ShardVerifier;
 use tributary_common::FormatError;
 
 use crate::error::WorkerError;
-use crate::progress::Progress;
+use crate::tools::progress::Progress;
 use tributary_io::{retry, Dataset, Location};
 
 /// The size of each range read of a shard being verified (8 MiB); four

@@ -33,7 +33,7 @@ use tributary_common::shard::{ShardWriter, DEFAULT_BLOCK_BYTES};
 use tributary_common::tar;
 
 use crate::error::{Result, WorkerError};
-use crate::progress::Progress;
+use crate::tools::progress::Progress;
 use tributary_io::Location;
 
 /// Packer settings.

@@ -13,7 +13,7 @@ use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use tributary_common::seed::{self, Domain};
 
-use crate::pixels::ImageKind;
+use crate::pipeline::decode::pixels::ImageKind;
 
 /// Memory layout of a batch's images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

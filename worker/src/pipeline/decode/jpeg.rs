@@ -22,7 +22,9 @@ use std::ffi::CStr;
 
 use turbojpeg_sys as tj;
 
-use crate::augment::{augment_rect_into, crop_params, AugmentConfig, NormLut, Rect, Slot};
+use crate::pipeline::decode::augment::{
+    augment_rect_into, crop_params, AugmentConfig, NormLut, Rect, Slot,
+};
 
 /// iMCU width by subsampling (TJSAMP_444, 422, 420, GRAY, 440, 411, 441):
 /// libjpeg-turbo's `tjMCUWidth`, copied to avoid reading an extern static.
@@ -267,7 +269,7 @@ pub fn decode_whole(bytes: &[u8]) -> Result<(u32, u32), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::augment::{augment_into, decode, Crop, Layout};
+    use crate::pipeline::decode::augment::{augment_into, decode, Crop, Layout};
 
     /// A smooth 4:2:0 JPEG, `width x height`.
     fn jpeg(width: u16, height: u16) -> Vec<u8> {

@@ -1,0 +1,200 @@
+//! A loader's configuration: what shapes its output (seed, epoch, rank,
+//! batch size, augmentation, stripe) and its resource bounds, each checked
+//! against [`limits`] before it sizes anything.
+
+use super::decode::augment::{AugmentConfig, Layout};
+use super::decode::bad_samples::{self, OnError};
+use super::decode::pixels::DecodeLimits;
+use super::fetch::FetchConfig;
+use crate::error::{Result, WorkerError};
+
+/// Everything that shapes a loader's output and its resource bounds.
+#[derive(Debug, Clone)]
+pub struct LoaderConfig {
+    pub seed: u64,
+    pub epoch: u64,
+    /// Membership generation (0 without a coordinator); seeds the shuffle.
+    pub generation: u64,
+    /// This rank, and the number of ranks sharing the epoch.
+    pub rank: usize,
+    pub world: usize,
+    pub batch_size: usize,
+    /// Drop the last batch of the epoch when it is short.
+    pub drop_last: bool,
+    /// Samples held by the shuffle buffer (0: no shuffling within shards).
+    pub shuffle_buffer: usize,
+    /// Ready batches queued ahead of the consumer.
+    pub prefetch_batches: usize,
+    /// Batches being decoded at once (keeps every core busy at batch ends).
+    pub decode_batches_in_flight: usize,
+    /// Threads of the decode pool, when the loader builds its own.
+    pub decode_threads: usize,
+    /// Which of the epoch's batches this loader decodes and yields.
+    pub stripe: Stripe,
+    pub augment: AugmentConfig,
+    pub fetch: FetchConfig,
+    /// Per-image pixel limit and the pixels all decode threads hold at once.
+    pub decode_limits: DecodeLimits,
+    /// What a bad sample does: end the epoch (the default) or get skipped;
+    /// see [`bad_samples`] for batch sizes and determinism.
+    pub on_error: OnError,
+    /// With `on_error = Skip`, the largest fraction of the epoch's samples
+    /// that may be skipped before the loader fails (default 0.01).
+    pub max_bad_fraction: f64,
+}
+
+/// The largest values [`LoaderConfig::validate`] accepts: beyond them a
+/// setting is a typo, and it would size an allocation the machine does not
+/// have (the command line and the Python binding check against these too).
+pub mod limits {
+    /// Ranks in a world.
+    pub const MAX_WORLD: usize = 1 << 16;
+    /// Samples in a batch.
+    pub const MAX_BATCH_SIZE: usize = 1 << 16;
+    /// Output side length.
+    pub const MAX_IMAGE_SIZE: u32 = 4096;
+    /// Bytes of one batch's image buffer (batch x 3 x size^2 x element).
+    pub const MAX_BATCH_BYTES: u64 = 16 << 30;
+    /// Samples in the shuffle buffer.
+    pub const MAX_SHUFFLE_BUFFER: usize = 1 << 24;
+    /// Prefetched batches, batches in flight, decode threads, stripes.
+    pub const MAX_QUEUE: usize = 1024;
+    /// Range requests in flight.
+    pub const MAX_REQUESTS: usize = 4096;
+    /// Bytes fetched and in flight (1 TiB).
+    pub const MAX_BYTES_IN_FLIGHT: u64 = 1 << 40;
+    /// Bytes of one range request (4 GiB).
+    pub const MAX_READ_BYTES: u64 = 1 << 32;
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            epoch: 0,
+            generation: 0,
+            rank: 0,
+            world: 1,
+            batch_size: 64,
+            drop_last: false,
+            shuffle_buffer: 1024,
+            prefetch_batches: 4,
+            decode_batches_in_flight: 2,
+            decode_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            stripe: Stripe::default(),
+            augment: AugmentConfig::default(),
+            fetch: FetchConfig::default(),
+            decode_limits: DecodeLimits::default(),
+            on_error: OnError::Raise,
+            max_bad_fraction: 0.01,
+        }
+    }
+}
+
+impl LoaderConfig {
+    /// Checks the settings, naming the bad one and its bounds.
+    pub fn validate(&self) -> Result<()> {
+        use limits::*;
+        let bad = |m: String| Err(WorkerError::Config(m));
+        let ranged = |name: &str, value: u64, max: u64| {
+            if (1..=max).contains(&value) {
+                Ok(())
+            } else {
+                bad(format!("{name} is {value}; it must be between 1 and {max}"))
+            }
+        };
+        ranged("batch_size", self.batch_size as u64, MAX_BATCH_SIZE as u64)?;
+        ranged("world", self.world as u64, MAX_WORLD as u64)?;
+        if self.rank >= self.world {
+            return bad(format!(
+                "rank {} is outside a world of {} ranks",
+                self.rank, self.world
+            ));
+        }
+        if self.shuffle_buffer > MAX_SHUFFLE_BUFFER {
+            return bad(format!(
+                "shuffle_buffer is {}; it must be at most {MAX_SHUFFLE_BUFFER}",
+                self.shuffle_buffer
+            ));
+        }
+        for (name, value) in [
+            ("prefetch_batches", self.prefetch_batches),
+            ("decode_batches_in_flight", self.decode_batches_in_flight),
+            ("decode_threads", self.decode_threads),
+            ("stripe count", self.stripe.count),
+        ] {
+            ranged(name, value as u64, MAX_QUEUE as u64)?;
+        }
+        if self.stripe.index >= self.stripe.count {
+            return bad(format!(
+                "stripe {} of {} does not exist (stripes are numbered from 0)",
+                self.stripe.index, self.stripe.count
+            ));
+        }
+        ranged(
+            "fetch.max_requests",
+            self.fetch.max_requests as u64,
+            MAX_REQUESTS as u64,
+        )?;
+        ranged(
+            "fetch.max_bytes_in_flight",
+            self.fetch.max_bytes_in_flight,
+            MAX_BYTES_IN_FLIGHT,
+        )?;
+        ranged(
+            "fetch.max_read_bytes",
+            self.fetch.max_read_bytes,
+            MAX_READ_BYTES,
+        )?;
+        ranged(
+            "fetch.first_read_bytes",
+            self.fetch.first_read_bytes,
+            MAX_READ_BYTES,
+        )?;
+        ranged(
+            "image size",
+            u64::from(self.augment.size),
+            u64::from(MAX_IMAGE_SIZE),
+        )?;
+        let element = match self.augment.layout {
+            Layout::NchwF32 => 4,
+            Layout::NhwcU8 => 1,
+        };
+        let batch_bytes = self.batch_size as u64 * self.augment.image_len() as u64 * element;
+        if batch_bytes > MAX_BATCH_BYTES {
+            return bad(format!(
+                "a batch of {} images of {}x{} takes {batch_bytes} bytes, over the limit of {MAX_BATCH_BYTES}",
+                self.batch_size, self.augment.size, self.augment.size
+            ));
+        }
+        self.decode_limits.validate().map_err(WorkerError::Config)?;
+        bad_samples::validate_fraction(self.max_bad_fraction).map_err(WorkerError::Config)?;
+        self.augment.validate().map_err(WorkerError::Config)
+    }
+}
+
+/// Every `count`-th batch of the epoch, starting at batch `index`.
+///
+/// The loaders of a rank's `count` DataLoader worker processes each read the
+/// rank's whole part but decode only their stripe (the others are dropped
+/// before decoding); taking one batch from each stripe in turn gives the
+/// unstriped order, which is what PyTorch's DataLoader does with its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stripe {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Default for Stripe {
+    /// Every batch.
+    fn default() -> Self {
+        Self { index: 0, count: 1 }
+    }
+}
+
+impl Stripe {
+    /// Whether batch `batch` of the epoch is in this stripe.
+    pub fn keeps(self, batch: u64) -> bool {
+        batch % self.count as u64 == self.index as u64
+    }
+}

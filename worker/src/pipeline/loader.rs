@@ -1,0 +1,251 @@
+//! The loader: a builder that wires the stages together and the handle the
+//! consumer reads batches from.
+//!
+//! ```text
+//!  input (spans, or spans as they arrive)
+//!     ──▶ fetch: range GETs (bounded count + bytes)     [fetch]
+//!     ──▶ parse: verify + split into samples (blocking pool)     [parse]
+//!     ──▶ shuffle buffer (seeded, bounded) ──▶ sample batches   [batch]
+//!     ──▶ decode + augment (rayon pool, batches in flight bounded)   [decode]
+//!     ──▶ ready batches (bounded prefetch queue) ──▶ Loader::next()
+//! ```
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::stream::{self, StreamExt};
+use rayon::ThreadPool;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tributary_common::manifest::Manifest;
+use tributary_common::plan::{epoch_spans, split_equal, Remainder};
+use tributary_common::span::SpanSet;
+use tributary_io::Dataset;
+
+use super::batch::{assemble, Batch};
+use super::config::LoaderConfig;
+use super::decode::bad_samples::BadTally;
+use super::decode::pixels::PixelBudget;
+use super::decode::{decode_stage, DecodeSetup};
+use super::fetch::Input;
+use super::metrics::{Metrics, MetricsSnapshot};
+use crate::error::{Result, WorkerError};
+
+/// Builds a [`Loader`].
+#[derive(Debug)]
+pub struct LoaderBuilder {
+    dataset: Dataset,
+    spans: Option<SpanSet>,
+    input: Option<mpsc::Receiver<Input>>,
+    config: LoaderConfig,
+    pool: Option<Arc<ThreadPool>>,
+    budget: Option<Arc<PixelBudget>>,
+}
+
+impl LoaderBuilder {
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: LoaderConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Reads exactly these spans instead of rank `rank`'s static share.
+    pub fn spans(mut self, spans: SpanSet) -> Self {
+        self.spans = Some(spans);
+        self
+    }
+
+    /// Reads spans as they arrive on `input` (dynamic mode) instead of a
+    /// fixed span set; the epoch ends when the sender is dropped. A
+    /// [`Input::Flush`] empties the shuffle buffer and sends the partial
+    /// batch, so that every sample read so far reaches the consumer.
+    pub fn input(mut self, input: mpsc::Receiver<Input>) -> Self {
+        self.input = Some(input);
+        self
+    }
+
+    /// Decodes on this pool (shared between loaders) instead of a new one.
+    pub fn decode_pool(mut self, pool: Arc<ThreadPool>) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Takes decode pixels from this budget (shared with other loaders
+    /// decoding on the same pool at the same time) instead of a new one of
+    /// `decode_limits.max_pixels_in_flight` pixels.
+    pub fn pixel_budget(mut self, budget: Arc<PixelBudget>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Starts the pipeline. Must be called within a tokio runtime.
+    pub async fn build(self) -> Result<Loader> {
+        let config = self.config;
+        config.validate()?;
+        let manifest = &self.dataset.manifest;
+        let spans = self.spans.unwrap_or_else(|| {
+            static_assignment(
+                manifest,
+                config.seed,
+                config.epoch,
+                config.rank,
+                config.world,
+            )
+        });
+        if let Some(span) = spans.spans().iter().find(|s| {
+            s.shard as usize >= manifest.shards.len()
+                || s.end > manifest.shards[s.shard as usize].samples
+        }) {
+            return Err(WorkerError::Config(format!(
+                "span {}:{}..{} is outside the dataset ({} shards)",
+                span.shard,
+                span.start,
+                span.end,
+                manifest.shards.len()
+            )));
+        }
+        let pool = match self.pool {
+            Some(pool) => pool,
+            None => decode_pool(config.decode_threads)?,
+        };
+        let budget = self.budget.unwrap_or_else(|| {
+            Arc::new(PixelBudget::new(config.decode_limits.max_pixels_in_flight))
+        });
+        let metrics = Arc::new(Metrics::default());
+        let samples = if self.input.is_some() { 0 } else { spans.len() };
+        let setup = DecodeSetup {
+            seed: config.seed,
+            epoch: config.epoch,
+            // Steady state needs a free buffer for each batch being decoded
+            // and one more; buffers beyond that (a start-up peak) are freed
+            // as they return.
+            keep_buffers: config.decode_batches_in_flight + 1,
+            limits: config.decode_limits,
+            budget,
+            on_error: config.on_error,
+            manifest: Arc::clone(&self.dataset.manifest),
+        };
+        // A striped loader decodes only its stripe of the samples it reads.
+        let tally = BadTally::new(
+            config.max_bad_fraction,
+            samples / config.stripe.count as u64,
+        );
+        let input = match self.input {
+            Some(rx) => ReceiverStream::new(rx).boxed(),
+            None => stream::iter(spans.spans().to_vec())
+                .map(Input::Span)
+                .boxed(),
+        };
+        let (sample_tx, sample_rx) = mpsc::channel(config.decode_batches_in_flight);
+        let (batch_tx, batch_rx) = mpsc::channel(config.prefetch_batches);
+        tokio::spawn(assemble(
+            self.dataset,
+            input,
+            config.clone(),
+            Arc::clone(&metrics),
+            sample_tx,
+        ));
+        tokio::spawn(decode_stage(
+            pool,
+            config.clone(),
+            setup,
+            tally,
+            Arc::clone(&metrics),
+            sample_rx,
+            batch_tx,
+        ));
+        Ok(Loader {
+            batches: batch_rx,
+            metrics,
+            samples,
+            batch_size: config.batch_size,
+            drop_last: config.drop_last,
+            done: false,
+        })
+    }
+}
+
+/// A pool of `threads` decode threads. Readers of several epochs share one:
+/// new threads each epoch would grow the allocator's per-thread arenas.
+pub fn decode_pool(threads: usize) -> Result<Arc<ThreadPool>> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("tributary-decode-{i}"))
+        .build()
+        .map(Arc::new)
+        .map_err(|e| WorkerError::Config(format!("cannot start the decode pool: {e}")))
+}
+
+/// Rank `rank`'s spans of epoch `epoch` when `world` ranks share the dataset
+/// without a coordinator: the epoch's seeded shard order, split into equal
+/// parts (the last `samples % world` samples dropped).
+pub fn static_assignment(
+    manifest: &Manifest,
+    seed: u64,
+    epoch: u64,
+    rank: usize,
+    world: usize,
+) -> SpanSet {
+    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
+    let cut = epoch_spans(&counts, seed, epoch);
+    split_equal(&cut, world, Remainder::Drop).swap_remove(rank)
+}
+
+/// One rank's stream of batches for one epoch.
+#[derive(Debug)]
+pub struct Loader {
+    batches: mpsc::Receiver<Result<Batch>>,
+    metrics: Arc<Metrics>,
+    samples: u64,
+    batch_size: usize,
+    drop_last: bool,
+    done: bool,
+}
+
+impl Loader {
+    /// A builder reading `dataset`.
+    pub fn builder(dataset: Dataset) -> LoaderBuilder {
+        LoaderBuilder {
+            dataset,
+            spans: None,
+            input: None,
+            config: LoaderConfig::default(),
+            pool: None,
+            budget: None,
+        }
+    }
+
+    /// The next batch; `None` at the end of the epoch. After an error the
+    /// loader is finished.
+    pub async fn next(&mut self) -> Option<Result<Batch>> {
+        if self.done {
+            return None;
+        }
+        let waiting = Instant::now();
+        let item = self.batches.recv().await;
+        match &item {
+            Some(Ok(batch)) => self.metrics.record_delivery(batch.len(), waiting.elapsed()),
+            Some(Err(_)) | None => self.done = true,
+        }
+        item
+    }
+
+    /// Samples this loader reads in the epoch.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Batches this loader yields in the epoch.
+    pub fn batches(&self) -> u64 {
+        let b = self.batch_size as u64;
+        if self.drop_last {
+            self.samples / b
+        } else {
+            self.samples.div_ceil(b)
+        }
+    }
+
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+}

@@ -1,0 +1,127 @@
+//! Parsing: the bytes of a read, verified against the manifest and split
+//! into samples (zstd blocks decompressed within their recorded sizes,
+//! labels checked against the classes), on the blocking pool, as many at
+//! once as reads are in flight, in input order.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::stream::{self, Stream, StreamExt};
+use tokio::sync::OwnedSemaphorePermit;
+use tributary_common::sample::{check_labels, Field, Sample};
+use tributary_common::shard::decode_chunks;
+use tributary_common::span::SpanSet;
+use tributary_io::Dataset;
+
+use super::fetch::{fetch_reads, Fetch, FetchConfig, Input, Raw, Read};
+use super::metrics::Metrics;
+use crate::error::{Result, WorkerError};
+
+/// Samples of one read, with the byte budget they hold until dropped.
+#[derive(Debug)]
+pub struct Fetched {
+    pub samples: Vec<Sample>,
+    _budget: OwnedSemaphorePermit,
+}
+
+/// What the parse stage yields, in input order.
+#[derive(Debug)]
+pub enum Output {
+    Samples(Fetched),
+    Flush,
+}
+
+/// The samples of a fixed span set, in span order (the decode-ceiling
+/// benchmark, and tests that compare what reads give under faults).
+pub fn span_samples(
+    dataset: Dataset,
+    spans: &SpanSet,
+    config: &FetchConfig,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
+    let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
+    read_samples(dataset, input, config, metrics).filter_map(|out| async move {
+        match out {
+            Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
+            Ok(Output::Flush) => None,
+            Err(e) => Some(Err(e)),
+        }
+    })
+}
+
+/// The samples of spans as they arrive, in input order: the fetch stage
+/// and this one.
+pub fn read_samples(
+    dataset: Dataset,
+    input: impl Stream<Item = Input> + Send + 'static,
+    config: &FetchConfig,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<Output>> + Send + 'static {
+    let reads = fetch_reads(dataset.clone(), input, config, Arc::clone(&metrics));
+    reads
+        .map(move |fetched| {
+            let dataset = dataset.clone();
+            let metrics = Arc::clone(&metrics);
+            async move {
+                let Raw { read, data, budget } = match fetched? {
+                    Fetch::Read(raw) => raw,
+                    Fetch::Flush => return Ok(Output::Flush),
+                };
+                let started = Instant::now();
+                let samples = tokio::task::spawn_blocking(move || parse(&dataset, &read, &data))
+                    .await
+                    .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
+                metrics.record_parse(started.elapsed());
+                Ok(Output::Samples(Fetched {
+                    samples,
+                    _budget: budget,
+                }))
+            }
+        })
+        .buffered(config.max_requests.max(1))
+}
+
+/// Verifies and parses one read, then copies each sample into one compact
+/// allocation of its own, so a sample waiting in the shuffle buffer does not
+/// pin the whole read (or decompressed block) it came from.
+fn parse(dataset: &Dataset, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
+    let meta = &dataset.manifest.shards[read.shard];
+    let first_id = dataset.manifest.shard_start(read.shard);
+    // A hint only: the samples a read holds are bounded by its bytes (the
+    // manifest was validated), not by a number that sizes memory up front.
+    let mut samples = Vec::with_capacity(read.want.len().min(4096));
+    decode_chunks(
+        meta,
+        dataset.manifest.compression,
+        &read.range,
+        data,
+        first_id,
+        read.want.clone(),
+        &mut samples,
+    )?;
+    check_labels(&meta.name, &samples, dataset.manifest.classes.len())?;
+    Ok(samples.into_iter().map(compact).collect())
+}
+
+fn compact(sample: Sample) -> Sample {
+    let mut buf = Vec::with_capacity(sample.payload_bytes());
+    for field in &sample.fields {
+        buf.extend_from_slice(&field.data);
+    }
+    let buf = Bytes::from(buf);
+    let mut at = 0;
+    let fields = sample
+        .fields
+        .into_iter()
+        .map(|field| {
+            let len = field.data.len();
+            at += len;
+            Field {
+                ext: field.ext,
+                data: buf.slice(at - len..at),
+            }
+        })
+        .collect();
+    Sample { fields, ..sample }
+}
