@@ -31,9 +31,27 @@ impl From<Span> for v1::Span {
     }
 }
 
-impl From<v1::Span> for Span {
-    fn from(s: v1::Span) -> Self {
-        Span::new(s.shard, s.start, s.end.max(s.start))
+/// A protocol span whose end comes before its start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("span {shard}:{start}..{end} ends before it starts")]
+pub struct BackwardsSpan {
+    pub shard: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+impl TryFrom<v1::Span> for Span {
+    type Error = BackwardsSpan;
+
+    fn try_from(s: v1::Span) -> Result<Self, BackwardsSpan> {
+        if s.end < s.start {
+            return Err(BackwardsSpan {
+                shard: s.shard,
+                start: s.start,
+                end: s.end,
+            });
+        }
+        Ok(Span::new(s.shard, s.start, s.end))
     }
 }
 
@@ -42,9 +60,38 @@ pub fn spans_to_proto(set: &SpanSet) -> Vec<v1::Span> {
     set.spans().iter().copied().map(v1::Span::from).collect()
 }
 
-/// Protocol spans as a span set.
-pub fn spans_from_proto(spans: Vec<v1::Span>) -> SpanSet {
-    SpanSet::new(spans.into_iter().map(Span::from))
+/// Protocol spans as a span set; a backwards span is an error, not
+/// quietly turned around or emptied.
+pub fn spans_from_proto(spans: Vec<v1::Span>) -> Result<SpanSet, BackwardsSpan> {
+    let spans = spans
+        .into_iter()
+        .map(Span::try_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SpanSet::new(spans))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backwards_span_is_an_error_naming_it_not_a_quiet_fix() {
+        let good = v1::Span {
+            shard: 3,
+            start: 5,
+            end: 9,
+        };
+        let backwards = v1::Span {
+            shard: 4,
+            start: 9,
+            end: 5,
+        };
+        let set = spans_from_proto(vec![good]).expect("a forward span");
+        assert_eq!(set.spans(), [Span::new(3, 5, 9)]);
+        assert_eq!(spans_to_proto(&set), vec![good]);
+        let error = spans_from_proto(vec![good, backwards]).expect_err("backwards");
+        assert_eq!(error.to_string(), "span 4:9..5 ends before it starts");
+    }
 }
 
 impl From<Remainder> for v1::RemainderPolicy {

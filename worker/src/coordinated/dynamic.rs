@@ -25,6 +25,7 @@ use std::time::Duration;
 use rayon::ThreadPool;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
+use tributary_common::manifest::Manifest;
 use tributary_common::proto::v1;
 use tributary_common::span::Span;
 
@@ -497,7 +498,7 @@ impl Feeder {
     }
 
     async fn send(&self, unit: &v1::Unit) -> Result<()> {
-        let span: Span = unit.span.unwrap_or_default().into();
+        let span = unit_span(unit, &self.dataset.manifest)?;
         let first = self.dataset.manifest.shard_start(span.shard as usize) + u64::from(span.start);
         {
             let mut tracker = self.progress.tracker();
@@ -521,6 +522,28 @@ impl Feeder {
             .send(Input::Span(span))
             .await
             .map_err(|_| WorkerError::Stopped("the loader stopped".into()))
+    }
+}
+
+/// A leased unit's span, checked: present, forward and inside the dataset
+/// (a coordinator serving another dataset's units must not index past this
+/// manifest).
+fn unit_span(unit: &v1::Unit, manifest: &Manifest) -> Result<Span> {
+    let bad = |reason: String| WorkerError::Coordinator {
+        code: tonic::Code::Internal,
+        message: format!("unit {} of epoch {}: {reason}", unit.id, unit.epoch),
+    };
+    let span = Span::try_from(unit.span.ok_or_else(|| bad("has no span".into()))?)
+        .map_err(|error| bad(error.to_string()))?;
+    match manifest.shards.get(span.shard as usize) {
+        Some(shard) if span.end <= shard.samples => Ok(span),
+        _ => Err(bad(format!(
+            "span {}:{}..{} is outside the dataset ({} shards)",
+            span.shard,
+            span.start,
+            span.end,
+            manifest.shards.len()
+        ))),
     }
 }
 
@@ -578,5 +601,45 @@ mod tests {
         assert_eq!((tracker.owed, tracker.ready.len()), (1, 0));
         tracker.delivered(11);
         assert_eq!((tracker.owed, tracker.ready.clone()), (0, vec![unit]));
+    }
+
+    #[test]
+    fn a_unit_without_a_span_backwards_or_outside_the_dataset_is_refused() {
+        use tributary_common::manifest::{Compression, CompressionKind};
+        use tributary_common::shard::ShardWriter;
+        let mut writer = ShardWriter::new("shard-000000.tar", Compression::NONE);
+        for i in 0..4 {
+            writer
+                .push(&format!("s/{i}"), &[("cls", b"0")])
+                .expect("push");
+        }
+        let shard = writer.finish().expect("finish");
+        let manifest = Manifest::new(
+            CompressionKind::None,
+            vec!["cls".into()],
+            Vec::new(),
+            vec![shard.meta],
+        )
+        .expect("manifest");
+        let unit = |span: Option<(u32, u32, u32)>| v1::Unit {
+            epoch: 2,
+            id: 7,
+            span: span.map(|(shard, start, end)| v1::Span { shard, start, end }),
+            ..v1::Unit::default()
+        };
+        assert_eq!(
+            unit_span(&unit(Some((0, 1, 4))), &manifest).expect("inside"),
+            Span::new(0, 1, 4)
+        );
+        for (bad, says) in [
+            (unit(None), "has no span"),
+            (unit(Some((0, 3, 1))), "ends before it starts"),
+            (unit(Some((0, 1, 5))), "outside the dataset (1 shards)"),
+            (unit(Some((9, 0, 1))), "outside the dataset (1 shards)"),
+        ] {
+            let message = unit_span(&bad, &manifest).expect_err(says).to_string();
+            assert!(message.contains("unit 7 of epoch 2"), "{message}");
+            assert!(message.contains(says), "{message}");
+        }
     }
 }

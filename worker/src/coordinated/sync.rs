@@ -131,7 +131,12 @@ impl SyncLoader {
                 ..self.base.clone()
             };
             config.validate()?;
-            let spans = spans_from_proto(assignment.spans.clone());
+            let spans = spans_from_proto(assignment.spans.clone()).map_err(|error| {
+                WorkerError::Coordinator {
+                    code: tonic::Code::Internal,
+                    message: format!("the assignment of epoch {}: {error}", assignment.epoch),
+                }
+            })?;
             tracing::info!(
                 epoch = assignment.epoch,
                 generation = assignment.generation,
