@@ -70,6 +70,15 @@ pub fn spans_from_proto(spans: Vec<v1::Span>) -> Result<SpanSet, BackwardsSpan> 
     Ok(SpanSet::new(spans))
 }
 
+impl From<Remainder> for v1::RemainderPolicy {
+    fn from(r: Remainder) -> Self {
+        match r {
+            Remainder::Drop => Self::RemainderDrop,
+            Remainder::Pad => Self::RemainderPad,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,14 +100,5 @@ mod tests {
         assert_eq!(spans_to_proto(&set), vec![good]);
         let error = spans_from_proto(vec![good, backwards]).expect_err("backwards");
         assert_eq!(error.to_string(), "span 4:9..5 ends before it starts");
-    }
-}
-
-impl From<Remainder> for v1::RemainderPolicy {
-    fn from(r: Remainder) -> Self {
-        match r {
-            Remainder::Drop => Self::RemainderDrop,
-            Remainder::Pad => Self::RemainderPad,
-        }
     }
 }
