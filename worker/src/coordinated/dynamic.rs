@@ -625,7 +625,6 @@ mod tests {
             epoch: 2,
             id: 7,
             span: span.map(|(shard, start, end)| v1::Span { shard, start, end }),
-            ..v1::Unit::default()
         };
         assert_eq!(
             unit_span(&unit(Some((0, 1, 4))), &manifest).expect("inside"),
