@@ -18,13 +18,13 @@ use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStor
 use tributary_common::manifest::Compression;
 use tributary_common::sample::Sample;
 use tributary_common::span::{Span, SpanSet};
+use tributary_tests::dataset::pack_local;
 use tributary_worker::fetch::{fetch, FetchConfig};
 use tributary_worker::intercept::{Intercept, InterceptStore};
 use tributary_worker::metrics::Metrics;
-use tributary_worker::pack::{pack, PackOptions};
-use tributary_worker::progress::NoProgress;
+use tributary_worker::pack::PackOptions;
 use tributary_worker::store::RetryPolicy;
-use tributary_worker::{Dataset, Location, StoreOptions, WorkerError};
+use tributary_worker::{Dataset, Location, WorkerError};
 
 /// One way to break a GET.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -441,21 +441,13 @@ async fn packed(dir: &std::path::Path) -> SpanSet {
                 .expect("save");
         }
     }
-    let dest = Location::open(
-        &dir.join("shards").display().to_string(),
-        &StoreOptions::default(),
-        true,
-    )
-    .expect("open");
     let options = PackOptions {
         max_samples: 12,
         compression: Compression::ZSTD,
         block_bytes: 2048,
         ..PackOptions::default()
     };
-    pack(&src, &dest, &options, Arc::new(NoProgress))
-        .await
-        .expect("pack");
+    let dest = pack_local(&src, &dir.join("shards"), &options).await;
     let dataset = Dataset::from_location(dest).await.expect("open");
     let spans = dataset
         .manifest
