@@ -10,6 +10,7 @@ use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
 use tributary_common::proto::v1::{self, JobStatus};
 
 use crate::cli::{tributary_bin, workspace_bin};
+use crate::dataset::S3Dataset;
 use crate::free_port;
 use crate::process::Proc;
 use crate::s3::S3_ENV;
@@ -65,6 +66,53 @@ pub struct JobArgs<'a> {
     pub dataset: &'a str,
     pub s3_endpoint: &'a str,
     pub extra: Vec<String>,
+}
+
+/// The units of [`JobArgs::dynamic`] jobs, in samples.
+pub const DYNAMIC_UNIT: u32 = 16;
+
+impl<'a> JobArgs<'a> {
+    /// A job on `data` through the replicas at `coordinators` (comma
+    /// separated), every rank started with `flags`.
+    pub fn new(coordinators: String, job: &'a str, data: &'a S3Dataset, flags: &[&str]) -> Self {
+        Self {
+            coordinators,
+            job,
+            dataset: &data.url,
+            s3_endpoint: data.endpoint(),
+            extra: flags.iter().map(|flag| (*flag).to_owned()).collect(),
+        }
+    }
+
+    /// A dynamic job on `data`: batches of 8, units of [`DYNAMIC_UNIT`]
+    /// samples, a shuffle buffer of 16; each member takes `step_ms` a batch
+    /// and is kept `ttl_s` without a word.
+    pub fn dynamic(
+        coordinators: String,
+        job: &'a str,
+        data: &'a S3Dataset,
+        step_ms: u64,
+        ttl_s: u64,
+    ) -> Self {
+        let (unit, step_ms, ttl_s) = (
+            DYNAMIC_UNIT.to_string(),
+            step_ms.to_string(),
+            ttl_s.to_string(),
+        );
+        let flags = [
+            "--batch-size",
+            "8",
+            "--unit-samples",
+            &unit,
+            "--step-ms",
+            &step_ms,
+            "--member-ttl-s",
+            &ttl_s,
+            "--shuffle-buffer",
+            "16",
+        ];
+        Self::new(coordinators, job, data, &flags)
+    }
 }
 
 /// A torchrun-style rank.

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::service::Interceptor;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
 use tributary_common::proto::v1::{self, coordinator_client::CoordinatorClient, join_request};
@@ -49,20 +48,8 @@ pub async fn leader_client(address: &str) -> CoordinatorClient<Channel> {
     client.expect("a client that reached the leader")
 }
 
-/// Sends `Authorization: Bearer <token>` with every call, or nothing.
-#[derive(Debug, Clone)]
-pub struct Bearer(Option<MetadataValue<Ascii>>);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(value) = &self.0 {
-            request
-                .metadata_mut()
-                .insert("authorization", value.clone());
-        }
-        Ok(request)
-    }
-}
+/// Adds `Authorization: Bearer <token>` to a call, or nothing.
+pub type Bearer = Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Send>;
 
 /// A client that calls with a bearer token.
 pub type AuthedClient = CoordinatorClient<InterceptedService<Channel, Bearer>>;
@@ -74,8 +61,17 @@ pub async fn client_with_token(address: &str, token: Option<&str>) -> AuthedClie
         .connect()
         .await
         .expect("connect");
-    let header = token.map(|t| format!("Bearer {t}").parse().expect("ascii"));
-    CoordinatorClient::with_interceptor(channel, Bearer(header))
+    let header: Option<MetadataValue<Ascii>> =
+        token.map(|t| format!("Bearer {t}").parse().expect("ascii"));
+    let bearer: Bearer = Box::new(move |mut request: Request<()>| {
+        if let Some(value) = &header {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    });
+    CoordinatorClient::with_interceptor(channel, bearer)
 }
 
 /// [`client_with_token`] once the replica leads (its answers to the
@@ -149,15 +145,6 @@ pub fn named_join(job: &str, name: &str, secret: &str) -> v1::JoinRequest {
     }
 }
 
-/// A call of `joined`'s member of `job`, with `secret`.
-pub fn member_request(job: &str, joined: &v1::JoinResponse, secret: &str) -> v1::MemberRequest {
-    v1::MemberRequest {
-        job: job.into(),
-        member: joined.member.clone(),
-        secret: secret.into(),
-    }
-}
-
 /// A small job on the dataset at `url`: batches of 4, 2 epochs, a shuffle
 /// buffer of 16, units of 8 samples, members kept 120 s without a word.
 pub fn job_config(url: &str, mode: v1::Mode) -> v1::JobConfig {
@@ -173,52 +160,68 @@ pub fn job_config(url: &str, mode: v1::Mode) -> v1::JobConfig {
     }
 }
 
-/// `joined`'s member of `job` asks, with `secret`, for up to `max_units`
-/// units without waiting.
-pub fn acquire_request(
-    job: &str,
-    joined: &v1::JoinResponse,
-    secret: &str,
-    max_units: u32,
-) -> v1::AcquireRequest {
-    v1::AcquireRequest {
-        job: job.into(),
-        member: joined.member.clone(),
-        max_units,
-        wait_ms: 0,
-        secret: secret.into(),
-    }
+/// The calls one member of a job makes, with a secret that may or may not
+/// be its own.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberCalls<'a> {
+    job: &'a str,
+    member: &'a str,
+    secret: &'a str,
 }
 
-/// `joined`'s member of `job` asks, with `secret`, for its part of `epoch`.
-pub fn assignment_request(
-    job: &str,
-    joined: &v1::JoinResponse,
-    secret: &str,
-    epoch: u64,
-) -> v1::AssignmentRequest {
-    v1::AssignmentRequest {
-        job: job.into(),
-        member: joined.member.clone(),
-        epoch,
-        secret: secret.into(),
+impl<'a> MemberCalls<'a> {
+    /// Calls of `joined`'s member of `job`, with `secret`.
+    pub fn new(job: &'a str, joined: &'a v1::JoinResponse, secret: &'a str) -> Self {
+        Self {
+            job,
+            member: &joined.member,
+            secret,
+        }
     }
-}
 
-/// `joined`'s member of `job` commits, with `secret`, `samples` of
-/// `generation`.
-pub fn commit_request(
-    job: &str,
-    joined: &v1::JoinResponse,
-    secret: &str,
-    generation: u64,
-    samples: u64,
-) -> v1::CommitRequest {
-    v1::CommitRequest {
-        job: job.into(),
-        member: joined.member.clone(),
-        generation,
-        samples,
-        secret: secret.into(),
+    /// Calls of `joined`'s member of `job`, with its own secret.
+    pub fn own(job: &'a str, joined: &'a v1::JoinResponse) -> Self {
+        Self::new(job, joined, &joined.secret)
+    }
+
+    /// Keep-alive, leave, watch.
+    pub fn member(&self) -> v1::MemberRequest {
+        v1::MemberRequest {
+            job: self.job.into(),
+            member: self.member.into(),
+            secret: self.secret.into(),
+        }
+    }
+
+    /// Up to `max_units` units, without waiting.
+    pub fn acquire(&self, max_units: u32) -> v1::AcquireRequest {
+        v1::AcquireRequest {
+            job: self.job.into(),
+            member: self.member.into(),
+            max_units,
+            wait_ms: 0,
+            secret: self.secret.into(),
+        }
+    }
+
+    /// The member's part of `epoch`.
+    pub fn assignment(&self, epoch: u64) -> v1::AssignmentRequest {
+        v1::AssignmentRequest {
+            epoch,
+            job: self.job.into(),
+            member: self.member.into(),
+            secret: self.secret.into(),
+        }
+    }
+
+    /// Commits `samples` of `generation`.
+    pub fn commit(&self, generation: u64, samples: u64) -> v1::CommitRequest {
+        v1::CommitRequest {
+            job: self.job.into(),
+            member: self.member.into(),
+            generation,
+            samples,
+            secret: self.secret.into(),
+        }
     }
 }

@@ -105,12 +105,13 @@ pub fn shard_counts(manifest: &Manifest) -> Vec<u32> {
 /// A cheap loader for tests that count samples: one decode thread,
 /// 16-pixel crops.
 pub fn small_loader_config() -> LoaderConfig {
+    let augment = AugmentConfig {
+        size: 16,
+        ..AugmentConfig::default()
+    };
     LoaderConfig {
         decode_threads: 1,
-        augment: AugmentConfig {
-            size: 16,
-            ..AugmentConfig::default()
-        },
+        augment,
         ..LoaderConfig::default()
     }
 }

@@ -13,8 +13,7 @@ use tonic::Code;
 use tributary_common::proto::v1;
 use tributary_tests::cluster::coordinator;
 use tributary_tests::coordinator::{
-    acquire_request, assignment_request, commit_request, expect_status, job_config, job_status,
-    leader_client, torchrun_join,
+    expect_status, job_config, job_status, leader_client, torchrun_join, MemberCalls,
 };
 use tributary_tests::dataset::S3Dataset;
 use tributary_tests::etcd::{snapshot, EtcdServer};
@@ -39,7 +38,7 @@ fn member(name: &str) -> v1::MemberRequest {
 
 /// `joined` commits `samples` of `generation`, with its secret.
 fn commit(joined: &v1::JoinResponse, generation: u64, samples: u64) -> v1::CommitRequest {
-    commit_request(JOB, joined, &joined.secret, generation, samples)
+    MemberCalls::own(JOB, joined).commit(generation, samples)
 }
 
 /// Sends `bytes` to the gRPC port and reads until the server closes.
@@ -200,7 +199,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             "stale",
         );
         expect_status(
-            c.get_assignment(assignment_request(JOB, &old, &old.secret, 0))
+            c.get_assignment(MemberCalls::own(JOB, &old).assignment(0))
                 .await,
             Code::FailedPrecondition,
             "stale",
@@ -216,13 +215,13 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             "exceeds",
         );
         expect_status(
-            c.get_assignment(assignment_request(JOB, &new, &new.secret, 5))
+            c.get_assignment(MemberCalls::own(JOB, &new).assignment(5))
                 .await,
             Code::FailedPrecondition,
             "epoch 5",
         );
         expect_status(
-            c.acquire(acquire_request(JOB, &new, &new.secret, 1)).await,
+            c.acquire(MemberCalls::own(JOB, &new).acquire(1)).await,
             Code::FailedPrecondition,
             "sync job",
         );

@@ -21,6 +21,7 @@ use tributary_common::shuffle::ShuffleSpec;
 use tributary_common::span::SpanSet;
 use tributary_tests::cluster::{
     self, coordinator, coordinators, leader_status, named_members, torchrun_group, JobArgs,
+    DYNAMIC_UNIT,
 };
 use tributary_tests::dataset::{sample_ids, shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdServer;
@@ -89,7 +90,7 @@ fn max_commit(proc: &Proc) -> u64 {
 fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     let etcd = EtcdServer::start();
     let data = S3Dataset::start(480, 24);
-    let (url, manifest, scratch) = (&data.url, &data.manifest, &data.scratch);
+    let (manifest, scratch) = (&data.manifest, &data.scratch);
     let endpoints = vec![etcd.endpoint()];
     let (mut replicas, addresses) = coordinators(2, &endpoints, data.endpoint());
     // Each rank's part of the epoch is 120 samples. The ranks hold at 48
@@ -97,32 +98,26 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     // at 96 (committed through the second) until they are killed: the kill
     // always lands mid-part, however the two cores are shared.
     let (failed_over, never) = (scratch.path("failed-over"), scratch.path("never"));
-    let job = JobArgs {
-        coordinators: addresses.join(","),
-        job: "sync-e2e",
-        dataset: url,
-        s3_endpoint: data.endpoint(),
-        extra: [
-            "--batch-size",
-            "8",
-            "--commit-every",
-            "24",
-            "--hold",
-            &format!("48:{failed_over}"),
-            "--hold",
-            &format!("96:{never}"),
-            "--step-ms",
-            "20",
-            // As short as the leader's TTL: the failover outlasts some
-            // members' leases, and those ranks must rejoin their generation.
-            "--member-ttl-s",
-            "2",
-            "--shuffle-buffer",
-            &SHUFFLE.to_string(),
-        ]
-        .map(String::from)
-        .to_vec(),
-    };
+    let (hold_48, hold_96) = (format!("48:{failed_over}"), format!("96:{never}"));
+    let flags = [
+        "--batch-size",
+        "8",
+        "--commit-every",
+        "24",
+        "--hold",
+        &hold_48,
+        "--hold",
+        &hold_96,
+        "--step-ms",
+        "20",
+        // As short as the leader's TTL: the failover outlasts some
+        // members' leases, and those ranks must rejoin their generation.
+        "--member-ttl-s",
+        "2",
+        "--shuffle-buffer",
+        &SHUFFLE.to_string(),
+    ];
+    let job = JobArgs::new(addresses.join(","), "sync-e2e", &data, &flags);
     let mut group = torchrun_group(&job, 4, 0);
     let holding = |group: &[Proc], at: u64| {
         let line = format!("holding {at}");
@@ -299,26 +294,7 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
     let manifest = &data.manifest;
     let (_coordinator, address) = coordinator(&[etcd.endpoint()], data.endpoint());
     let ttl_s = 2u64;
-    let job = JobArgs {
-        coordinators: address.clone(),
-        job: "dyn-e2e",
-        dataset: &data.url,
-        s3_endpoint: data.endpoint(),
-        extra: [
-            "--batch-size",
-            "8",
-            "--unit-samples",
-            "16",
-            "--step-ms",
-            "40",
-            "--member-ttl-s",
-            &ttl_s.to_string(),
-            "--shuffle-buffer",
-            "16",
-        ]
-        .map(String::from)
-        .to_vec(),
-    };
+    let job = JobArgs::dynamic(address.clone(), "dyn-e2e", &data, 40, ttl_s);
     let mut members = named_members(&job, 4);
     let mut kills = Vec::new();
     for (victim, after_acks) in [(1usize, 2usize), (3, 4)] {
@@ -349,7 +325,7 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
         }
     }
     let counts = shard_counts(manifest);
-    let plan = units(&counts, SEED, 0, 16);
+    let plan = units(&counts, SEED, 0, DYNAMIC_UNIT);
     // A member killed while its ack was in flight may have had it accepted
     // and not lived to log it. Such a unit was last leased by a killed member
     // and never leased to anyone after it (the coordinator re-leases the

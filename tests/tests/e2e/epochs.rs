@@ -33,24 +33,18 @@ fn job_args<'a>(
     job: &'a str,
     data: &'a S3Dataset,
 ) -> JobArgs<'a> {
-    JobArgs {
-        coordinators: coordinators.join(","),
-        job,
-        dataset: &data.url,
-        s3_endpoint: data.endpoint(),
-        extra: [
-            "--epochs",
-            &epochs.to_string(),
-            "--batch-size",
-            "8",
-            "--unit-samples",
-            "16",
-            "--shuffle-buffer",
-            "16",
-        ]
-        .map(String::from)
-        .to_vec(),
-    }
+    let epochs = epochs.to_string();
+    let flags = [
+        "--epochs",
+        &epochs,
+        "--batch-size",
+        "8",
+        "--unit-samples",
+        "16",
+        "--shuffle-buffer",
+        "16",
+    ];
+    JobArgs::new(coordinators.join(","), job, data, &flags)
 }
 
 /// 3-member etcd, an S3 server with 288 samples in shards of 48, and two

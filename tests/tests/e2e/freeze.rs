@@ -16,7 +16,7 @@ use tributary_common::lease::units;
 use tributary_common::manifest::Manifest;
 use tributary_common::plan::epoch_spans;
 use tributary_tests::cluster::{
-    self, coordinator, coordinators, leader_status, named_members, JobArgs,
+    self, coordinator, coordinators, leader_status, named_members, JobArgs, DYNAMIC_UNIT,
 };
 use tributary_tests::dataset::{shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdServer;
@@ -24,7 +24,6 @@ use tributary_tests::process::Proc;
 use tributary_tests::wait_until;
 
 const SEED: u64 = 7;
-const UNIT: u32 = 16;
 /// The coordinators' `--leader-ttl-s` (see `cluster::coordinator`).
 const LEADER_TTL: Duration = Duration::from_secs(2);
 
@@ -41,37 +40,8 @@ fn check_every_unit_acked_once(procs: &[Proc], manifest: &Manifest) {
         .filter_map(|l| l.strip_prefix("ack 0 ").and_then(|u| u.parse().ok()))
         .collect();
     let counts = shard_counts(manifest);
-    let plan = units(&counts, SEED, 0, UNIT);
+    let plan = units(&counts, SEED, 0, DYNAMIC_UNIT);
     check_unit_acks(&epoch_spans(&counts, SEED, 0), &plan, acked).expect("each unit acked once");
-}
-
-fn job_args<'a>(
-    coordinators: String,
-    job: &'a str,
-    data: &'a S3Dataset,
-    step_ms: u64,
-    ttl_s: u64,
-) -> JobArgs<'a> {
-    JobArgs {
-        coordinators,
-        job,
-        dataset: &data.url,
-        s3_endpoint: data.endpoint(),
-        extra: [
-            "--batch-size",
-            "8",
-            "--unit-samples",
-            &UNIT.to_string(),
-            "--step-ms",
-            &step_ms.to_string(),
-            "--member-ttl-s",
-            &ttl_s.to_string(),
-            "--shuffle-buffer",
-            "16",
-        ]
-        .map(String::from)
-        .to_vec(),
-    }
 }
 
 /// The leader coordinator is frozen mid-epoch for longer than the members'
@@ -85,7 +55,7 @@ fn a_frozen_leader_is_failed_over_within_the_election_ttl_and_members_keep_their
     let data = S3Dataset::start(480, 48);
     let (replicas, addresses) = coordinators(2, &[etcd.endpoint()], data.endpoint());
     let member_ttl = Duration::from_secs(6);
-    let job = job_args(
+    let job = JobArgs::dynamic(
         addresses.join(","),
         "frozen-leader",
         &data,
@@ -145,7 +115,7 @@ fn a_member_frozen_past_its_ttl_joins_again_and_the_epoch_completes() {
     let etcd = EtcdServer::start();
     let data = S3Dataset::start(480, 48);
     let (_coordinator, address) = coordinator(&[etcd.endpoint()], data.endpoint());
-    let job = job_args(address.clone(), "frozen-member", &data, 500, 2);
+    let job = JobArgs::dynamic(address.clone(), "frozen-member", &data, 500, 2);
     let mut members = named_members(&job, 3);
     wait_until("m1's first acks", Duration::from_secs(60), || {
         members[1].count("ack ") >= 2

@@ -11,16 +11,28 @@ use tributary_common::proto::v1;
 use tributary_tests::cli::Scratch;
 use tributary_tests::cluster::coordinator_with;
 use tributary_tests::coordinator::{
-    acquire_request, assignment_request, client_with_token, commit_request, create_request,
-    expect_status, job_config, job_status, leader_client, leader_client_with_token, member_request,
-    named_join, torchrun_join,
+    client_with_token, create_request, expect_status, job_config, job_status, leader_client,
+    leader_client_with_token, named_join, torchrun_join, MemberCalls,
 };
 use tributary_tests::dataset::tiny_dataset;
 use tributary_tests::etcd::{snapshot, EtcdServer};
 use tributary_tests::eventually;
+use tributary_tests::process::Proc;
 
 /// No S3 here: every dataset is a local directory.
 const NO_S3: &str = "http://127.0.0.1:9";
+
+/// A coordinator on `etcd`, with no S3; and its address.
+fn replica(etcd: &EtcdServer) -> (Proc, String) {
+    coordinator_with(&[etcd.endpoint()], NO_S3, &[])
+}
+
+/// etcd, a scratch directory for datasets, and a [`replica`] on that etcd.
+fn bed() -> (EtcdServer, Scratch, Proc, String) {
+    let etcd = EtcdServer::start();
+    let (coordinator, address) = replica(&etcd);
+    (etcd, Scratch::new(), coordinator, address)
+}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Runtime::new().expect("runtime")
@@ -28,9 +40,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let (_coordinator, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (etcd, scratch, _coordinator, address) = bed();
     runtime().block_on(async {
         let url = tiny_dataset(scratch.root(), 64, 16).await;
         let mut c = leader_client(&address).await;
@@ -47,7 +57,7 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
             .into_inner();
         assert_eq!(a.secret.len(), 32, "a secret comes with the join");
         let units = c
-            .acquire(acquire_request("dyn", &a, &a.secret, 2))
+            .acquire(MemberCalls::own("dyn", &a).acquire(2))
             .await
             .expect("acquire")
             .into_inner()
@@ -81,6 +91,7 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
             "0123456789abcdef0123456789abcdef",
             rank0.secret.as_str(),
         ] {
+            let as_a = MemberCalls::new("dyn", &a, secret);
             let acked = units
                 .iter()
                 .map(|u| v1::UnitRef {
@@ -101,35 +112,35 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
                 "secret",
             );
             expect_status(
-                c.acquire(acquire_request("dyn", &a, secret, 8)).await,
+                c.acquire(as_a.acquire(8)).await,
                 Code::PermissionDenied,
                 "secret",
             );
             expect_status(
-                c.keep_alive(member_request("dyn", &a, secret)).await,
+                c.keep_alive(as_a.member()).await,
                 Code::PermissionDenied,
                 "secret",
             );
             expect_status(
-                c.leave(member_request("dyn", &a, secret)).await,
+                c.leave(as_a.member()).await,
                 Code::PermissionDenied,
                 "secret",
             );
             expect_status(
-                c.watch(member_request("dyn", &a, secret)).await,
+                c.watch(as_a.member()).await,
                 Code::PermissionDenied,
                 "secret",
             );
         }
         // Rank 1 commits, reports or asks for rank 0.
         expect_status(
-            c.commit(commit_request("sync", &rank0, &rank1.secret, 0, 16))
+            c.commit(MemberCalls::new("sync", &rank0, &rank1.secret).commit(0, 16))
                 .await,
             Code::PermissionDenied,
             "secret",
         );
         expect_status(
-            c.get_assignment(assignment_request("sync", &rank0, "", 0))
+            c.get_assignment(MemberCalls::new("sync", &rank0, "").assignment(0))
                 .await,
             Code::PermissionDenied,
             "secret",
@@ -157,7 +168,7 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
             .expect("rejoin")
             .into_inner();
         assert_eq!(again.secret, a.secret);
-        c.keep_alive(member_request("dyn", &again, &again.secret))
+        c.keep_alive(MemberCalls::own("dyn", &again).member())
             .await
             .expect("the secret still works");
     });
@@ -165,9 +176,7 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
 
 #[test]
 fn numbers_from_outside_are_bounded_and_the_coordinator_lives() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let (_coordinator, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (etcd, scratch, _coordinator, address) = bed();
     runtime().block_on(async {
         let url = tiny_dataset(scratch.root(), 64, 16).await;
         let mut c = leader_client(&address).await;
@@ -244,7 +253,7 @@ fn numbers_from_outside_are_bounded_and_the_coordinator_lives() {
             .expect("join")
             .into_inner();
         let part = c
-            .get_assignment(assignment_request("sync", &rank1, &rank1.secret, 0))
+            .get_assignment(MemberCalls::own("sync", &rank1).assignment(0))
             .await
             .expect("assignment")
             .into_inner();
@@ -279,9 +288,7 @@ async fn spoil_stored_config(etcd: &str, job: &str, field: &str, value: u64) {
 
 #[test]
 fn one_bad_job_never_takes_down_the_others() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let (mut first, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (etcd, scratch, mut first, address) = bed();
     let rt = runtime();
     let dir = |name: &str| std::path::PathBuf::from(scratch.path(name));
     let urls = rt.block_on(async {
@@ -315,7 +322,7 @@ fn one_bad_job_never_takes_down_the_others() {
 
     // A new leader loads every job.
     first.kill();
-    let (_second, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (_second, address) = replica(&etcd);
     rt.block_on(async {
         let mut c = leader_client(&address).await;
         let failed = job_status(&mut c, "bad").await.failed;
@@ -361,9 +368,7 @@ fn one_bad_job_never_takes_down_the_others() {
 
 #[test]
 fn a_manifest_that_never_arrives_stalls_only_its_own_create() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let (_coordinator, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (_etcd, scratch, _coordinator, address) = bed();
     let hung = scratch.path("hung");
     std::fs::create_dir_all(&hung).expect("mkdir");
     let fifo = format!("{hung}/manifest.json");
