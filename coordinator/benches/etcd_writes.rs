@@ -26,7 +26,8 @@ use tokio::net::TcpListener;
 use tributary_common::proto::v1::{self, join_request::Identity};
 use tributary_coordinator::store::{EtcdElection, EtcdStore, MetaStore};
 use tributary_coordinator::{keys, ServerConfig};
-use tributary_tests::coordinator::{leader_client, tiny_dataset};
+use tributary_tests::coordinator::leader_client;
+use tributary_tests::dataset::tiny_dataset;
 use tributary_tests::etcd::EtcdServer;
 
 struct Args {

@@ -11,15 +11,15 @@ use std::time::{Duration, Instant};
 
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
+use tributary_tests::dataset::{pack_local, small_loader_config};
+use tributary_tests::eventually;
 use tributary_worker::coordinated::dynamic::{OnAck, OnLease};
 use tributary_worker::coordinated::{
     create_job, Client, DynamicLoader, DynamicOptions, Identity, Session,
 };
-use tributary_worker::pipeline::decode::augment::AugmentConfig;
-use tributary_worker::tools::pack::{pack, PackOptions};
-use tributary_worker::tools::progress::NoProgress;
+use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
-use tributary_worker::{Dataset, LoaderConfig, Location, StoreOptions};
+use tributary_worker::{Dataset, StoreOptions};
 
 const IMAGES: usize = 160;
 const UNIT: u32 = 8;
@@ -33,16 +33,12 @@ async fn images(dir: &std::path::Path) -> String {
         seed: 3,
     };
     write_image_folder(&src, &options, &|_| {}).expect("synth");
-    let url = dir.join("ds").display().to_string();
-    let dest = Location::open(&url, &StoreOptions::default(), true).expect("location");
     let options = PackOptions {
         max_samples: 40,
         ..PackOptions::default()
     };
-    pack(&src, &dest, &options, Arc::new(NoProgress))
-        .await
-        .expect("pack");
-    url
+    pack_local(&src, &dir.join("ds"), &options).await;
+    dir.join("ds").display().to_string()
 }
 
 /// What one member leased and acked, in order, with when it leased.
@@ -71,12 +67,9 @@ fn hooks(log: &Arc<Mutex<Log>>) -> (OnLease, OnAck) {
     )
 }
 
+/// Polls `ready` every 20 ms until it holds; panics after `deadline`.
 async fn poll(what: &str, deadline: Duration, ready: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !ready() {
-        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(what, deadline, Duration::from_millis(20), async || ready()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,14 +94,7 @@ async fn a_joining_member_gets_a_unit_at_once_and_a_killed_one_orphans_at_most_i
         ..v1::JobConfig::default()
     };
     create_job(&client, "look", config).await.expect("create");
-    let base = LoaderConfig {
-        decode_threads: 1,
-        augment: AugmentConfig {
-            size: 16,
-            ..AugmentConfig::default()
-        },
-        ..LoaderConfig::default()
-    };
+    let base = small_loader_config();
     let units = IMAGES as u32 / UNIT;
 
     // A reads a few batches, then its trainer stalls.

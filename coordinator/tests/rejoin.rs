@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
-use tributary_tests::coordinator::tiny_dataset;
+use tributary_tests::dataset::tiny_dataset;
 use tributary_worker::coordinated::{create_job, Client, Identity, Session};
 use tributary_worker::{StoreOptions, WorkerError};
 

@@ -10,6 +10,7 @@ use tributary_coordinator::store::{
     Election, EtcdElection, EtcdStore, MemoryElection, MemoryStore, MetaStore, StoreError,
 };
 use tributary_tests::etcd::{EtcdCluster, EtcdServer};
+use tributary_tests::free_port;
 
 fn pass(result: Conformance) {
     if let Err(error) = result {
@@ -107,10 +108,7 @@ async fn etcd_cluster_conformance_survives_a_member() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_connect_to_nothing_is_unavailable() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("free port")
-        .port();
+    let port = free_port();
     let started = Instant::now();
     let result = EtcdStore::connect(&[format!("http://127.0.0.1:{port}")]).await;
     assert!(

@@ -1,17 +1,20 @@
 //! A real etcd on loopback for tests: one member ([`EtcdServer`]) or a
 //! cluster ([`EtcdCluster`]), on free ports, with data in a temporary
-//! directory, killed on drop.
+//! directory, killed on drop; and a [`snapshot`] of the coordinator's keys.
 //!
 //! The binary is `$TRIBUTARY_ETCD`, else `etcd` on `PATH` (Debian's
 //! `etcd-server`, installed by `scripts/setup.sh`).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use etcd_client::GetOptions;
 use tempfile::TempDir;
+
+use crate::free_port;
 
 /// How long a cluster may take to elect a leader and answer `/health`.
 const START_DEADLINE: Duration = Duration::from_secs(30);
@@ -32,13 +35,6 @@ pub fn etcd_bin() -> PathBuf {
         .unwrap_or_else(|| {
             panic!("etcd is not on PATH: run scripts/setup.sh, or set TRIBUTARY_ETCD to the binary")
         })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("bind a free loopback port")
-        .port()
 }
 
 /// TLS for a test etcd: PEM files. Members serve clients over TLS with
@@ -68,40 +64,36 @@ impl Member {
         format!("{}://127.0.0.1:{}", self.scheme, self.client_port)
     }
 
-    /// Whether `/health` answers `"health":"true"` (the member serves and
-    /// the cluster has a leader).
-    fn healthy(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
-            return false;
-        };
+    /// The whole response to `GET path` on the plaintext metrics port;
+    /// `None` when the member does not answer.
+    fn get(&self, path: &str) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
         let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
         let request = format!(
-            "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
             self.metrics_port
         );
         let mut response = String::new();
-        stream.write_all(request.as_bytes()).is_ok()
-            && stream.read_to_string(&mut response).is_ok()
-            && response.contains(r#""health":"true""#)
+        stream.write_all(request.as_bytes()).ok()?;
+        stream.read_to_string(&mut response).ok()?;
+        Some(response)
+    }
+
+    /// Whether `/health` answers `"health":"true"` (the member serves and
+    /// the cluster has a leader).
+    fn healthy(&self) -> bool {
+        self.get("/health")
+            .is_some_and(|response| response.contains(r#""health":"true""#))
     }
 
     /// Whether this member is the raft leader (its `/metrics` say
     /// `etcd_server_is_leader 1`); false when it does not answer.
     fn is_raft_leader(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-        let request = format!(
-            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-            self.metrics_port
-        );
-        let mut response = String::new();
-        stream.write_all(request.as_bytes()).is_ok()
-            && stream.read_to_string(&mut response).is_ok()
-            && response
+        self.get("/metrics").is_some_and(|response| {
+            response
                 .lines()
                 .any(|line| line.trim() == "etcd_server_is_leader 1")
+        })
     }
 
     fn log_tail(&self) -> String {
@@ -322,4 +314,28 @@ impl Drop for EtcdCluster {
     fn drop(&mut self) {
         self.members.iter_mut().for_each(Member::kill);
     }
+}
+
+/// Every key under `/tributary/` with its value, and the store revision:
+/// equal snapshots mean nothing was written in between.
+pub async fn snapshot(endpoint: &str) -> (Vec<(String, Vec<u8>)>, i64) {
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .expect("connect etcd");
+    let response = client
+        .get("/tributary/", Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("range");
+    let revision = response.header().expect("header").revision();
+    let kvs = response
+        .kvs()
+        .iter()
+        .map(|kv| {
+            (
+                kv.key_str().expect("utf-8 key").to_owned(),
+                kv.value().to_vec(),
+            )
+        })
+        .collect();
+    (kvs, revision)
 }

@@ -9,9 +9,10 @@ use object_store::local::LocalFileSystem;
 use tributary_common::manifest::Compression;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::CountingStore;
+use tributary_tests::dataset::pack_local;
 use tributary_worker::pipeline::decode::augment::{AugmentConfig, Layout};
 use tributary_worker::pipeline::fetch::FetchConfig;
-use tributary_worker::tools::pack::{pack, PackOptions};
+use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{
     Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, Stripe, WorkerError,
@@ -41,21 +42,13 @@ fn image_folder(dir: &Path, classes: usize, per_class: usize) {
 
 async fn packed(dir: &Path, compression: Compression, max_samples: u32) -> Dataset {
     image_folder(&dir.join("src"), 3, 20);
-    let dest = Location::open(
-        &dir.join("shards").display().to_string(),
-        &StoreOptions::default(),
-        true,
-    )
-    .expect("open");
     let options = PackOptions {
         max_samples,
         compression,
         block_bytes: 4096,
         ..PackOptions::default()
     };
-    pack(&dir.join("src"), &dest, &options, Arc::new(NoProgress))
-        .await
-        .expect("pack");
+    let dest = pack_local(&dir.join("src"), &dir.join("shards"), &options).await;
     Dataset::from_location(dest).await.expect("open dataset")
 }
 

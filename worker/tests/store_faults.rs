@@ -20,12 +20,12 @@ use tributary_common::sample::Sample;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::{Intercept, InterceptStore};
 use tributary_io::{IoError, RetryPolicy};
+use tributary_tests::dataset::pack_local;
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
 use tributary_worker::pipeline::parse::span_samples;
-use tributary_worker::tools::pack::{pack, PackOptions};
-use tributary_worker::tools::progress::NoProgress;
-use tributary_worker::{Dataset, Location, StoreOptions, WorkerError};
+use tributary_worker::tools::pack::PackOptions;
+use tributary_worker::{Dataset, Location, WorkerError};
 
 /// One way to break a GET.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -442,21 +442,13 @@ async fn packed(dir: &std::path::Path) -> SpanSet {
                 .expect("save");
         }
     }
-    let dest = Location::open(
-        &dir.join("shards").display().to_string(),
-        &StoreOptions::default(),
-        true,
-    )
-    .expect("open");
     let options = PackOptions {
         max_samples: 12,
         compression: Compression::ZSTD,
         block_bytes: 2048,
         ..PackOptions::default()
     };
-    pack(&src, &dest, &options, Arc::new(NoProgress))
-        .await
-        .expect("pack");
+    let dest = pack_local(&src, &dir.join("shards"), &options).await;
     let dataset = Dataset::from_location(dest).await.expect("open");
     let spans = dataset
         .manifest

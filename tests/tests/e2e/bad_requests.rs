@@ -7,47 +7,24 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use etcd_client::GetOptions;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use tonic::transport::Channel;
 use tonic::Code;
-use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
-use tributary_common::proto::v1::{self, join_request::Identity};
-use tributary_tests::coordinator::leader_client;
-use tributary_tests::etcd::EtcdServer;
-
-use crate::cluster::coordinator;
-use crate::elastic::dataset;
-use crate::harness::{S3Server, Scratch};
+use tributary_common::proto::v1;
+use tributary_tests::cluster::coordinator;
+use tributary_tests::coordinator::{
+    expect_status, job_config, job_status, leader_client, torchrun_join, MemberCalls,
+};
+use tributary_tests::dataset::S3Dataset;
+use tributary_tests::etcd::{snapshot, EtcdServer};
 
 const JOB: &str = "bad";
-const RUN: &str = "run";
 
 fn config(manifest_url: &str) -> v1::JobConfig {
     v1::JobConfig {
-        manifest_url: manifest_url.to_owned(),
         seed: 11,
-        batch_size: 4,
-        epochs: 2,
         remainder: v1::RemainderPolicy::RemainderDrop as i32,
-        mode: v1::Mode::Sync as i32,
-        shuffle_buffer: 16,
-        unit_samples: 8,
-        member_ttl_s: 120,
-    }
-}
-
-fn torchrun(job: &str, rank: u32, world: u32, restart: u64) -> v1::JoinRequest {
-    v1::JoinRequest {
-        job: job.to_owned(),
-        identity: Some(Identity::Torchrun(v1::TorchrunIdentity {
-            rank,
-            world_size: world,
-            run_id: RUN.to_owned(),
-            restart_count: restart,
-        })),
-        secret: String::new(),
+        ..job_config(manifest_url, v1::Mode::Sync)
     }
 }
 
@@ -59,53 +36,9 @@ fn member(name: &str) -> v1::MemberRequest {
     }
 }
 
+/// `joined` commits `samples` of `generation`, with its secret.
 fn commit(joined: &v1::JoinResponse, generation: u64, samples: u64) -> v1::CommitRequest {
-    v1::CommitRequest {
-        job: JOB.to_owned(),
-        member: joined.member.clone(),
-        generation,
-        samples,
-        secret: joined.secret.clone(),
-    }
-}
-
-/// Asserts that `result` failed with `code` and a message containing `what`.
-#[track_caller]
-pub fn expect<T: std::fmt::Debug>(
-    result: Result<tonic::Response<T>, tonic::Status>,
-    code: Code,
-    what: &str,
-) {
-    let status = result.expect_err(&format!("expected {code:?} ({what})"));
-    assert_eq!(status.code(), code, "{}", status.message());
-    assert!(
-        status.message().contains(what),
-        "{code:?}: message {:?} should mention {what:?}",
-        status.message()
-    );
-}
-
-/// Every key under `/tributary/` with its value, and the store revision.
-pub async fn snapshot(etcd: &str) -> (Vec<(String, Vec<u8>)>, i64) {
-    let mut client = etcd_client::Client::connect([etcd], None)
-        .await
-        .expect("connect etcd");
-    let response = client
-        .get("/tributary/", Some(GetOptions::new().with_prefix()))
-        .await
-        .expect("range");
-    let revision = response.header().expect("header").revision();
-    let kvs = response
-        .kvs()
-        .iter()
-        .map(|kv| {
-            (
-                kv.key_str().expect("utf-8 key").to_owned(),
-                kv.value().to_vec(),
-            )
-        })
-        .collect();
-    (kvs, revision)
+    MemberCalls::own(JOB, joined).commit(generation, samples)
 }
 
 /// Sends `bytes` to the gRPC port and reads until the server closes.
@@ -123,10 +56,9 @@ fn garbage(address: &str, bytes: &[u8]) {
 #[test]
 fn bad_requests_get_precise_errors_and_change_nothing() {
     let etcd = EtcdServer::start();
-    let s3 = S3Server::start();
-    let scratch = Scratch::new();
-    let (url, _) = dataset(&s3, &scratch, 40, 10);
-    let (_coordinator, address) = coordinator(&[etcd.endpoint()], &s3.endpoint);
+    let data = S3Dataset::start(40, 10);
+    let url = &data.url;
+    let (_coordinator, address) = coordinator(&[etcd.endpoint()], data.endpoint());
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let mut c = leader_client(&address).await;
@@ -136,21 +68,21 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
         let created = c
             .create_job(v1::CreateJobRequest {
                 job: JOB.into(),
-                config: Some(config(&url)),
+                config: Some(config(url)),
             })
             .await
             .expect("create")
             .into_inner();
         assert!(created.created);
         let old = c
-            .join(torchrun(JOB, 0, 2, 0))
+            .join(torchrun_join(JOB, 0, 2, 0))
             .await
             .expect("join")
             .into_inner();
-        c.join(torchrun(JOB, 1, 2, 0)).await.expect("join");
+        c.join(torchrun_join(JOB, 1, 2, 0)).await.expect("join");
         c.commit(commit(&old, 0, 4)).await.expect("commit");
         let new = c
-            .join(torchrun(JOB, 0, 2, 1))
+            .join(torchrun_join(JOB, 0, 2, 1))
             .await
             .expect("join")
             .into_inner();
@@ -161,16 +93,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             "the commit is in etcd: {:?}",
             before.0.iter().map(|(k, _)| k).collect::<Vec<_>>()
         );
-        let status = |c: &mut CoordinatorClient<Channel>| {
-            let mut c = c.clone();
-            async move {
-                c.get_status(v1::JobRequest { job: JOB.into() })
-                    .await
-                    .expect("status")
-                    .into_inner()
-            }
-        };
-        let status_before = status(&mut c).await;
+        let status_before = job_status(&mut c, JOB).await;
 
         // Jobs: conflicting and malformed configs, unreadable manifests.
         let create = |job: &str, config: Option<v1::JobConfig>| v1::CreateJobRequest {
@@ -179,48 +102,43 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
         };
         let conflicting = v1::JobConfig {
             seed: 12,
-            ..config(&url)
+            ..config(url)
         };
-        expect(
-            c.create_job(create(JOB, Some(conflicting))).await,
-            Code::AlreadyExists,
-            "seed",
-        );
         let zero_batch = v1::JobConfig {
             batch_size: 0,
-            ..config(&url)
+            ..config(url)
         };
-        expect(
-            c.create_job(create("other", Some(zero_batch))).await,
-            Code::InvalidArgument,
-            "batch_size",
-        );
-        expect(
-            c.create_job(create("other", None)).await,
-            Code::InvalidArgument,
-            "config",
-        );
-        expect(
-            c.create_job(create("../etc", Some(config(&url)))).await,
-            Code::InvalidArgument,
-            "job name",
-        );
         let bad_mode = v1::JobConfig {
             mode: 42,
-            ..config(&url)
+            ..config(url)
         };
-        expect(
-            c.create_job(create("other", Some(bad_mode))).await,
-            Code::InvalidArgument,
-            "mode",
-        );
         let missing = config("s3://data/no-such-dataset");
-        expect(
-            c.create_job(create("other", Some(missing))).await,
-            Code::FailedPrecondition,
-            "no-such-dataset",
-        );
-        expect(
+        for (job, config, code, what) in [
+            (JOB, Some(conflicting), Code::AlreadyExists, "seed"),
+            (
+                "other",
+                Some(zero_batch),
+                Code::InvalidArgument,
+                "batch_size",
+            ),
+            ("other", None, Code::InvalidArgument, "config"),
+            (
+                "../etc",
+                Some(config(url)),
+                Code::InvalidArgument,
+                "job name",
+            ),
+            ("other", Some(bad_mode), Code::InvalidArgument, "mode"),
+            (
+                "other",
+                Some(missing),
+                Code::FailedPrecondition,
+                "no-such-dataset",
+            ),
+        ] {
+            expect_status(c.create_job(create(job, config)).await, code, what);
+        }
+        expect_status(
             c.get_status(v1::JobRequest {
                 job: "other".into(),
             })
@@ -231,37 +149,29 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
 
         // Members: unknown job, rank outside the world, stale restarts,
         // a world that contradicts its generation, no identity.
-        expect(
-            c.join(torchrun("missing", 0, 2, 1)).await,
-            Code::NotFound,
-            "missing",
-        );
-        expect(
-            c.join(torchrun(JOB, 2, 2, 1)).await,
-            Code::OutOfRange,
-            "rank 2",
-        );
-        expect(
-            c.join(torchrun(JOB, 1, 2, 0)).await,
-            Code::FailedPrecondition,
-            "restart count 0",
-        );
-        expect(
-            c.join(torchrun(JOB, 1, 3, 1)).await,
-            Code::FailedPrecondition,
-            "world size",
-        );
-        expect(
-            c.join(v1::JoinRequest {
-                job: JOB.into(),
-                identity: None,
-                secret: String::new(),
-            })
-            .await,
-            Code::InvalidArgument,
-            "identity",
-        );
-        expect(
+        let no_identity = v1::JoinRequest {
+            job: JOB.into(),
+            identity: None,
+            secret: String::new(),
+        };
+        for (join, code, what) in [
+            (torchrun_join("missing", 0, 2, 1), Code::NotFound, "missing"),
+            (torchrun_join(JOB, 2, 2, 1), Code::OutOfRange, "rank 2"),
+            (
+                torchrun_join(JOB, 1, 2, 0),
+                Code::FailedPrecondition,
+                "restart count 0",
+            ),
+            (
+                torchrun_join(JOB, 1, 3, 1),
+                Code::FailedPrecondition,
+                "world size",
+            ),
+            (no_identity, Code::InvalidArgument, "identity"),
+        ] {
+            expect_status(c.join(join).await, code, what);
+        }
+        expect_status(
             c.keep_alive(member("nobody")).await,
             Code::NotFound,
             "nobody",
@@ -270,12 +180,12 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
         // Stale generations: the old restart's rank may not commit, report
         // or fetch an assignment; the new one may not name a generation
         // that does not exist or commit past its part.
-        expect(
+        expect_status(
             c.commit(commit(&old, 0, 8)).await,
             Code::FailedPrecondition,
             "stale",
         );
-        expect(
+        expect_status(
             c.report(v1::ReportRequest {
                 job: JOB.into(),
                 member: old.member.clone(),
@@ -288,47 +198,30 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             Code::FailedPrecondition,
             "stale",
         );
-        expect(
-            c.get_assignment(v1::AssignmentRequest {
-                job: JOB.into(),
-                member: old.member.clone(),
-                epoch: 0,
-                secret: old.secret.clone(),
-            })
-            .await,
+        expect_status(
+            c.get_assignment(MemberCalls::own(JOB, &old).assignment(0))
+                .await,
             Code::FailedPrecondition,
             "stale",
         );
-        expect(
+        expect_status(
             c.commit(commit(&new, 7, 1)).await,
             Code::FailedPrecondition,
             "generation 7",
         );
-        expect(
+        expect_status(
             c.commit(commit(&new, 1, 1_000_000)).await,
             Code::InvalidArgument,
             "exceeds",
         );
-        expect(
-            c.get_assignment(v1::AssignmentRequest {
-                job: JOB.into(),
-                member: new.member.clone(),
-                epoch: 5,
-                secret: new.secret.clone(),
-            })
-            .await,
+        expect_status(
+            c.get_assignment(MemberCalls::own(JOB, &new).assignment(5))
+                .await,
             Code::FailedPrecondition,
             "epoch 5",
         );
-        expect(
-            c.acquire(v1::AcquireRequest {
-                job: JOB.into(),
-                member: new.member.clone(),
-                max_units: 1,
-                wait_ms: 0,
-                secret: new.secret.clone(),
-            })
-            .await,
+        expect_status(
+            c.acquire(MemberCalls::own(JOB, &new).acquire(1)).await,
             Code::FailedPrecondition,
             "sync job",
         );
@@ -350,10 +243,10 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
 
         // Nothing changed, and the coordinator still serves.
         assert_eq!(snapshot(&etcd.endpoint()).await, before);
-        assert_eq!(status(&mut c).await, status_before);
+        assert_eq!(job_status(&mut c, JOB).await, status_before);
         let mut fresh = leader_client(&address).await;
         let joined = fresh
-            .join(torchrun(JOB, 1, 2, 1))
+            .join(torchrun_join(JOB, 1, 2, 1))
             .await
             .expect("a good join after the bad ones")
             .into_inner();

@@ -1,7 +1,7 @@
 //! The CLI end to end: the quickstart, and clear errors (never a panic) for
 //! bad input.
 
-use crate::harness::{tributary, tributary_ok, Scratch};
+use tributary_tests::cli::{tributary, tributary_ok, Scratch};
 
 fn fails_with(args: &[&str], needles: &[&str]) {
     let output = tributary(args, &[]);

@@ -13,31 +13,23 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 use tributary_common::proto::v1;
+use tributary_tests::cli::tributary_bin;
 use tributary_tests::etcd::EtcdServer;
+use tributary_tests::process::Proc;
+use tributary_tests::tls::TestCa;
+use tributary_tests::{free_port, wait_until};
 use tributary_worker::coordinated::{Client, ClientTls};
-
-use crate::cluster::{free_port, Proc};
-use crate::harness::{tributary_bin, wait_until};
 
 const LEADER: &str = "tributary.v1.Coordinator";
 const READY: &str = "ready";
 
 /// A CA and a server certificate for `localhost` only (no IP addresses),
-/// written as PEM files under `dir`; returns the CA's PEM.
+/// written as PEM files `tls.crt` and `tls.key` under `dir`; returns the
+/// CA's PEM.
 fn certificates(dir: &Path) -> Vec<u8> {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca =
-        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key")).expect("ca");
-    let key = KeyPair::generate().expect("key");
-    let cert = CertificateParams::new(vec!["localhost".to_owned()])
-        .expect("params")
-        .signed_by(&key, &ca)
-        .expect("cert");
-    std::fs::write(dir.join("tls.crt"), cert.pem()).expect("write cert");
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("write key");
-    ca.pem().into_bytes()
+    let ca = TestCa::new(dir);
+    ca.issue("tls", "localhost", &["localhost"]);
+    std::fs::read(&ca.ca).expect("read the ca certificate")
 }
 
 /// A TLS replica advertising `127.0.0.1:<port>`, health on its own port.

@@ -16,56 +16,20 @@ use tributary_common::generation::{
 use tributary_common::ids::{Epoch, Generation};
 use tributary_common::invariants::{check_exactly_once, check_unit_acks};
 use tributary_common::lease::units;
-use tributary_common::manifest::Manifest;
 use tributary_common::plan::{epoch_spans, Remainder};
 use tributary_common::shuffle::ShuffleSpec;
 use tributary_common::span::SpanSet;
+use tributary_tests::cluster::{
+    self, coordinator, coordinators, leader_status, named_members, torchrun_group, JobArgs,
+    DYNAMIC_UNIT,
+};
+use tributary_tests::dataset::{sample_ids, shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdServer;
-
-use crate::cluster::{coordinator, leader_status, named_member, torchrun_rank, JobArgs, Proc};
-use crate::harness::{tributary_ok, wait_until, S3Server, Scratch};
+use tributary_tests::process::Proc;
+use tributary_tests::wait_until;
 
 const SEED: u64 = 7;
 const SHUFFLE: u32 = 64;
-
-/// Synthesizes `images` small images and packs them into S3 in shards of
-/// `per_shard`; returns the dataset URL and its manifest.
-pub fn dataset(
-    s3: &S3Server,
-    scratch: &Scratch,
-    images: usize,
-    per_shard: u32,
-) -> (String, Manifest) {
-    let src = scratch.synth("images", images, 4);
-    s3.create_bucket("data");
-    let url = "s3://data/ds".to_owned();
-    tributary_ok(
-        &["pack", &src, &url, "--max-samples", &per_shard.to_string()],
-        &s3.env(),
-    );
-    // Packing is deterministic: a local copy has the same manifest.
-    let local = scratch.path("local");
-    tributary_ok(
-        &[
-            "pack",
-            &src,
-            &local,
-            "--max-samples",
-            &per_shard.to_string(),
-        ],
-        &[],
-    );
-    let manifest =
-        Manifest::from_json(&std::fs::read(format!("{local}/manifest.json")).expect("read"))
-            .expect("manifest");
-    (url, manifest)
-}
-
-fn ids_of(manifest: &Manifest, set: &SpanSet) -> Vec<u64> {
-    set.samples()
-        .map(|(shard, i)| manifest.sample_id(shard as usize, i))
-        .collect()
-}
 
 fn unix_ms() -> u128 {
     SystemTime::now()
@@ -125,45 +89,36 @@ fn max_commit(proc: &Proc) -> u64 {
 #[test]
 fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     let etcd = EtcdServer::start();
-    let s3 = S3Server::start();
-    let scratch = Scratch::new();
-    let (url, manifest) = dataset(&s3, &scratch, 480, 24);
+    let data = S3Dataset::start(480, 24);
+    let (manifest, scratch) = (&data.manifest, &data.scratch);
     let endpoints = vec![etcd.endpoint()];
-    let (first, a) = coordinator(&endpoints, &s3.endpoint);
-    let (second, b) = coordinator(&endpoints, &s3.endpoint);
-    let addresses = vec![a.clone(), b.clone()];
+    let (mut replicas, addresses) = coordinators(2, &endpoints, data.endpoint());
     // Each rank's part of the epoch is 120 samples. The ranks hold at 48
     // (committed through the first leader) until the failover is done, and
     // at 96 (committed through the second) until they are killed: the kill
     // always lands mid-part, however the two cores are shared.
     let (failed_over, never) = (scratch.path("failed-over"), scratch.path("never"));
-    let job = JobArgs {
-        coordinators: addresses.join(","),
-        job: "sync-e2e",
-        dataset: &url,
-        s3_endpoint: &s3.endpoint,
-        extra: [
-            "--batch-size",
-            "8",
-            "--commit-every",
-            "24",
-            "--hold",
-            &format!("48:{failed_over}"),
-            "--hold",
-            &format!("96:{never}"),
-            "--step-ms",
-            "20",
-            // As short as the leader's TTL: the failover outlasts some
-            // members' leases, and those ranks must rejoin their generation.
-            "--member-ttl-s",
-            "2",
-            "--shuffle-buffer",
-            &SHUFFLE.to_string(),
-        ]
-        .map(String::from)
-        .to_vec(),
-    };
-    let mut group: Vec<Proc> = (0..4).map(|r| torchrun_rank(&job, r, 4, 0)).collect();
+    let (hold_48, hold_96) = (format!("48:{failed_over}"), format!("96:{never}"));
+    let flags = [
+        "--batch-size",
+        "8",
+        "--commit-every",
+        "24",
+        "--hold",
+        &hold_48,
+        "--hold",
+        &hold_96,
+        "--step-ms",
+        "20",
+        // As short as the leader's TTL: the failover outlasts some
+        // members' leases, and those ranks must rejoin their generation.
+        "--member-ttl-s",
+        "2",
+        "--shuffle-buffer",
+        &SHUFFLE.to_string(),
+    ];
+    let job = JobArgs::new(addresses.join(","), "sync-e2e", &data, &flags);
+    let mut group = torchrun_group(&job, 4, 0);
     let holding = |group: &[Proc], at: u64| {
         let line = format!("holding {at}");
         group.iter().all(|p| p.lines().contains(&line))
@@ -178,17 +133,15 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     let leader = leader_status(&addresses, "sync-e2e")
         .expect("status")
         .leader;
-    let (mut dead, survivor) = if leader == a {
-        (first, (second, b.clone()))
-    } else {
-        (second, (first, a.clone()))
-    };
+    let dead_at = usize::from(leader != addresses[0]);
+    let mut dead = replicas.remove(dead_at);
+    let survivor = (replicas.remove(0), addresses[1 - dead_at].clone());
     let killed_at = Instant::now();
     dead.kill();
     wait_until(
         "the other replica to serve",
         Duration::from_secs(30),
-        || crate::cluster::status(&survivor.1, "sync-e2e").is_ok(),
+        || cluster::status(&survivor.1, "sync-e2e").is_ok(),
     );
     println!(
         "leader killed: the other replica served after {:?}",
@@ -210,11 +163,11 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
         proc.kill();
     }
     // d: stop every coordinator, start one afresh: it loads everything from etcd.
-    let status_before = crate::cluster::status(&survivor.1, "sync-e2e").expect("status");
+    let status_before = cluster::status(&survivor.1, "sync-e2e").expect("status");
     let (mut replica, _) = survivor;
     replica.kill();
     drop(dead);
-    let (restarted, c) = coordinator(&endpoints, &s3.endpoint);
+    let (restarted, c) = coordinator(&endpoints, data.endpoint());
     let job = JobArgs {
         coordinators: c.clone(),
         ..job
@@ -222,9 +175,9 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     wait_until(
         "the fresh coordinator to serve",
         Duration::from_secs(30),
-        || crate::cluster::status(&c, "sync-e2e").is_ok(),
+        || cluster::status(&c, "sync-e2e").is_ok(),
     );
-    let status_after = crate::cluster::status(&c, "sync-e2e").expect("status");
+    let status_after = cluster::status(&c, "sync-e2e").expect("status");
     assert_eq!(
         status_before.generations, status_after.generations,
         "generations survive a full restart"
@@ -234,11 +187,11 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
         "the commit survives a full restart"
     );
 
-    let mut second_group: Vec<Proc> = (0..3).map(|r| torchrun_rank(&job, r, 3, 1)).collect();
+    let mut second_group = torchrun_group(&job, 3, 1);
     for proc in &mut second_group {
         proc.wait_ok(Duration::from_secs(120));
     }
-    let status = crate::cluster::status(&c, "sync-e2e").expect("status");
+    let status = cluster::status(&c, "sync-e2e").expect("status");
     drop(restarted);
 
     // Replay the plan from the generation history and check it.
@@ -260,7 +213,7 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
         .from
         .expect("the second generation resumes from a commit");
     assert_eq!(resumed.generation, Generation(0));
-    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
+    let counts = shard_counts(manifest);
     let spec = ShuffleSpec::new(SHUFFLE as usize);
     let cut = |g: u64| {
         generation_cut(
@@ -291,7 +244,7 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
         };
         for (rank, part) in parts.iter().enumerate() {
             let mine = emitted(part, k, SEED, 0, g as u64, rank as u64, spec);
-            let planned: BTreeSet<u64> = ids_of(&manifest, &mine).into_iter().collect();
+            let planned: BTreeSet<u64> = sample_ids(manifest, &mine).into_iter().collect();
             committed.extend(planned.iter().copied());
             // What the rank printed agrees with the planner's replay.
             let seen = printed_ids
@@ -317,8 +270,8 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
     let last = cut(1);
     let dropped = last.len() % 3;
     let expected: Vec<u64> = {
-        let all = ids_of(&manifest, &epoch);
-        let tail: BTreeSet<u64> = ids_of(&manifest, &last.split_at(last.len() - dropped).1)
+        let all = sample_ids(manifest, &epoch);
+        let tail: BTreeSet<u64> = sample_ids(manifest, &last.split_at(last.len() - dropped).1)
             .into_iter()
             .collect();
         all.into_iter().filter(|id| !tail.contains(id)).collect()
@@ -337,39 +290,16 @@ fn sync_ranks_survive_rank_kill_leader_kill_and_full_restart() {
 #[test]
 fn dynamic_members_take_over_the_units_of_killed_ones() {
     let etcd = EtcdServer::start();
-    let s3 = S3Server::start();
-    let scratch = Scratch::new();
-    let (url, manifest) = dataset(&s3, &scratch, 480, 48);
-    let (_coordinator, address) = coordinator(&[etcd.endpoint()], &s3.endpoint);
+    let data = S3Dataset::start(480, 48);
+    let manifest = &data.manifest;
+    let (_coordinator, address) = coordinator(&[etcd.endpoint()], data.endpoint());
     let ttl_s = 2u64;
-    let job = JobArgs {
-        coordinators: address.clone(),
-        job: "dyn-e2e",
-        dataset: &url,
-        s3_endpoint: &s3.endpoint,
-        extra: [
-            "--batch-size",
-            "8",
-            "--unit-samples",
-            "16",
-            "--step-ms",
-            "40",
-            "--member-ttl-s",
-            &ttl_s.to_string(),
-            "--shuffle-buffer",
-            "16",
-        ]
-        .map(String::from)
-        .to_vec(),
-    };
-    let mut members: Vec<Proc> = (0..4)
-        .map(|i| named_member(&job, &format!("m{i}")))
-        .collect();
-    let acks = |p: &Proc| p.lines().iter().filter(|l| l.starts_with("ack ")).count();
+    let job = JobArgs::dynamic(address.clone(), "dyn-e2e", &data, 40, ttl_s);
+    let mut members = named_members(&job, 4);
     let mut kills = Vec::new();
     for (victim, after_acks) in [(1usize, 2usize), (3, 4)] {
         wait_until("acks before a kill", Duration::from_secs(60), || {
-            acks(&members[victim]) >= after_acks
+            members[victim].count("ack ") >= after_acks
         });
         members[victim].kill();
         kills.push((victim, unix_ms()));
@@ -394,8 +324,8 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
             }
         }
     }
-    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
-    let plan = units(&counts, SEED, 0, 16);
+    let counts = shard_counts(manifest);
+    let plan = units(&counts, SEED, 0, DYNAMIC_UNIT);
     // A member killed while its ack was in flight may have had it accepted
     // and not lived to log it. Such a unit was last leased by a killed member
     // and never leased to anyone after it (the coordinator re-leases the
@@ -413,7 +343,7 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
     };
     for unit in (0..plan.len() as u32).filter(|u| !logged.contains(u)) {
         let last = leases.iter().filter(|l| l.1 == unit).max_by_key(|l| l.2);
-        let samples = ids_of(&manifest, &SpanSet::new([plan[unit as usize]]));
+        let samples = sample_ids(manifest, &SpanSet::new([plan[unit as usize]]));
         match last {
             Some(&(member, _, _))
                 if killed.contains(&member)
@@ -427,7 +357,7 @@ fn dynamic_members_take_over_the_units_of_killed_ones() {
     }
     check_unit_acks(&epoch_spans(&counts, SEED, 0), &plan, acked.clone())
         .expect("each unit acked once");
-    let status = crate::cluster::status(&address, "dyn-e2e").expect("status");
+    let status = cluster::status(&address, "dyn-e2e").expect("status");
     assert!(status.finished, "the job finished: {status:?}");
     // Kill to reassignment.
     let acked_by: HashMap<usize, BTreeSet<u32>> = members

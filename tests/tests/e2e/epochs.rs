@@ -12,14 +12,13 @@ use std::time::Duration;
 
 use tributary_common::invariants::{check_exactly_once, check_unit_acks};
 use tributary_common::lease::units;
-use tributary_common::manifest::Manifest;
 use tributary_common::plan::epoch_spans;
-use tributary_common::span::SpanSet;
+use tributary_tests::cluster::{
+    coordinators, leader_status, named_members, torchrun_group, JobArgs,
+};
+use tributary_tests::dataset::{sample_ids, shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdCluster;
-
-use crate::cluster::{coordinator, leader_status, named_member, torchrun_rank, JobArgs, Proc};
-use crate::elastic::dataset;
-use crate::harness::{S3Server, Scratch};
+use tributary_tests::process::Proc;
 
 const SEED: u64 = 7;
 const EPOCHS: u64 = 3;
@@ -32,50 +31,37 @@ fn job_args<'a>(
     epochs: u64,
     coordinators: &[String],
     job: &'a str,
-    url: &'a str,
-    s3: &'a S3Server,
+    data: &'a S3Dataset,
 ) -> JobArgs<'a> {
-    JobArgs {
-        coordinators: coordinators.join(","),
-        job,
-        dataset: url,
-        s3_endpoint: &s3.endpoint,
-        extra: [
-            "--epochs",
-            &epochs.to_string(),
-            "--batch-size",
-            "8",
-            "--unit-samples",
-            "16",
-            "--shuffle-buffer",
-            "16",
-        ]
-        .map(String::from)
-        .to_vec(),
-    }
+    let epochs = epochs.to_string();
+    let flags = [
+        "--epochs",
+        &epochs,
+        "--batch-size",
+        "8",
+        "--unit-samples",
+        "16",
+        "--shuffle-buffer",
+        "16",
+    ];
+    JobArgs::new(coordinators.join(","), job, data, &flags)
 }
 
-fn ids_of(manifest: &Manifest, set: &SpanSet) -> Vec<u64> {
-    set.samples()
-        .map(|(shard, i)| manifest.sample_id(shard as usize, i))
-        .collect()
+/// 3-member etcd, an S3 server with 288 samples in shards of 48, and two
+/// coordinator replicas: their processes and addresses.
+fn bed() -> (EtcdCluster, S3Dataset, Vec<Proc>, Vec<String>) {
+    let etcd = EtcdCluster::start(3);
+    let data = S3Dataset::start(288, 48);
+    let (replicas, addresses) = coordinators(2, &etcd.endpoints(), data.endpoint());
+    (etcd, data, replicas, addresses)
 }
 
 #[test]
 fn a_dynamic_job_of_several_epochs_on_three_member_etcd_acks_every_unit_once() {
-    let etcd = EtcdCluster::start(3);
-    let s3 = S3Server::start();
-    let scratch = Scratch::new();
-    let (url, manifest) = dataset(&s3, &scratch, 288, 48);
-    let endpoints = etcd.endpoints();
-    let replicas: Vec<(Proc, String)> = (0..2)
-        .map(|_| coordinator(&endpoints, &s3.endpoint))
-        .collect();
-    let addresses: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
-    let job = job_args(EPOCHS, &addresses, "dyn-epochs", &url, &s3);
-    let mut members: Vec<Proc> = (0..4)
-        .map(|i| named_member(&job, &format!("m{i}")))
-        .collect();
+    let (_etcd, data, _replicas, addresses) = bed();
+    let manifest = &data.manifest;
+    let job = job_args(EPOCHS, &addresses, "dyn-epochs", &data);
+    let mut members = named_members(&job, 4);
     for member in &mut members {
         member.wait_ok(Duration::from_secs(180));
     }
@@ -91,7 +77,7 @@ fn a_dynamic_job_of_several_epochs_on_three_member_etcd_acks_every_unit_once() {
             }
         }
     }
-    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
+    let counts = shard_counts(manifest);
     assert_eq!(
         acked.keys().copied().collect::<Vec<_>>(),
         (0..EPOCHS).collect::<Vec<_>>(),
@@ -109,20 +95,11 @@ fn a_dynamic_job_of_several_epochs_on_three_member_etcd_acks_every_unit_once() {
 
 #[test]
 fn a_sync_job_of_several_epochs_on_three_member_etcd_delivers_every_sample_once_per_epoch() {
-    let etcd = EtcdCluster::start(3);
-    let s3 = S3Server::start();
-    let scratch = Scratch::new();
-    let (url, manifest) = dataset(&s3, &scratch, 288, 48);
-    let endpoints = etcd.endpoints();
-    let replicas: Vec<(Proc, String)> = (0..2)
-        .map(|_| coordinator(&endpoints, &s3.endpoint))
-        .collect();
-    let addresses: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
-    let job = job_args(SYNC_EPOCHS, &addresses, "sync-epochs", &url, &s3);
+    let (_etcd, data, replicas, addresses) = bed();
+    let manifest = &data.manifest;
+    let job = job_args(SYNC_EPOCHS, &addresses, "sync-epochs", &data);
     let world = 4u32;
-    let mut ranks: Vec<Proc> = (0..world)
-        .map(|r| torchrun_rank(&job, r, world, 0))
-        .collect();
+    let mut ranks = torchrun_group(&job, world, 0);
     for rank in &mut ranks {
         rank.wait_ok(Duration::from_secs(180));
     }
@@ -143,11 +120,11 @@ fn a_sync_job_of_several_epochs_on_three_member_etcd_delivers_every_sample_once_
     let status = leader_status(&addresses, "sync-epochs").expect("status");
     assert_eq!(status.generations.len() as u64, SYNC_EPOCHS, "{status:?}");
     assert_eq!(status.epoch, SYNC_EPOCHS - 1, "{status:?}");
-    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
+    let counts = shard_counts(manifest);
     for generation in &status.generations {
         let epoch = epoch_spans(&counts, SEED, generation.epoch);
         let ids = delivered.remove(&generation.generation).unwrap_or_default();
-        let all: BTreeSet<u64> = ids_of(&manifest, &epoch).into_iter().collect();
+        let all: BTreeSet<u64> = sample_ids(manifest, &epoch).into_iter().collect();
         // Equal parts: a world of 4 drops at most 3 samples at the end.
         let dropped = manifest.samples % u64::from(world);
         assert_eq!(ids.len() as u64, manifest.samples - dropped);

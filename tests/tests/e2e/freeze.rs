@@ -15,22 +15,20 @@ use tributary_common::invariants::check_unit_acks;
 use tributary_common::lease::units;
 use tributary_common::manifest::Manifest;
 use tributary_common::plan::epoch_spans;
+use tributary_tests::cluster::{
+    self, coordinator, coordinators, leader_status, named_members, JobArgs, DYNAMIC_UNIT,
+};
+use tributary_tests::dataset::{shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdServer;
-
-use crate::cluster::{coordinator, leader_status, named_member, JobArgs, Proc};
-use crate::elastic::dataset;
-use crate::harness::{wait_until, S3Server, Scratch};
+use tributary_tests::process::Proc;
+use tributary_tests::wait_until;
 
 const SEED: u64 = 7;
-const UNIT: u32 = 16;
 /// The coordinators' `--leader-ttl-s` (see `cluster::coordinator`).
 const LEADER_TTL: Duration = Duration::from_secs(2);
 
 fn acks(procs: &[Proc]) -> usize {
-    procs
-        .iter()
-        .map(|p| p.lines().iter().filter(|l| l.starts_with("ack ")).count())
-        .sum()
+    procs.iter().map(|p| p.count("ack ")).sum()
 }
 
 /// Every member's acked units, checked against the epoch's plan: each unit
@@ -41,39 +39,9 @@ fn check_every_unit_acked_once(procs: &[Proc], manifest: &Manifest) {
         .flat_map(|p| p.lines())
         .filter_map(|l| l.strip_prefix("ack 0 ").and_then(|u| u.parse().ok()))
         .collect();
-    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
-    let plan = units(&counts, SEED, 0, UNIT);
+    let counts = shard_counts(manifest);
+    let plan = units(&counts, SEED, 0, DYNAMIC_UNIT);
     check_unit_acks(&epoch_spans(&counts, SEED, 0), &plan, acked).expect("each unit acked once");
-}
-
-fn job_args<'a>(
-    coordinators: String,
-    job: &'a str,
-    url: &'a str,
-    s3: &'a S3Server,
-    step_ms: u64,
-    ttl_s: u64,
-) -> JobArgs<'a> {
-    JobArgs {
-        coordinators,
-        job,
-        dataset: url,
-        s3_endpoint: &s3.endpoint,
-        extra: [
-            "--batch-size",
-            "8",
-            "--unit-samples",
-            &UNIT.to_string(),
-            "--step-ms",
-            &step_ms.to_string(),
-            "--member-ttl-s",
-            &ttl_s.to_string(),
-            "--shuffle-buffer",
-            "16",
-        ]
-        .map(String::from)
-        .to_vec(),
-    }
 }
 
 /// The leader coordinator is frozen mid-epoch for longer than the members'
@@ -84,32 +52,24 @@ fn job_args<'a>(
 #[test]
 fn a_frozen_leader_is_failed_over_within_the_election_ttl_and_members_keep_their_leases() {
     let etcd = EtcdServer::start();
-    let s3 = S3Server::start();
-    let scratch = Scratch::new();
-    let (url, manifest) = dataset(&s3, &scratch, 480, 48);
-    let endpoints = vec![etcd.endpoint()];
-    let (first, a) = coordinator(&endpoints, &s3.endpoint);
-    let (second, b) = coordinator(&endpoints, &s3.endpoint);
-    let addresses = vec![a.clone(), b.clone()];
+    let data = S3Dataset::start(480, 48);
+    let (replicas, addresses) = coordinators(2, &[etcd.endpoint()], data.endpoint());
     let member_ttl = Duration::from_secs(6);
-    let job = job_args(
+    let job = JobArgs::dynamic(
         addresses.join(","),
         "frozen-leader",
-        &url,
-        &s3,
+        &data,
         250,
         member_ttl.as_secs(),
     );
-    let mut members: Vec<Proc> = (0..3)
-        .map(|i| named_member(&job, &format!("m{i}")))
-        .collect();
+    let mut members = named_members(&job, 3);
     wait_until("a few acks", Duration::from_secs(60), || {
         acks(&members) >= 4
     });
     let leader = leader_status(&addresses, "frozen-leader")
         .expect("status")
         .leader;
-    let frozen = if leader == a { &first } else { &second };
+    let frozen = &replicas[usize::from(leader != addresses[0])];
     frozen.signal("STOP");
     let frozen_at = Instant::now();
     // An answer the leader sent just before it froze may still be printed.
@@ -141,10 +101,10 @@ fn a_frozen_leader_is_failed_over_within_the_election_ttl_and_members_keep_their
             member.name
         );
     }
-    check_every_unit_acked_once(&members, &manifest);
+    check_every_unit_acked_once(&members, &data.manifest);
     let status = leader_status(&addresses, "frozen-leader").expect("status");
     assert!(status.finished, "the job finished: {status:?}");
-    drop((first, second, etcd));
+    drop((replicas, etcd));
 }
 
 /// A member frozen past its TTL loses its units to the others; resumed, it
@@ -153,28 +113,23 @@ fn a_frozen_leader_is_failed_over_within_the_election_ttl_and_members_keep_their
 #[test]
 fn a_member_frozen_past_its_ttl_joins_again_and_the_epoch_completes() {
     let etcd = EtcdServer::start();
-    let s3 = S3Server::start();
-    let scratch = Scratch::new();
-    let (url, manifest) = dataset(&s3, &scratch, 480, 48);
-    let (_coordinator, address) = coordinator(&[etcd.endpoint()], &s3.endpoint);
-    let job = job_args(address.clone(), "frozen-member", &url, &s3, 500, 2);
-    let mut members: Vec<Proc> = (0..3)
-        .map(|i| named_member(&job, &format!("m{i}")))
-        .collect();
-    let own_acks = |p: &Proc| p.lines().iter().filter(|l| l.starts_with("ack ")).count();
+    let data = S3Dataset::start(480, 48);
+    let (_coordinator, address) = coordinator(&[etcd.endpoint()], data.endpoint());
+    let job = JobArgs::dynamic(address.clone(), "frozen-member", &data, 500, 2);
+    let mut members = named_members(&job, 3);
     wait_until("m1's first acks", Duration::from_secs(60), || {
-        own_acks(&members[1]) >= 2
+        members[1].count("ack ") >= 2
     });
     members[1].signal("STOP");
     wait_until(
         "the coordinator to forget m1",
         Duration::from_secs(30),
         || {
-            crate::cluster::status(&address, "frozen-member")
+            cluster::status(&address, "frozen-member")
                 .is_ok_and(|s| !s.members.iter().any(|m| m == "m1"))
         },
     );
-    let status = crate::cluster::status(&address, "frozen-member").expect("status");
+    let status = cluster::status(&address, "frozen-member").expect("status");
     assert!(
         !status.finished,
         "the epoch must still be running when m1 resumes: slow the members down"
@@ -188,8 +143,8 @@ fn a_member_frozen_past_its_ttl_joins_again_and_the_epoch_completes() {
         "m1 joined again: {:?}",
         members[1].lines().iter().rev().take(5).collect::<Vec<_>>()
     );
-    check_every_unit_acked_once(&members, &manifest);
-    let status = crate::cluster::status(&address, "frozen-member").expect("status");
+    check_every_unit_acked_once(&members, &data.manifest);
+    let status = cluster::status(&address, "frozen-member").expect("status");
     assert!(status.finished, "the job finished: {status:?}");
     drop(etcd);
 }

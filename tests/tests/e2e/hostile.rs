@@ -6,75 +6,32 @@
 use std::time::{Duration, Instant};
 
 use etcd_client::GetOptions;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
-use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
-use tributary_common::proto::v1::{self, join_request::Identity};
-use tributary_tests::coordinator::{leader_client, tiny_dataset};
-use tributary_tests::etcd::EtcdServer;
-
-use crate::bad_requests::{expect, snapshot};
-use crate::cluster::coordinator_with;
-use crate::harness::Scratch;
+use tonic::Code;
+use tributary_common::proto::v1;
+use tributary_tests::cli::Scratch;
+use tributary_tests::cluster::coordinator_with;
+use tributary_tests::coordinator::{
+    client_with_token, create_request, expect_status, job_config, job_status, leader_client,
+    leader_client_with_token, named_join, torchrun_join, MemberCalls,
+};
+use tributary_tests::dataset::tiny_dataset;
+use tributary_tests::etcd::{snapshot, EtcdServer};
+use tributary_tests::eventually;
+use tributary_tests::process::Proc;
 
 /// No S3 here: every dataset is a local directory.
 const NO_S3: &str = "http://127.0.0.1:9";
 
-fn config(url: &str, mode: v1::Mode) -> v1::JobConfig {
-    v1::JobConfig {
-        manifest_url: url.to_owned(),
-        batch_size: 4,
-        epochs: 2,
-        mode: mode as i32,
-        shuffle_buffer: 16,
-        unit_samples: 8,
-        member_ttl_s: 120,
-        ..v1::JobConfig::default()
-    }
+/// A coordinator on `etcd`, with no S3; and its address.
+fn replica(etcd: &EtcdServer) -> (Proc, String) {
+    coordinator_with(&[etcd.endpoint()], NO_S3, &[])
 }
 
-fn create(job: &str, config: v1::JobConfig) -> v1::CreateJobRequest {
-    v1::CreateJobRequest {
-        job: job.into(),
-        config: Some(config),
-    }
-}
-
-fn named(job: &str, name: &str, secret: &str) -> v1::JoinRequest {
-    v1::JoinRequest {
-        job: job.into(),
-        identity: Some(Identity::Name(name.into())),
-        secret: secret.into(),
-    }
-}
-
-fn torchrun(job: &str, rank: u32, world: u32, restart: u64) -> v1::JoinRequest {
-    v1::JoinRequest {
-        job: job.into(),
-        identity: Some(Identity::Torchrun(v1::TorchrunIdentity {
-            rank,
-            world_size: world,
-            run_id: "run".into(),
-            restart_count: restart,
-        })),
-        secret: String::new(),
-    }
-}
-
-fn as_member(job: &str, joined: &v1::JoinResponse, secret: &str) -> v1::MemberRequest {
-    v1::MemberRequest {
-        job: job.into(),
-        member: joined.member.clone(),
-        secret: secret.into(),
-    }
-}
-
-async fn status(c: &mut CoordinatorClient<Channel>, job: &str) -> v1::JobStatus {
-    c.get_status(v1::JobRequest { job: job.into() })
-        .await
-        .expect("status")
-        .into_inner()
+/// etcd, a scratch directory for datasets, and a [`replica`] on that etcd.
+fn bed() -> (EtcdServer, Scratch, Proc, String) {
+    let etcd = EtcdServer::start();
+    let (coordinator, address) = replica(&etcd);
+    (etcd, Scratch::new(), coordinator, address)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -83,57 +40,49 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let (_coordinator, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (etcd, scratch, _coordinator, address) = bed();
     runtime().block_on(async {
-        let url = tiny_dataset(std::path::Path::new(&scratch.path("")), 64, 16).await;
+        let url = tiny_dataset(scratch.root(), 64, 16).await;
         let mut c = leader_client(&address).await;
-        c.create_job(create("dyn", config(&url, v1::Mode::Dynamic)))
+        c.create_job(create_request("dyn", job_config(&url, v1::Mode::Dynamic)))
             .await
             .expect("create");
-        c.create_job(create("sync", config(&url, v1::Mode::Sync)))
+        c.create_job(create_request("sync", job_config(&url, v1::Mode::Sync)))
             .await
             .expect("create");
         let a = c
-            .join(named("dyn", "a", ""))
+            .join(named_join("dyn", "a", ""))
             .await
             .expect("join")
             .into_inner();
         assert_eq!(a.secret.len(), 32, "a secret comes with the join");
         let units = c
-            .acquire(v1::AcquireRequest {
-                job: "dyn".into(),
-                member: a.member.clone(),
-                max_units: 2,
-                wait_ms: 0,
-                secret: a.secret.clone(),
-            })
+            .acquire(MemberCalls::own("dyn", &a).acquire(2))
             .await
             .expect("acquire")
             .into_inner()
             .units;
         assert_eq!(units.len(), 2);
         let rank0 = c
-            .join(torchrun("sync", 0, 2, 0))
+            .join(torchrun_join("sync", 0, 2, 0))
             .await
             .expect("join")
             .into_inner();
         let rank1 = c
-            .join(torchrun("sync", 1, 2, 0))
+            .join(torchrun_join("sync", 1, 2, 0))
             .await
             .expect("join")
             .into_inner();
         let before = snapshot(&etcd.endpoint()).await;
 
         // Taking a live member's name, or acting without its secret.
-        expect(
-            c.join(named("dyn", "a", "")).await,
+        expect_status(
+            c.join(named_join("dyn", "a", "")).await,
             Code::AlreadyExists,
             "secret",
         );
-        expect(
-            c.join(named("dyn", "a", &rank0.secret)).await,
+        expect_status(
+            c.join(named_join("dyn", "a", &rank0.secret)).await,
             Code::AlreadyExists,
             "secret",
         );
@@ -142,6 +91,7 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
             "0123456789abcdef0123456789abcdef",
             rank0.secret.as_str(),
         ] {
+            let as_a = MemberCalls::new("dyn", &a, secret);
             let acked = units
                 .iter()
                 .map(|u| v1::UnitRef {
@@ -149,7 +99,7 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
                     id: u.id,
                 })
                 .collect();
-            expect(
+            expect_status(
                 c.report(v1::ReportRequest {
                     job: "dyn".into(),
                     member: a.member.clone(),
@@ -161,55 +111,37 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
                 Code::PermissionDenied,
                 "secret",
             );
-            expect(
-                c.acquire(v1::AcquireRequest {
-                    job: "dyn".into(),
-                    member: a.member.clone(),
-                    max_units: 8,
-                    wait_ms: 0,
-                    secret: secret.into(),
-                })
-                .await,
+            expect_status(
+                c.acquire(as_a.acquire(8)).await,
                 Code::PermissionDenied,
                 "secret",
             );
-            expect(
-                c.keep_alive(as_member("dyn", &a, secret)).await,
+            expect_status(
+                c.keep_alive(as_a.member()).await,
                 Code::PermissionDenied,
                 "secret",
             );
-            expect(
-                c.leave(as_member("dyn", &a, secret)).await,
+            expect_status(
+                c.leave(as_a.member()).await,
                 Code::PermissionDenied,
                 "secret",
             );
-            expect(
-                c.watch(as_member("dyn", &a, secret)).await,
+            expect_status(
+                c.watch(as_a.member()).await,
                 Code::PermissionDenied,
                 "secret",
             );
         }
         // Rank 1 commits, reports or asks for rank 0.
-        expect(
-            c.commit(v1::CommitRequest {
-                job: "sync".into(),
-                member: rank0.member.clone(),
-                generation: 0,
-                samples: 16,
-                secret: rank1.secret.clone(),
-            })
-            .await,
+        expect_status(
+            c.commit(MemberCalls::new("sync", &rank0, &rank1.secret).commit(0, 16))
+                .await,
             Code::PermissionDenied,
             "secret",
         );
-        expect(
-            c.get_assignment(v1::AssignmentRequest {
-                job: "sync".into(),
-                member: rank0.member.clone(),
-                epoch: 0,
-                secret: String::new(),
-            })
-            .await,
+        expect_status(
+            c.get_assignment(MemberCalls::new("sync", &rank0, "").assignment(0))
+                .await,
             Code::PermissionDenied,
             "secret",
         );
@@ -217,7 +149,7 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
 
         // GetStatus names members, never their secrets; etcd holds none.
         for job in ["dyn", "sync"] {
-            let shown = format!("{:?}", status(&mut c, job).await);
+            let shown = format!("{:?}", job_status(&mut c, job).await);
             for secret in [&a.secret, &rank0.secret, &rank1.secret] {
                 assert!(
                     !shown.contains(secret.as_str()),
@@ -231,12 +163,12 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
         // The member itself, with its secret, may rejoin (a retried join, or
         // another process of the same rank); it keeps its secret.
         let again = c
-            .join(named("dyn", "a", &a.secret))
+            .join(named_join("dyn", "a", &a.secret))
             .await
             .expect("rejoin")
             .into_inner();
         assert_eq!(again.secret, a.secret);
-        c.keep_alive(as_member("dyn", &again, &again.secret))
+        c.keep_alive(MemberCalls::own("dyn", &again).member())
             .await
             .expect("the secret still works");
     });
@@ -244,88 +176,65 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
 
 #[test]
 fn numbers_from_outside_are_bounded_and_the_coordinator_lives() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let (_coordinator, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (etcd, scratch, _coordinator, address) = bed();
     runtime().block_on(async {
-        let url = tiny_dataset(std::path::Path::new(&scratch.path("")), 64, 16).await;
+        let url = tiny_dataset(scratch.root(), 64, 16).await;
         let mut c = leader_client(&address).await;
-        let huge = [
-            (
-                "shuffle_buffer",
-                v1::JobConfig {
-                    shuffle_buffer: u32::MAX,
-                    ..config(&url, v1::Mode::Sync)
-                },
-            ),
-            (
-                "batch_size",
-                v1::JobConfig {
-                    batch_size: u32::MAX,
-                    ..config(&url, v1::Mode::Sync)
-                },
-            ),
-            (
-                "epochs",
-                v1::JobConfig {
-                    epochs: u64::MAX,
-                    ..config(&url, v1::Mode::Sync)
-                },
-            ),
-            (
-                "unit_samples",
-                v1::JobConfig {
-                    unit_samples: u32::MAX,
-                    ..config(&url, v1::Mode::Dynamic)
-                },
-            ),
-            (
-                "member_ttl_s",
-                v1::JobConfig {
-                    member_ttl_s: u32::MAX,
-                    ..config(&url, v1::Mode::Dynamic)
-                },
-            ),
+        type Spoil = fn(&mut v1::JobConfig);
+        let huge: [(&str, v1::Mode, Spoil); 5] = [
+            ("shuffle_buffer", v1::Mode::Sync, |c| {
+                c.shuffle_buffer = u32::MAX
+            }),
+            ("batch_size", v1::Mode::Sync, |c| c.batch_size = u32::MAX),
+            ("epochs", v1::Mode::Sync, |c| c.epochs = u64::MAX),
+            ("unit_samples", v1::Mode::Dynamic, |c| {
+                c.unit_samples = u32::MAX
+            }),
+            ("member_ttl_s", v1::Mode::Dynamic, |c| {
+                c.member_ttl_s = u32::MAX
+            }),
         ];
-        for (field, config) in huge {
-            expect(
-                c.create_job(create("huge", config)).await,
+        for (field, mode, spoil) in huge {
+            let mut config = job_config(&url, mode);
+            spoil(&mut config);
+            expect_status(
+                c.create_job(create_request("huge", config)).await,
                 Code::InvalidArgument,
                 field,
             );
         }
-        c.create_job(create("sync", config(&url, v1::Mode::Sync)))
+        c.create_job(create_request("sync", job_config(&url, v1::Mode::Sync)))
             .await
             .expect("create");
-        c.create_job(create("dyn", config(&url, v1::Mode::Dynamic)))
+        c.create_job(create_request("dyn", job_config(&url, v1::Mode::Dynamic)))
             .await
             .expect("create");
         let before = snapshot(&etcd.endpoint()).await;
         for job in ["sync", "dyn"] {
-            expect(
-                c.join(torchrun(job, 0, u32::MAX, 0)).await,
+            expect_status(
+                c.join(torchrun_join(job, 0, u32::MAX, 0)).await,
                 Code::InvalidArgument,
                 "world_size",
             );
         }
-        expect(
-            c.join(torchrun("sync", 0, 2, u64::MAX)).await,
+        expect_status(
+            c.join(torchrun_join("sync", 0, 2, u64::MAX)).await,
             Code::InvalidArgument,
             "restart_count",
         );
         assert_eq!(snapshot(&etcd.endpoint()).await, before, "nothing changed");
         let joined = c
-            .join(torchrun("sync", 0, 2, 0))
+            .join(torchrun_join("sync", 0, 2, 0))
             .await
             .expect("join")
             .into_inner();
-        expect(
-            c.join(torchrun("sync", 1, 2, u64::MAX)).await,
+        expect_status(
+            c.join(torchrun_join("sync", 1, 2, u64::MAX)).await,
             Code::InvalidArgument,
             "restart_count",
         );
         let many = vec![v1::UnitRef::default(); 100_000];
-        expect(
+        expect_status(
             c.report(v1::ReportRequest {
                 job: "sync".into(),
                 member: joined.member.clone(),
@@ -339,17 +248,12 @@ fn numbers_from_outside_are_bounded_and_the_coordinator_lives() {
         );
         // Still serving: the rest of the group joins and gets its part.
         let rank1 = c
-            .join(torchrun("sync", 1, 2, 0))
+            .join(torchrun_join("sync", 1, 2, 0))
             .await
             .expect("join")
             .into_inner();
         let part = c
-            .get_assignment(v1::AssignmentRequest {
-                job: "sync".into(),
-                member: rank1.member,
-                epoch: 0,
-                secret: rank1.secret,
-            })
+            .get_assignment(MemberCalls::own("sync", &rank1).assignment(0))
             .await
             .expect("assignment")
             .into_inner();
@@ -384,9 +288,7 @@ async fn spoil_stored_config(etcd: &str, job: &str, field: &str, value: u64) {
 
 #[test]
 fn one_bad_job_never_takes_down_the_others() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let (mut first, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (etcd, scratch, mut first, address) = bed();
     let rt = runtime();
     let dir = |name: &str| std::path::PathBuf::from(scratch.path(name));
     let urls = rt.block_on(async {
@@ -397,7 +299,7 @@ fn one_bad_job_never_takes_down_the_others() {
         }
         let mut c = leader_client(&address).await;
         for (job, url) in ["good", "bad", "gone", "repacked"].iter().zip(&urls) {
-            c.create_job(create(job, config(url, v1::Mode::Sync)))
+            c.create_job(create_request(job, job_config(url, v1::Mode::Sync)))
                 .await
                 .expect("create");
         }
@@ -420,30 +322,30 @@ fn one_bad_job_never_takes_down_the_others() {
 
     // A new leader loads every job.
     first.kill();
-    let (_second, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (_second, address) = replica(&etcd);
     rt.block_on(async {
         let mut c = leader_client(&address).await;
-        let failed = status(&mut c, "bad").await.failed;
+        let failed = job_status(&mut c, "bad").await.failed;
         assert!(failed.contains("shuffle_buffer"), "{failed}");
-        let failed = status(&mut c, "gone").await.failed;
+        let failed = job_status(&mut c, "gone").await.failed;
         assert!(failed.contains("manifest"), "{failed}");
-        let failed = status(&mut c, "repacked").await.failed;
+        let failed = job_status(&mut c, "repacked").await.failed;
         assert_eq!(
             failed.matches("sha256:").count(),
             2,
             "both digests: {failed}"
         );
         for job in ["bad", "gone", "repacked"] {
-            expect(
-                c.join(torchrun(job, 0, 1, 0)).await,
+            expect_status(
+                c.join(torchrun_join(job, 0, 1, 0)).await,
                 Code::FailedPrecondition,
                 job,
             );
         }
         // The good job is served as if nothing happened.
-        assert!(status(&mut c, "good").await.failed.is_empty());
+        assert!(job_status(&mut c, "good").await.failed.is_empty());
         let joined = c
-            .join(torchrun("good", 0, 1, 0))
+            .join(torchrun_join("good", 0, 1, 0))
             .await
             .expect("join")
             .into_inner();
@@ -451,15 +353,14 @@ fn one_bad_job_never_takes_down_the_others() {
 
         // A manifest that comes back is picked up without a failover.
         std::fs::write(&manifest, &saved).expect("restore manifest");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !status(&mut c, "gone").await.failed.is_empty() {
-            assert!(
-                Instant::now() < deadline,
-                "the restored job is never served again"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        c.join(torchrun("gone", 0, 1, 0))
+        eventually(
+            "the restored job to be served again",
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            async || job_status(&mut c, "gone").await.failed.is_empty(),
+        )
+        .await;
+        c.join(torchrun_join("gone", 0, 1, 0))
             .await
             .expect("join the restored job");
     });
@@ -467,9 +368,7 @@ fn one_bad_job_never_takes_down_the_others() {
 
 #[test]
 fn a_manifest_that_never_arrives_stalls_only_its_own_create() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let (_coordinator, address) = coordinator_with(&[etcd.endpoint()], NO_S3, &[]);
+    let (_etcd, scratch, _coordinator, address) = bed();
     let hung = scratch.path("hung");
     std::fs::create_dir_all(&hung).expect("mkdir");
     let fifo = format!("{hung}/manifest.json");
@@ -481,13 +380,13 @@ fn a_manifest_that_never_arrives_stalls_only_its_own_create() {
     runtime().block_on(async {
         let url = tiny_dataset(std::path::Path::new(&scratch.path("good")), 64, 16).await;
         let mut c = leader_client(&address).await;
-        c.create_job(create("good", config(&url, v1::Mode::Sync)))
+        c.create_job(create_request("good", job_config(&url, v1::Mode::Sync)))
             .await
             .expect("create");
         let mut hanging = c.clone();
         let stuck = tokio::spawn(async move {
             hanging
-                .create_job(create("hung", config(&hung, v1::Mode::Sync)))
+                .create_job(create_request("hung", job_config(&hung, v1::Mode::Sync)))
                 .await
         });
         // For two seconds while the create hangs (it takes the leader's
@@ -499,7 +398,7 @@ fn a_manifest_that_never_arrives_stalls_only_its_own_create() {
             let started = Instant::now();
             let answer = tokio::time::timeout(Duration::from_secs(2), async {
                 c.get_status(v1::JobRequest { job: "good".into() }).await?;
-                c.join(torchrun("good", rank % 2, 2, u64::from(rank / 2)))
+                c.join(torchrun_join("good", rank % 2, 2, u64::from(rank / 2)))
                     .await
             })
             .await;
@@ -515,28 +414,6 @@ fn a_manifest_that_never_arrives_stalls_only_its_own_create() {
     });
     // Release the reader blocked on the FIFO.
     drop(std::fs::OpenOptions::new().write(true).open(&fifo));
-}
-
-type Intercept = Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Send>;
-type Authed = CoordinatorClient<InterceptedService<Channel, Intercept>>;
-
-async fn client_with_token(address: &str, token: Option<&str>) -> Authed {
-    let channel = Channel::from_shared(format!("http://{address}"))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect");
-    let header: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> =
-        token.map(|t| format!("Bearer {t}").parse().expect("ascii"));
-    let intercept: Intercept = Box::new(move |mut request: Request<()>| {
-        if let Some(value) = &header {
-            request
-                .metadata_mut()
-                .insert("authorization", value.clone());
-        }
-        Ok(request)
-    });
-    CoordinatorClient::with_interceptor(channel, intercept)
 }
 
 #[test]
@@ -560,37 +437,24 @@ fn calls_without_the_token_or_outside_the_allowed_datasets_are_refused() {
     runtime().block_on(async {
         let inside = tiny_dataset(std::path::Path::new(&allowed), 64, 16).await;
         let elsewhere = tiny_dataset(std::path::Path::new(&outside), 64, 16).await;
-        let mut good = client_with_token(&address, Some("s3cret-token")).await;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let probe = good
-                .get_status(v1::JobRequest {
-                    job: "probe".into(),
-                })
-                .await;
-            if matches!(&probe, Err(s) if s.code() == Code::NotFound) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "never led: {probe:?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let mut good = leader_client_with_token(&address, "s3cret-token").await;
         let before = snapshot(&etcd.endpoint()).await;
         for token in [None, Some("wrong")] {
             let mut bad = client_with_token(&address, token).await;
             let url = format!("file://{inside}");
-            expect(
-                bad.create_job(create("j", config(&url, v1::Mode::Sync)))
+            expect_status(
+                bad.create_job(create_request("j", job_config(&url, v1::Mode::Sync)))
                     .await,
                 Code::Unauthenticated,
                 "token",
             );
-            expect(
+            expect_status(
                 bad.get_status(v1::JobRequest { job: "j".into() }).await,
                 Code::Unauthenticated,
                 "token",
             );
-            expect(
-                bad.join(torchrun("j", 0, 1, 0)).await,
+            expect_status(
+                bad.join(torchrun_join("j", 0, 1, 0)).await,
                 Code::Unauthenticated,
                 "token",
             );
@@ -600,17 +464,17 @@ fn calls_without_the_token_or_outside_the_allowed_datasets_are_refused() {
             format!("file://{allowed}/../outside"),
             elsewhere.clone(),
         ] {
-            expect(
-                good.create_job(create("j", config(&url, v1::Mode::Sync)))
+            expect_status(
+                good.create_job(create_request("j", job_config(&url, v1::Mode::Sync)))
                     .await,
                 Code::PermissionDenied,
                 "allowed dataset prefix",
             );
         }
         assert_eq!(snapshot(&etcd.endpoint()).await, before, "nothing changed");
-        good.create_job(create(
+        good.create_job(create_request(
             "j",
-            config(&format!("file://{inside}"), v1::Mode::Sync),
+            job_config(&format!("file://{inside}"), v1::Mode::Sync),
         ))
         .await
         .expect("a dataset under the allowed prefix, with the token");

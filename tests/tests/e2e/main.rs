@@ -1,6 +1,7 @@
 //! End-to-end tests: the `tributary` binary, a real S3-compatible server
 //! (moto) on loopback, and the Python `webdataset` library, all started by
-//! the harness. One test binary, as the style guide asks.
+//! the test support in this package's library (`tributary_tests`). One test
+//! binary, as the style guide asks.
 //!
 //! Needs the test virtualenv (`scripts/test.sh` creates it): `moto_server`
 //! and `python` with `webdataset`, found through `TRIBUTARY_VENV` or
@@ -8,12 +9,10 @@
 
 mod bad_requests;
 mod cli;
-mod cluster;
 mod deploy;
 mod elastic;
 mod epochs;
 mod freeze;
-mod harness;
 mod hostile;
 mod s3;
 mod store_faults;

@@ -4,7 +4,8 @@
 use tributary_worker::pipeline::decode::augment::AugmentConfig;
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, StoreOptions};
 
-use crate::harness::{tributary, tributary_ok, S3Server, Scratch, S3_ENV};
+use tributary_tests::cli::{tributary, tributary_ok, Scratch};
+use tributary_tests::s3::{S3Server, S3_ENV};
 
 async fn read_all(url: &str, options: &StoreOptions) -> (Dataset, Vec<Batch>) {
     let dataset = Dataset::open(url, options).await.expect("open dataset");
@@ -77,15 +78,9 @@ fn pack_inspect_and_read_through_s3_match_the_local_copy() {
         "{stderr}"
     );
 
-    let mut s3 = StoreOptions::from_vars(
-        S3_ENV
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-    );
-    s3.set("aws_endpoint", server.endpoint.clone());
-    s3.set("aws_allow_http", "true");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let (remote, remote_batches) = runtime.block_on(read_all("s3://datasets/train", &s3));
+    let (remote, remote_batches) =
+        runtime.block_on(read_all("s3://datasets/train", &server.options()));
     let (local, local_batches) = runtime.block_on(read_all(local, &StoreOptions::default()));
     assert_eq!(
         remote.manifest, local.manifest,

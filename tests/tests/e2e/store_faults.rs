@@ -16,17 +16,16 @@ use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
 use tributary_common::sample::Sample;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::{IoError, RetryPolicy};
+use tributary_tests::dataset::pack_local;
 use tributary_tests::faulty_s3::{Fault, FaultyS3};
+use tributary_tests::s3::s3_options;
 use tributary_worker::pipeline::decode::augment::AugmentConfig;
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
 use tributary_worker::pipeline::parse::span_samples;
-use tributary_worker::tools::pack::{pack, PackOptions};
-use tributary_worker::tools::progress::NoProgress;
+use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
-
-use crate::harness::S3_ENV;
 
 const URL: &str = "s3://datasets/train";
 
@@ -42,14 +41,7 @@ fn policy() -> RetryPolicy {
 
 /// The options the CLI builds for `--s3-endpoint http://...`.
 fn options(server: &FaultyS3) -> StoreOptions {
-    let mut options = StoreOptions::from_vars(
-        S3_ENV
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-    );
-    options.set("aws_endpoint", server.endpoint.clone());
-    options.set("aws_allow_http", "true");
-    options.set("aws_virtual_hosted_style_request", "false");
+    let mut options = s3_options(&server.endpoint);
     options.retry = policy();
     options
 }
@@ -89,21 +81,13 @@ async fn served() -> Served {
     };
     write_image_folder(&images, &synth, &|_| ()).expect("synth");
     let shards = dir.path().join("shards");
-    let dest = Location::open(
-        &shards.display().to_string(),
-        &StoreOptions::default(),
-        true,
-    )
-    .expect("open");
     let pack_options = PackOptions {
         max_samples: 12,
         compression: Compression::ZSTD,
         block_bytes: 4096,
         ..PackOptions::default()
     };
-    pack(&images, &dest, &pack_options, Arc::new(NoProgress))
-        .await
-        .expect("pack");
+    pack_local(&images, &shards, &pack_options).await;
     let server = FaultyS3::start().await.expect("start server");
     let objects = server.put_dir("datasets", "train", &shards).expect("serve");
     assert_eq!(objects, 5, "4 shards and a manifest");

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::harness::{parse_read, python, tributary, tributary_ok, Scratch};
+use tributary_tests::cli::{parse_read, python, success_stdout, tributary, tributary_ok, Scratch};
 
 fn class_index(key: &str, classes: &[&str]) -> i64 {
     let class = key.split('/').next().expect("class");
@@ -75,12 +75,7 @@ fn webdataset_reads_tributary_shards_as_is() {
         .arg(&tars[0])
         .output()
         .expect("run tar");
-    assert!(
-        listed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&listed.stderr)
-    );
-    let names = String::from_utf8(listed.stdout).expect("utf-8");
+    let names = success_stdout("tar tf", listed);
     assert_eq!(names.lines().count(), 20, "{names}");
     assert!(
         names

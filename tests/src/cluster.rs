@@ -1,98 +1,22 @@
-//! The cluster harness of the elastic tests: etcd, coordinator replicas and
-//! rank processes (`tributary-rank`), each a real process that a test can
-//! `kill -9`, with every stdout line a rank prints collected as it comes.
+//! Coordinator replicas and rank processes (`tributary-rank`), each a real
+//! process ([`Proc`]) that a test can `kill -9`, with every stdout line a
+//! rank prints collected as it comes; and the job status a replica reports.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
 use tributary_common::proto::v1::{self, JobStatus};
 
-use crate::harness::{tributary_bin, wait_until, S3_ENV};
+use crate::cli::{tributary_bin, workspace_bin};
+use crate::dataset::S3Dataset;
+use crate::free_port;
+use crate::process::Proc;
+use crate::s3::S3_ENV;
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// A child process whose stdout lines are collected; killed (SIGKILL) on drop.
-pub struct Proc {
-    pub name: String,
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Proc {
-    pub fn spawn(name: &str, mut command: Command) -> Self {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let stdout = child.stdout.take().expect("stdout");
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().expect("lines").push(line);
-            }
-        });
-        Self {
-            name: name.to_owned(),
-            child,
-            lines,
-        }
-    }
-
-    pub fn lines(&self) -> Vec<String> {
-        self.lines.lock().expect("lines").clone()
-    }
-
-    /// Sends `signal` (`STOP`, `CONT`, ...) with `kill -SIGNAL`.
-    pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -{signal} {}: {status}", self.name);
-    }
-
-    /// `kill -9`.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Waits for a clean exit.
-    pub fn wait_ok(&mut self, deadline: Duration) {
-        let mut status = None;
-        wait_until(&format!("{} to exit", self.name), deadline, || {
-            status = self.child.try_wait().expect("try_wait");
-            status.is_some()
-        });
-        let status = status.expect("status");
-        assert!(
-            status.success(),
-            "{} failed: {status}; output: {:?}",
-            self.name,
-            self.lines().last()
-        );
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A coordinator replica on a free port, state in etcd.
+/// A coordinator replica on a free port, state in etcd; returns it and its
+/// address.
 pub fn coordinator(etcd: &[String], s3_endpoint: &str) -> (Proc, String) {
     coordinator_with(etcd, s3_endpoint, &[])
 }
@@ -121,17 +45,74 @@ pub fn coordinator_with(etcd: &[String], s3_endpoint: &str, extra: &[&str]) -> (
     )
 }
 
-pub fn rank_bin() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_BIN_EXE_tributary-rank"))
+/// `n` [`coordinator`] replicas on the same etcd, and their addresses.
+pub fn coordinators(n: usize, etcd: &[String], s3_endpoint: &str) -> (Vec<Proc>, Vec<String>) {
+    (0..n).map(|_| coordinator(etcd, s3_endpoint)).unzip()
+}
+
+/// The test rank, built with this package's tests.
+pub fn rank_bin() -> PathBuf {
+    workspace_bin(
+        "tributary-rank",
+        "cargo builds it with the tests of tributary-tests",
+    )
 }
 
 /// Common arguments of every rank of a test job.
+#[derive(Debug, Clone)]
 pub struct JobArgs<'a> {
     pub coordinators: String,
     pub job: &'a str,
     pub dataset: &'a str,
     pub s3_endpoint: &'a str,
     pub extra: Vec<String>,
+}
+
+/// The units of [`JobArgs::dynamic`] jobs, in samples.
+pub const DYNAMIC_UNIT: u32 = 16;
+
+impl<'a> JobArgs<'a> {
+    /// A job on `data` through the replicas at `coordinators` (comma
+    /// separated), every rank started with `flags`.
+    pub fn new(coordinators: String, job: &'a str, data: &'a S3Dataset, flags: &[&str]) -> Self {
+        Self {
+            coordinators,
+            job,
+            dataset: &data.url,
+            s3_endpoint: data.endpoint(),
+            extra: flags.iter().map(|flag| (*flag).to_owned()).collect(),
+        }
+    }
+
+    /// A dynamic job on `data`: batches of 8, units of [`DYNAMIC_UNIT`]
+    /// samples, a shuffle buffer of 16; each member takes `step_ms` a batch
+    /// and is kept `ttl_s` without a word.
+    pub fn dynamic(
+        coordinators: String,
+        job: &'a str,
+        data: &'a S3Dataset,
+        step_ms: u64,
+        ttl_s: u64,
+    ) -> Self {
+        let (unit, step_ms, ttl_s) = (
+            DYNAMIC_UNIT.to_string(),
+            step_ms.to_string(),
+            ttl_s.to_string(),
+        );
+        let flags = [
+            "--batch-size",
+            "8",
+            "--unit-samples",
+            &unit,
+            "--step-ms",
+            &step_ms,
+            "--member-ttl-s",
+            &ttl_s,
+            "--shuffle-buffer",
+            "16",
+        ];
+        Self::new(coordinators, job, data, &flags)
+    }
 }
 
 /// A torchrun-style rank.
@@ -146,11 +127,25 @@ pub fn torchrun_rank(job: &JobArgs<'_>, rank: u32, world: u32, restart: u64) -> 
     Proc::spawn(&format!("rank {rank}/{world} restart {restart}"), command)
 }
 
+/// The `world` ranks of a torchrun group at restart `restart`.
+pub fn torchrun_group(job: &JobArgs<'_>, world: u32, restart: u64) -> Vec<Proc> {
+    (0..world)
+        .map(|rank| torchrun_rank(job, rank, world, restart))
+        .collect()
+}
+
 /// A dynamic member joining by name.
 pub fn named_member(job: &JobArgs<'_>, name: &str) -> Proc {
     let mut command = rank_command(job);
     command.args(["--name", name, "--mode", "dynamic"]);
     Proc::spawn(&format!("member {name}"), command)
+}
+
+/// `n` dynamic members named `m0`, `m1`, ...
+pub fn named_members(job: &JobArgs<'_>, n: usize) -> Vec<Proc> {
+    (0..n)
+        .map(|i| named_member(job, &format!("m{i}")))
+        .collect()
 }
 
 fn rank_command(job: &JobArgs<'_>) -> Command {

@@ -1,0 +1,117 @@
+//! Datasets packed for tests: tiny ones for a coordinator (which reads only
+//! the manifest), image folders packed locally or into S3, and what tests
+//! compute from a manifest.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tributary_common::manifest::Manifest;
+use tributary_common::span::SpanSet;
+use tributary_worker::tools::pack::{pack, PackOptions};
+use tributary_worker::tools::progress::NoProgress;
+use tributary_worker::AugmentConfig;
+use tributary_worker::{LoaderConfig, Location, StoreOptions};
+
+use crate::cli::{tributary_ok, Scratch};
+use crate::s3::S3Server;
+
+/// Packs the image folder `src` into a new local dataset at `dest` with
+/// `options`; returns its location.
+pub async fn pack_local(src: &Path, dest: &Path, options: &PackOptions) -> Location {
+    let location = Location::open(&dest.display().to_string(), &StoreOptions::default(), true)
+        .expect("open the dataset location");
+    pack(src, &location, options, Arc::new(NoProgress))
+        .await
+        .expect("pack");
+    location
+}
+
+/// Packs a dataset of `samples` tiny files (not images: a coordinator reads
+/// only the manifest) into shards of `per_shard` under `dir`; returns its URL.
+pub async fn tiny_dataset(dir: &Path, samples: u32, per_shard: u32) -> String {
+    let src = dir.join("src");
+    for i in 0..samples {
+        let class = src.join(format!("c{}", i % 8));
+        std::fs::create_dir_all(&class).expect("mkdir");
+        std::fs::write(class.join(format!("{i:08}.jpg")), i.to_le_bytes()).expect("write");
+    }
+    let dest = dir.join("ds");
+    let options = PackOptions {
+        max_samples: per_shard,
+        ..PackOptions::default()
+    };
+    pack_local(&src, &dest, &options).await;
+    dest.display().to_string()
+}
+
+/// An S3 server holding a dataset of synthesized images, with the scratch
+/// directory it was made in.
+#[derive(Debug)]
+pub struct S3Dataset {
+    pub s3: S3Server,
+    pub scratch: Scratch,
+    /// `s3://data/ds`
+    pub url: String,
+    pub manifest: Manifest,
+}
+
+impl S3Dataset {
+    /// Starts an S3 server, synthesizes `images` small images (4 classes)
+    /// with the CLI and packs them into `s3://data/ds` in shards of
+    /// `per_shard`.
+    pub fn start(images: usize, per_shard: u32) -> Self {
+        let s3 = S3Server::start();
+        let scratch = Scratch::new();
+        let src = scratch.synth("images", images, 4);
+        s3.create_bucket("data");
+        let url = "s3://data/ds".to_owned();
+        let per_shard = per_shard.to_string();
+        tributary_ok(
+            &["pack", &src, &url, "--max-samples", &per_shard],
+            &s3.env(),
+        );
+        // Packing is deterministic: a local copy has the same manifest.
+        let local = scratch.path("local");
+        tributary_ok(&["pack", &src, &local, "--max-samples", &per_shard], &[]);
+        let manifest =
+            Manifest::from_json(&std::fs::read(format!("{local}/manifest.json")).expect("read"))
+                .expect("manifest");
+        Self {
+            s3,
+            scratch,
+            url,
+            manifest,
+        }
+    }
+
+    /// The S3 server's endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.s3.endpoint
+    }
+}
+
+/// The ids of the samples of `set`, in its order.
+pub fn sample_ids(manifest: &Manifest, set: &SpanSet) -> Vec<u64> {
+    set.samples()
+        .map(|(shard, i)| manifest.sample_id(shard as usize, i))
+        .collect()
+}
+
+/// Every shard's sample count, in manifest order.
+pub fn shard_counts(manifest: &Manifest) -> Vec<u32> {
+    manifest.shards.iter().map(|s| s.samples).collect()
+}
+
+/// A cheap loader for tests that count samples: one decode thread,
+/// 16-pixel crops.
+pub fn small_loader_config() -> LoaderConfig {
+    let augment = AugmentConfig {
+        size: 16,
+        ..AugmentConfig::default()
+    };
+    LoaderConfig {
+        decode_threads: 1,
+        augment,
+        ..LoaderConfig::default()
+    }
+}
