@@ -23,6 +23,8 @@
 //! - [`coordinated`]: loading under a coordinator: join, keep-alive, the
 //!   sync loader (equal parts per generation, checkpoints) and the dynamic
 //!   loader (leased units, acks).
+//! - [`rank`]: one rank of a coordinated job in one call: dataset,
+//!   coordinator, job, membership and the loader of the job's mode.
 //! - [`metrics`]: throughput, per-stage time, consumer wait.
 //! - [`pack`], [`index`], [`inspect`]: writing shards and manifests from an
 //!   ImageFolder tree, indexing foreign WebDataset shards, verifying datasets.
@@ -59,6 +61,7 @@ pub mod metrics;
 pub mod pack;
 pub mod pixels;
 pub mod progress;
+pub mod rank;
 pub mod shuffle;
 pub mod synth;
 
