@@ -6,34 +6,30 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), tributary_worker::WorkerError> {
+//! use std::collections::HashMap;
 //! use tributary_worker::coordinated::Identity;
 //! use tributary_worker::rank::{Coordinator, Credentials, Rank, RankConfig};
 //!
-//! let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+//! let env: HashMap<String, String> = std::env::vars().collect();
 //! let identity = Identity::from_torchrun_env(&env)?.expect("run under torchrun");
 //! let coordinator = Coordinator::Shared(vec!["coord-0:7070".into(), "coord-1:7070".into()]);
 //! let mut rank = Rank::start(RankConfig {
-//!     batch_size: 256,
-//!     epochs: 90,
-//!     seed: 42,
-//!     credentials: Credentials::Env { env, auth_token: None },
+//!     batch_size: 256, epochs: 90, seed: 42,
+//!     credentials: Credentials::Env { env, auth_token: None }, // TRIBUTARY_AUTH_TOKEN, TRIBUTARY_TLS_*
 //!     ..RankConfig::new("s3://bucket/imagenet", coordinator, "resnet", identity)
-//! })
-//! .await?;
+//! }).await?; // opens the dataset, creates the job (or finds it), joins, starts the loader
 //! loop {
-//!     while let Some(batch) = rank.next().await {
-//!         let batch = batch?; // train on batch.images, batch.labels; on a checkpoint:
-//!         let state = rank.state_dict()?; // saved with the model, then
-//!         rank.commit(&state).await?;
+//!     while let Some(batch) = rank.next().await { let batch = batch?; /* train; on checkpoint: */
+//!         let state = rank.state_dict()?; /* save it with the model, then */ rank.commit(&state).await?;
 //!     }
-//!     if !rank.next_epoch().await? {
-//!         break;
-//!     }
+//!     if !rank.next_epoch().await? { break }
 //! }
 //! # Ok(()) }
 //! ```
 
 mod config;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
