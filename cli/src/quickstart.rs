@@ -18,8 +18,9 @@ use tributary_common::plan::{self, epoch_spans, Remainder};
 use tributary_common::proto::v1;
 use tributary_common::shuffle::ShuffleSpec;
 use tributary_coordinator::LocalCoordinator;
-use tributary_worker::coordinated::{self, Client, Identity, Session, SyncLoader};
+use tributary_worker::coordinated::{self, Client, Identity};
 use tributary_worker::pipeline::limits;
+use tributary_worker::rank::{self, Coordinator, RankConfig};
 use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::tools::synth;
@@ -100,18 +101,36 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let dataset = Dataset::from_location(dest).await?;
     let started = Instant::now();
     let coordinator = LocalCoordinator::start(StoreOptions::default()).await?;
-    let client = Arc::new(Client::new(&[coordinator.address().to_owned()])?);
-    let job = v1::JobConfig {
-        manifest_url: shards_dir.display().to_string(),
-        seed: args.seed,
-        batch_size: args.batch_size as u32,
-        epochs: 1,
-        remainder: v1::RemainderPolicy::RemainderDrop as i32,
-        mode: v1::Mode::Sync as i32,
-        shuffle_buffer: SHUFFLE_BUFFER as u32,
-        ..v1::JobConfig::default()
+    let client = Client::new(&[coordinator.address().to_owned()])?;
+    // Every rank of either generation: its identity, and its share of the
+    // machine's cores.
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let config = |rank: usize, world: usize, restart: u64| {
+        let identity = Identity::Torchrun {
+            rank: rank as u32,
+            world: world as u32,
+            run_id: JOB.to_owned(),
+            restart,
+        };
+        let coordinator = Coordinator::Shared(vec![coordinator.address().to_owned()]);
+        RankConfig {
+            seed: args.seed,
+            batch_size: args.batch_size as u32,
+            epochs: 1,
+            mode: v1::Mode::Sync,
+            shuffle_buffer: SHUFFLE_BUFFER as u32,
+            loader: LoaderConfig {
+                decode_threads: (threads / world).max(1),
+                augment: tributary_worker::pipeline::decode::augment::AugmentConfig {
+                    size: args.image_size,
+                    ..Default::default()
+                },
+                ..LoaderConfig::default()
+            },
+            ..RankConfig::new(shards_dir.display().to_string(), coordinator, JOB, identity)
+        }
     };
-    let created = coordinated::create_job(&client, JOB, job).await?;
+    let created = coordinated::create_job(&client, JOB, config(0, 1, 0).job_config()).await?;
     println!(
         "3/4 coordinator in-process at {}, in-memory store; sync job of {} samples  {:>6.2} s",
         coordinator.address(),
@@ -122,32 +141,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // Generation 0: the whole group reads half its part, checkpoints
     // (commits), and reads a little further before a node is preempted.
     let started = Instant::now();
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let base = |world: usize| LoaderConfig {
-        decode_threads: (threads / world).max(1),
-        augment: tributary_worker::pipeline::decode::augment::AugmentConfig {
-            size: args.image_size,
-            ..Default::default()
-        },
-        ..LoaderConfig::default()
-    };
     let group = |world: usize, restart: u64| {
         (0..world)
-            .map(|rank| {
-                let identity = Identity::Torchrun {
-                    rank: rank as u32,
-                    world: world as u32,
-                    run_id: JOB.to_owned(),
-                    restart,
-                };
-                tokio::spawn(train(
-                    Arc::clone(&client),
-                    identity,
-                    dataset.clone(),
-                    base(world),
-                    restart == 0,
-                ))
-            })
+            .map(|rank| tokio::spawn(train(config(rank, world, restart), restart == 0)))
             .collect::<Vec<_>>()
     };
     let mut first = Vec::new();
@@ -255,18 +251,11 @@ struct Rank {
 
 /// One torchrun rank: joins, reads its part and, when `preempted`, commits
 /// half-way and stops two batches later.
-async fn train(
-    client: Arc<Client>,
-    identity: Identity,
-    dataset: Dataset,
-    base: LoaderConfig,
-    preempted: bool,
-) -> anyhow::Result<Rank> {
+async fn train(config: RankConfig, preempted: bool) -> anyhow::Result<Rank> {
     let started = Instant::now();
-    let session = Arc::new(Session::join(client, JOB, &identity).await?);
-    let batch = session.config().batch_size as u64;
-    let mut loader = SyncLoader::start(Arc::clone(&session), dataset, base).await?;
-    let part = loader.samples();
+    let mut loader = rank::Rank::start(config).await?;
+    let batch = loader.session().config().batch_size as u64;
+    let part = loader.samples().context("a sync rank reads a part")?;
     let checkpoint = preempted.then_some(part / 2 / batch * batch);
     let mut rank = Rank {
         part,
@@ -279,7 +268,7 @@ async fn train(
         if rank.first_batch.is_zero() {
             rank.first_batch = started.elapsed();
         }
-        let state = loader.state_dict();
+        let state = loader.state_dict()?;
         match checkpoint {
             Some(at) if state.samples > at => {
                 rank.after.extend(&batch.ids);

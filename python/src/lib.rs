@@ -235,7 +235,7 @@ impl Loader {
         let inner = start(py, &args)?;
         Ok(Self {
             args,
-            address: inner.rank.address.clone(),
+            address: inner.rank.address().to_owned(),
             inner: Some(inner),
             pid: std::process::id(),
         })
@@ -309,22 +309,22 @@ impl Loader {
 
     #[getter]
     fn epoch(&mut self, py: Python<'_>) -> PyResult<u64> {
-        Ok(self.inner(py)?.rank.describe().0)
+        Ok(self.inner(py)?.rank.describe().epoch)
     }
 
     #[getter]
     fn generation(&mut self, py: Python<'_>) -> PyResult<u64> {
-        Ok(self.inner(py)?.rank.describe().1)
+        Ok(self.inner(py)?.rank.describe().generation)
     }
 
     #[getter]
     fn rank(&mut self, py: Python<'_>) -> PyResult<u32> {
-        Ok(self.inner(py)?.rank.describe().2)
+        Ok(self.inner(py)?.rank.describe().rank)
     }
 
     #[getter]
     fn world_size(&mut self, py: Python<'_>) -> PyResult<u32> {
-        Ok(self.inner(py)?.rank.describe().3)
+        Ok(self.inner(py)?.rank.describe().world)
     }
 
     /// The coordinator's address; with `coordinator=None`, the in-process
@@ -340,7 +340,9 @@ impl Loader {
     }
 
     fn __repr__(&mut self, py: Python<'_>) -> PyResult<String> {
-        let (epoch, generation, rank, world) = self.inner(py)?.rank.describe();
+        let place = self.inner(py)?.rank.describe();
+        let (epoch, generation, rank, world) =
+            (place.epoch, place.generation, place.rank, place.world);
         Ok(format!(
             "Loader(dataset={:?}, job={:?}, epoch={epoch}, generation={generation}, rank={rank}, world_size={world})",
             self.args.dataset, self.args.job

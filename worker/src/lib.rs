@@ -16,6 +16,8 @@
 //! - [`coordinated`]: loading under a coordinator: the client, join and
 //!   keep-alive, the sync loader (equal parts per generation, checkpoints)
 //!   and the dynamic loader (leased units, acks).
+//! - [`rank`]: one rank of a coordinated job in one call: dataset,
+//!   coordinator, job, membership and the loader of the job's mode.
 //! - [`tools`]: writing and checking datasets: the packer, the WebDataset
 //!   indexer, the inspector, synthetic images.
 //! - [`error`]: [`WorkerError`]; object-store errors come from
@@ -40,6 +42,7 @@
 pub mod coordinated;
 pub mod error;
 pub mod pipeline;
+pub mod rank;
 pub mod tools;
 
 pub use error::{Result, WorkerError};

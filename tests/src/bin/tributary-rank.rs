@@ -1,5 +1,5 @@
-//! A trainer rank for the end-to-end tests: joins a coordinator job with the
-//! worker library (torchrun identity from the environment, or `--name`),
+//! A trainer rank for the end-to-end tests: joins a coordinator job through
+//! `tributary_worker::rank` (torchrun identity from the environment, or `--name`),
 //! reads its assignment from the object store, and prints what it does, one
 //! line per event, flushed, so a test that kills it knows how far it got.
 //! The coordinator credentials come from the environment, as the Python
@@ -28,12 +28,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::Parser;
 use tributary_common::proto::v1;
-use tributary_worker::coordinated::{
-    self, Client, ClientCredentials, DynamicLoader, DynamicOptions, Identity, OnLeaseLost, Session,
-    SyncLoader,
-};
+use tributary_worker::coordinated::{self, DynamicOptions, Identity, OnLeaseLost};
 use tributary_worker::pipeline::decode::augment::AugmentConfig;
-use tributary_worker::{Dataset, LoaderConfig, StoreOptions};
+use tributary_worker::rank::{Coordinator, Credentials, Rank, RankConfig};
+use tributary_worker::{LoaderConfig, StoreOptions};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -132,81 +130,72 @@ async fn main() -> anyhow::Result<()> {
         None => Identity::from_torchrun_env(&env)?
             .context("set RANK/WORLD_SIZE (torchrun) or pass --name")?,
     };
-    let mut options = StoreOptions::from_vars(std::env::vars());
+    let mut store = StoreOptions::from_vars(std::env::vars());
     if let Some(endpoint) = &args.s3_endpoint {
-        options.set("aws_endpoint", endpoint.clone());
-        options.set("aws_allow_http", "true");
-        options.set("aws_virtual_hosted_style_request", "false");
+        store.set("aws_endpoint", endpoint.clone());
+        store.set("aws_allow_http", "true");
+        store.set("aws_virtual_hosted_style_request", "false");
     }
-    let dataset = Dataset::open(&args.dataset, &options).await?;
-    let client = Arc::new(
-        Client::new(std::slice::from_ref(&args.coordinator))?
-            .with_credentials(&ClientCredentials::from_env(&env)?)?,
-    );
     let mode = match args.mode.as_str() {
         "dynamic" => v1::Mode::Dynamic,
         _ => v1::Mode::Sync,
     };
-    let config = v1::JobConfig {
-        manifest_url: args.dataset.clone(),
+    let step = Duration::from_millis(args.step_ms);
+    let coordinator = Coordinator::Shared(vec![args.coordinator.clone()]);
+    let config = RankConfig {
+        store,
+        credentials: Credentials::Env {
+            env,
+            auth_token: None,
+        },
         seed: args.seed,
         batch_size: args.batch_size,
         epochs: args.epochs,
-        remainder: v1::RemainderPolicy::RemainderDrop as i32,
-        mode: mode as i32,
+        mode,
         shuffle_buffer: args.shuffle_buffer,
         unit_samples: args.unit_samples,
         member_ttl_s: args.member_ttl_s,
-    };
-    coordinated::create_job(&client, &args.job, config).await?;
-    let session = Arc::new(Session::join(client, &args.job, &identity).await?);
-    let base = LoaderConfig {
-        decode_threads: 1,
-        augment: AugmentConfig {
-            size: 16,
-            ..AugmentConfig::default()
+        loader: LoaderConfig {
+            decode_threads: 1,
+            augment: AugmentConfig {
+                size: 16,
+                ..AugmentConfig::default()
+            },
+            ..LoaderConfig::default()
         },
-        ..LoaderConfig::default()
+        dynamic: dynamic_options(args.lookahead, args.on_lease_lost),
+        ..RankConfig::new(&args.dataset, coordinator, &args.job, identity)
     };
-    let step = Duration::from_millis(args.step_ms);
+    let rank = Rank::start(config).await?;
     match mode {
-        v1::Mode::Dynamic => {
-            let options = DynamicOptions {
-                lookahead: args.lookahead,
-                on_lease_lost: args.on_lease_lost,
-                ..DynamicOptions::default()
-            };
-            run_dynamic(session, dataset, base, step, options).await?;
-        }
-        _ => run_sync(session, dataset, base, step, args.commit_every, args.hold).await?,
+        v1::Mode::Dynamic => run_dynamic(rank, step).await?,
+        _ => run_sync(rank, step, args.commit_every, args.hold).await?,
     }
     emit("done");
     Ok(())
 }
 
 async fn run_sync(
-    session: Arc<Session>,
-    dataset: Dataset,
-    base: LoaderConfig,
+    mut rank: Rank,
     step: Duration,
     commit_every: u64,
     mut holds: Vec<(u64, PathBuf)>,
 ) -> anyhow::Result<()> {
-    let mut loader = SyncLoader::start(session, dataset, base).await?;
-    while !loader.finished() {
+    while !rank.finished() {
+        let place = rank.describe();
         emit(&format!(
             "gen {} {} {} {} {}",
-            loader.generation(),
-            loader.epoch(),
-            loader.rank(),
-            loader.world(),
-            loader.samples()
+            place.generation,
+            place.epoch,
+            place.rank,
+            place.world,
+            rank.samples().unwrap_or_default()
         ));
         let mut next_commit = commit_every;
-        while let Some(batch) = loader.next().await {
+        while let Some(batch) = rank.next().await {
             let batch = batch?;
             tokio::time::sleep(step).await;
-            let state = loader.state_dict();
+            let state = rank.state_dict()?;
             let ids: Vec<String> = batch.ids.iter().map(u64::to_string).collect();
             emit(&format!(
                 "batch {} {} {}",
@@ -216,27 +205,23 @@ async fn run_sync(
             ));
             if commit_every > 0 && state.samples >= next_commit {
                 next_commit += commit_every;
-                loader.commit(&state).await?;
+                rank.commit(&state).await?;
                 emit(&format!("commit {} {}", state.generation, state.samples));
             }
             if state.generation == 0 {
                 hold(&mut holds, state.samples).await;
             }
         }
-        if !loader.next_epoch().await? {
+        if !rank.next_epoch().await? {
             break;
         }
     }
     Ok(())
 }
 
-async fn run_dynamic(
-    session: Arc<Session>,
-    dataset: Dataset,
-    base: LoaderConfig,
-    step: Duration,
-    options: DynamicOptions,
-) -> anyhow::Result<()> {
+/// The dynamic options asked for, with hooks that print each lease,
+/// confirmed ack and rejoin.
+fn dynamic_options(lookahead: Option<u64>, on_lease_lost: OnLeaseLost) -> DynamicOptions {
     let on_lease: coordinated::dynamic::OnLease =
         Arc::new(|unit: &v1::Unit| emit(&format!("lease {} {} {}", unit.epoch, unit.id, now_ms())));
     let on_ack: coordinated::dynamic::OnAck = Arc::new(|units: &[v1::UnitRef]| {
@@ -246,23 +231,26 @@ async fn run_dynamic(
     });
     let on_rejoin: coordinated::dynamic::OnRejoin =
         Arc::new(|member: &str| emit(&format!("rejoin {member}")));
-    let options = DynamicOptions {
+    DynamicOptions {
         on_lease: Some(on_lease),
         on_ack: Some(on_ack),
         on_rejoin: Some(on_rejoin),
-        ..options
-    };
-    let mut loader = DynamicLoader::start(Arc::clone(&session), dataset, base, options).await?;
+        lookahead,
+        on_lease_lost,
+    }
+}
+
+async fn run_dynamic(mut rank: Rank, step: Duration) -> anyhow::Result<()> {
     loop {
-        while let Some(batch) = loader.next().await {
+        while let Some(batch) = rank.next().await {
             let ids: Vec<String> = batch?.ids.iter().map(u64::to_string).collect();
             emit(&format!("got {}", ids.join(" ")));
             tokio::time::sleep(step).await;
         }
-        if !loader.next_epoch().await? {
+        if !rank.next_epoch().await? {
             break;
         }
     }
-    session.leave().await?;
+    rank.leave().await?;
     Ok(())
 }

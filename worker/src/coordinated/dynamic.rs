@@ -238,14 +238,7 @@ impl DynamicLoader {
 
     async fn begin(&mut self) -> Result<()> {
         let job = self.session.config();
-        let config = LoaderConfig {
-            seed: job.seed,
-            epoch: self.epoch,
-            batch_size: job.batch_size as usize,
-            shuffle_buffer: job.shuffle_buffer as usize,
-            drop_last: false,
-            ..self.base.clone()
-        };
+        let config = super::loader_config(&job, self.epoch, &self.base);
         let lookahead = lookahead_samples(self.options.lookahead, &job, &config);
         let (tx, rx) = mpsc::channel(LEASE_BATCH as usize);
         self.loader = Some(

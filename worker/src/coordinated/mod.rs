@@ -110,3 +110,58 @@ pub async fn create_job(
         })
         .await
 }
+
+/// The loader's config for `epoch` of a job: what the job fixes (seed,
+/// batch size, shuffle buffer) over `base`, which supplies the rest. The
+/// coordinator plans the epoch's remainder, so the loader drops no last
+/// batch of its own. Sync and dynamic loaders both read through this.
+pub fn loader_config(
+    job: &v1::JobConfig,
+    epoch: u64,
+    base: &crate::LoaderConfig,
+) -> crate::LoaderConfig {
+    crate::LoaderConfig {
+        seed: job.seed,
+        epoch,
+        batch_size: job.batch_size as usize,
+        shuffle_buffer: job.shuffle_buffer as usize,
+        drop_last: false,
+        ..base.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_job_fixes_seed_batch_and_shuffle_and_the_base_keeps_the_rest() {
+        let job = v1::JobConfig {
+            seed: 7,
+            batch_size: 32,
+            shuffle_buffer: 512,
+            ..v1::JobConfig::default()
+        };
+        let base = crate::LoaderConfig {
+            seed: 1,
+            batch_size: 4,
+            shuffle_buffer: 8,
+            drop_last: true,
+            generation: 3,
+            decode_threads: 5,
+            ..crate::LoaderConfig::default()
+        };
+        let config = loader_config(&job, 2, &base);
+        assert_eq!(
+            (
+                config.seed,
+                config.epoch,
+                config.batch_size,
+                config.shuffle_buffer
+            ),
+            (7, 2, 32, 512)
+        );
+        assert!(!config.drop_last, "the coordinator plans the remainder");
+        assert_eq!((config.generation, config.decode_threads), (3, 5));
+    }
+}

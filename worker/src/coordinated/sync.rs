@@ -120,15 +120,10 @@ impl SyncLoader {
         if !assignment.finished {
             let job = self.session.config();
             let config = LoaderConfig {
-                seed: job.seed,
-                epoch: assignment.epoch,
                 generation: assignment.generation,
                 rank: assignment.rank as usize,
                 world: assignment.world as usize,
-                batch_size: job.batch_size as usize,
-                shuffle_buffer: job.shuffle_buffer as usize,
-                drop_last: false,
-                ..self.base.clone()
+                ..super::loader_config(&job, assignment.epoch, &self.base)
             };
             config.validate()?;
             let spans = spans_from_proto(assignment.spans.clone()).map_err(|error| {

@@ -1,0 +1,382 @@
+//! What a rank is started with, and the checks every caller gets.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tributary_common::proto::v1;
+
+use crate::coordinated::client::FAILOVER_DEADLINE;
+use crate::coordinated::{AuthToken, ClientCredentials, DynamicOptions, Identity};
+use crate::{LoaderConfig, Result, StoreOptions, Stripe, WorkerError};
+
+/// A coordinator started for one rank alone: its address, and what keeps
+/// it running (held by the [`super::Rank`], dropped after its loader).
+pub struct InProcess {
+    /// `host:port` it listens on (loopback).
+    pub address: String,
+    /// Dropping it stops the coordinator.
+    pub guard: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcess")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts an in-process coordinator once the dataset is open; given the
+/// rank's store options (it reads the manifest with them). The worker does
+/// not link the coordinator: its caller passes this (e.g. one that starts
+/// `tributary_coordinator::LocalCoordinator`).
+pub type StartInProcess =
+    Box<dyn FnOnce(StoreOptions) -> BoxFuture<'static, Result<InProcess>> + Send>;
+
+/// Where the rank's coordinator is.
+pub enum Coordinator {
+    /// Replicas other ranks reach too: `host:port` or
+    /// `http(s)://host:port`, comma lists allowed. The client proves itself
+    /// with [`RankConfig::credentials`].
+    Shared(Vec<String>),
+    /// One started in this process for this rank alone, on the in-memory
+    /// store: it asks for no credentials, and serves a world of one rank
+    /// (a dynamic job: one process).
+    InProcess(StartInProcess),
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Shared(addresses) => f.debug_tuple("Shared").field(addresses).finish(),
+            Self::InProcess(_) => f.write_str("InProcess"),
+        }
+    }
+}
+
+/// How the client proves itself to a [`Coordinator::Shared`].
+#[derive(Debug, Clone)]
+pub enum Credentials {
+    /// As given.
+    Given(ClientCredentials),
+    /// Read when the client is made, after its addresses were checked:
+    /// TLS and the bearer token from `env` (the process environment, passed
+    /// in from the edge: `TRIBUTARY_TLS_*`, `TRIBUTARY_AUTH_TOKEN(_FILE)`),
+    /// and `auth_token`, when given, over the environment's token (errors
+    /// call it `auth_token`).
+    Env {
+        env: HashMap<String, String>,
+        auth_token: Option<String>,
+    },
+}
+
+impl Default for Credentials {
+    /// None: plain gRPC, no token.
+    fn default() -> Self {
+        Self::Given(ClientCredentials::default())
+    }
+}
+
+impl Credentials {
+    pub(super) fn resolve(&self) -> Result<ClientCredentials> {
+        match self {
+            Self::Given(credentials) => Ok(credentials.clone()),
+            Self::Env { env, auth_token } => {
+                let mut credentials = ClientCredentials::from_env(env)?;
+                if let Some(token) = auth_token {
+                    credentials.auth_token = Some(AuthToken::new(token, "auth_token")?);
+                }
+                Ok(credentials)
+            }
+        }
+    }
+}
+
+/// Everything a rank starts with: the dataset, the coordinator and the
+/// client's credentials, the job (created if it does not exist, checked
+/// against this config if it does), who joins it, and how the loader runs.
+/// [`RankConfig::new`] fills in the defaults.
+#[derive(Debug)]
+pub struct RankConfig {
+    /// The dataset's URL (the job's `manifest_url`).
+    pub dataset: String,
+    /// How the dataset (and an in-process coordinator) reads the store.
+    pub store: StoreOptions,
+    pub coordinator: Coordinator,
+    /// Ignored by an in-process coordinator.
+    pub credentials: Credentials,
+    /// How long coordinator calls retry before they fail.
+    pub deadline: Duration,
+    /// The job's name.
+    pub job: String,
+    // What the job is created with (see `v1::JobConfig`).
+    pub seed: u64,
+    pub batch_size: u32,
+    pub epochs: u64,
+    pub mode: v1::Mode,
+    pub shuffle_buffer: u32,
+    pub remainder: v1::RemainderPolicy,
+    /// Dynamic: samples per leased unit (0: the coordinator's default).
+    pub unit_samples: u32,
+    /// Member lease time to live in seconds (0: the coordinator's default).
+    pub member_ttl_s: u32,
+    /// Who joins: a torchrun rank (sync) or a member name (dynamic).
+    pub identity: Identity,
+    /// The secret of the membership this process shares (a DataLoader
+    /// worker passes its parent's, so its Join may replace it).
+    pub member_secret: Option<String>,
+    /// Everything of the loader the job does not fix (what it does fix:
+    /// [`crate::coordinated::loader_config`]).
+    pub loader: LoaderConfig,
+    /// Dynamic: lookahead, what a lost lease does, and the hooks.
+    pub dynamic: DynamicOptions,
+    /// Sync: the epoch to read first (`None`: the generation's).
+    pub epoch: Option<u64>,
+    /// Sync: which of the epoch's batches this process reads (a DataLoader
+    /// worker's share). Dynamic: each process is a member of its own.
+    pub stripe: Stripe,
+}
+
+impl RankConfig {
+    /// A sync job of one epoch, batches of 64, a shuffle buffer of 1024,
+    /// seed 0, drop-last; the loader's defaults; no credentials.
+    pub fn new(
+        dataset: impl Into<String>,
+        coordinator: Coordinator,
+        job: impl Into<String>,
+        identity: Identity,
+    ) -> Self {
+        Self {
+            dataset: dataset.into(),
+            store: StoreOptions::default(),
+            coordinator,
+            credentials: Credentials::default(),
+            deadline: FAILOVER_DEADLINE,
+            job: job.into(),
+            seed: 0,
+            batch_size: 64,
+            epochs: 1,
+            mode: v1::Mode::Sync,
+            shuffle_buffer: 1024,
+            remainder: v1::RemainderPolicy::RemainderDrop,
+            unit_samples: 0,
+            member_ttl_s: 0,
+            identity,
+            member_secret: None,
+            loader: LoaderConfig::default(),
+            dynamic: DynamicOptions::default(),
+            epoch: None,
+            stripe: Stripe::default(),
+        }
+    }
+
+    /// The job this rank creates (or finds).
+    pub fn job_config(&self) -> v1::JobConfig {
+        v1::JobConfig {
+            manifest_url: self.dataset.clone(),
+            seed: self.seed,
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            remainder: self.remainder as i32,
+            mode: self.mode as i32,
+            shuffle_buffer: self.shuffle_buffer,
+            unit_samples: self.unit_samples,
+            member_ttl_s: self.member_ttl_s,
+        }
+    }
+
+    fn in_process(&self) -> bool {
+        matches!(self.coordinator, Coordinator::InProcess(_))
+    }
+
+    /// Checks what can be checked before anything is opened. The messages
+    /// name the Python `Loader`'s arguments, which map one to one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |message: String| Err(WorkerError::Config(message));
+        let dynamic = self.mode == v1::Mode::Dynamic;
+        if self.batch_size == 0 {
+            return bad("batch_size must be at least 1".into());
+        }
+        if self.loader.augment.size == 0 {
+            return bad("image_size must be at least 1".into());
+        }
+        if self.epochs == 0 {
+            return bad("epochs must be at least 1".into());
+        }
+        if self.loader.decode_threads == 0 {
+            return bad("decode_threads must be at least 1".into());
+        }
+        let stripe = self.stripe;
+        if stripe.count == 0 || stripe.index >= stripe.count {
+            return bad(format!(
+                "worker=({}, {}): the worker id must be below the number of workers",
+                stripe.index, stripe.count
+            ));
+        }
+        if dynamic && self.in_process() && stripe.count > 1 {
+            return bad(format!(
+                "{} worker processes of a dynamic job need a shared coordinator: pass \
+                 coordinator=\"host:port\" (with coordinator=None each would read the whole epoch)",
+                stripe.count
+            ));
+        }
+        if !dynamic && self.dynamic.lookahead.is_some() {
+            return bad("lookahead= is for mode=\"dynamic\"; sync ranks read a fixed part".into());
+        }
+        crate::pipeline::decode::bad_samples::validate_fraction(self.loader.max_bad_fraction)
+            .map_err(WorkerError::Config)?;
+        if dynamic && self.epoch.is_some() {
+            return bad(
+                "epoch= is for mode=\"sync\"; dynamic members read the job's current epoch".into(),
+            );
+        }
+        if let Identity::Torchrun { rank, world, .. } = self.identity {
+            if world == 0 || rank >= world {
+                return bad(format!(
+                    "rank {rank} is outside a world of {world} ranks (world_size must exceed rank)"
+                ));
+            }
+            if self.in_process() && world > 1 {
+                return bad(format!(
+                    "a world of {world} ranks needs a shared coordinator: pass coordinator=\"host:port\" \
+                     (coordinator=None runs one rank alone)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn torchrun(rank: u32, world: u32) -> Identity {
+        Identity::Torchrun {
+            rank,
+            world,
+            run_id: "r".into(),
+            restart: 0,
+        }
+    }
+
+    fn shared(identity: Identity) -> RankConfig {
+        RankConfig::new(
+            "/data",
+            Coordinator::Shared(vec!["127.0.0.1:1".into()]),
+            "job",
+            identity,
+        )
+    }
+
+    fn in_process(identity: Identity) -> RankConfig {
+        let start: StartInProcess =
+            Box::new(|_| Box::pin(async { Err(WorkerError::Stopped("not started".into())) }));
+        RankConfig::new("/data", Coordinator::InProcess(start), "job", identity)
+    }
+
+    fn error(config: &RankConfig) -> String {
+        config.validate().expect_err("invalid").to_string()
+    }
+
+    #[test]
+    fn the_defaults_are_valid_and_name_the_job_they_create() {
+        let config = shared(torchrun(0, 1));
+        config.validate().expect("valid");
+        let job = config.job_config();
+        assert_eq!(job.manifest_url, "/data");
+        assert_eq!(
+            (job.batch_size, job.epochs, job.shuffle_buffer),
+            (64, 1, 1024)
+        );
+        assert_eq!(job.mode, v1::Mode::Sync as i32);
+        assert_eq!(job.remainder, v1::RemainderPolicy::RemainderDrop as i32);
+    }
+
+    #[test]
+    fn zero_sizes_and_counts_are_named() {
+        let mut config = shared(torchrun(0, 1));
+        config.batch_size = 0;
+        assert!(error(&config).contains("batch_size must be at least 1"));
+        let mut config = shared(torchrun(0, 1));
+        config.loader.augment.size = 0;
+        assert!(error(&config).contains("image_size must be at least 1"));
+        let mut config = shared(torchrun(0, 1));
+        config.epochs = 0;
+        assert!(error(&config).contains("epochs must be at least 1"));
+        let mut config = shared(torchrun(0, 1));
+        config.loader.decode_threads = 0;
+        assert!(error(&config).contains("decode_threads must be at least 1"));
+        let mut config = shared(torchrun(0, 1));
+        config.stripe = Stripe { index: 2, count: 2 };
+        assert!(error(&config).contains("worker=(2, 2): the worker id must be below"));
+        let mut config = shared(torchrun(0, 1));
+        config.loader.max_bad_fraction = 1.5;
+        assert!(error(&config).contains("max_bad_fraction"));
+    }
+
+    #[test]
+    fn a_rank_outside_its_world_is_refused() {
+        assert!(error(&shared(torchrun(2, 2))).contains("rank 2 is outside a world of 2 ranks"));
+        assert!(error(&shared(torchrun(0, 0))).contains("outside a world of 0 ranks"));
+        shared(torchrun(1, 2))
+            .validate()
+            .expect("a shared coordinator");
+    }
+
+    #[test]
+    fn an_in_process_coordinator_serves_one_rank_or_one_process_alone() {
+        in_process(torchrun(0, 1)).validate().expect("one rank");
+        assert!(error(&in_process(torchrun(0, 2))).contains("needs a shared coordinator"));
+        let mut config = in_process(Identity::Name("m".into()));
+        config.mode = v1::Mode::Dynamic;
+        config.validate().expect("one process");
+        config.stripe = Stripe { index: 0, count: 2 };
+        assert!(error(&config).contains("worker processes of a dynamic job need a shared"));
+    }
+
+    #[test]
+    fn options_of_the_other_mode_are_refused() {
+        let mut config = shared(torchrun(0, 1));
+        config.dynamic.lookahead = Some(64);
+        assert!(error(&config).contains("lookahead= is for mode=\"dynamic\""));
+        let mut config = shared(Identity::Name("m".into()));
+        config.mode = v1::Mode::Dynamic;
+        config.dynamic.lookahead = Some(64);
+        config.validate().expect("dynamic lookahead");
+        config.epoch = Some(1);
+        assert!(error(&config).contains("epoch= is for mode=\"sync\""));
+    }
+
+    #[test]
+    fn a_given_auth_token_wins_over_the_environments_and_is_checked() {
+        let env: HashMap<String, String> =
+            [("TRIBUTARY_AUTH_TOKEN".to_owned(), "from-env".to_owned())].into();
+        let credentials = Credentials::Env {
+            env: env.clone(),
+            auth_token: Some("given".into()),
+        };
+        assert_eq!(
+            credentials.resolve().expect("valid").auth_token,
+            Some(AuthToken::new("given", "t").expect("token"))
+        );
+        let from_env = Credentials::Env {
+            env,
+            auth_token: None,
+        };
+        assert_eq!(
+            from_env.resolve().expect("valid").auth_token,
+            Some(AuthToken::new("from-env", "t").expect("token"))
+        );
+        let bad = Credentials::Env {
+            env: HashMap::new(),
+            auth_token: Some("a b".into()),
+        };
+        let error = bad.resolve().expect_err("spaces").to_string();
+        assert!(
+            error.contains("auth_token: the auth token must be visible ASCII"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,261 @@
+//! One rank of a coordinated job, started in one call: open the dataset,
+//! reach the coordinator (given, or started in-process by the caller),
+//! create the job or find it, join it, and read with the sync or the
+//! dynamic loader. The Python `Loader`, the CLI's quickstart and the test
+//! rank are thin layers over [`Rank::start`].
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), tributary_worker::WorkerError> {
+//! use std::collections::HashMap;
+//! use tributary_worker::coordinated::Identity;
+//! use tributary_worker::rank::{Coordinator, Credentials, Rank, RankConfig};
+//!
+//! let env: HashMap<String, String> = std::env::vars().collect();
+//! let identity = Identity::from_torchrun_env(&env)?.expect("run under torchrun");
+//! let coordinator = Coordinator::Shared(vec!["coord-0:7070".into(), "coord-1:7070".into()]);
+//! let mut rank = Rank::start(RankConfig {
+//!     batch_size: 256, epochs: 90, seed: 42,
+//!     credentials: Credentials::Env { env, auth_token: None }, // TRIBUTARY_AUTH_TOKEN, TRIBUTARY_TLS_*
+//!     ..RankConfig::new("s3://bucket/imagenet", coordinator, "resnet", identity)
+//! }).await?; // opens the dataset, creates the job (or finds it), joins, starts the loader
+//! loop {
+//!     while let Some(batch) = rank.next().await { let batch = batch?; /* train; on checkpoint: */
+//!         let state = rank.state_dict()?; /* save it with the model, then */ rank.commit(&state).await?;
+//!     }
+//!     if !rank.next_epoch().await? { break }
+//! }
+//! # Ok(()) }
+//! ```
+
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use tributary_common::proto::v1;
+
+pub use config::{Coordinator, Credentials, InProcess, RankConfig, StartInProcess};
+
+use crate::coordinated::{self, Client, DynamicLoader, LoaderState, Session, SyncLoader};
+use crate::{Batch, Dataset, Result, WorkerError};
+
+enum Reader {
+    Sync(SyncLoader),
+    Dynamic(DynamicLoader),
+}
+
+/// Where a rank stands: for a dynamic member, generation 0, rank 0 of 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Description {
+    pub epoch: u64,
+    pub generation: u64,
+    pub rank: u32,
+    pub world: u32,
+}
+
+/// A rank's membership of its job and its loader. The async methods are
+/// cancel-safe where a caller may interrupt them (Ctrl-C in Python): no
+/// batch is lost.
+pub struct Rank {
+    // Dropped before the in-process coordinator that serves it.
+    reader: Reader,
+    session: Arc<Session>,
+    _in_process: Option<Box<dyn std::any::Any + Send + Sync>>,
+    address: String,
+}
+
+impl std::fmt::Debug for Rank {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rank")
+            .field("session", &self.session)
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rank {
+    /// Validates `config`, opens the dataset, reaches the coordinator,
+    /// creates the job (or checks it against `config`), joins it and starts
+    /// the loader of the job's mode.
+    pub async fn start(config: RankConfig) -> Result<Self> {
+        config.validate()?;
+        let job = config.job_config();
+        let RankConfig {
+            dataset,
+            store,
+            coordinator,
+            credentials,
+            deadline,
+            job: name,
+            mode,
+            identity,
+            member_secret,
+            loader,
+            dynamic,
+            epoch,
+            stripe,
+            ..
+        } = config;
+        let dataset = Dataset::open(&dataset, &store).await?;
+        let (addresses, credentials, in_process) = match coordinator {
+            Coordinator::Shared(addresses) => (addresses, Some(credentials), None),
+            Coordinator::InProcess(start) => {
+                let started = start(store).await?;
+                (vec![started.address], None, Some(started.guard))
+            }
+        };
+        let client = Client::new(&addresses)?;
+        // An in-process coordinator asks for nothing.
+        let credentials = match credentials {
+            Some(credentials) => credentials.resolve()?,
+            None => coordinated::ClientCredentials::default(),
+        };
+        let client = Arc::new(
+            client
+                .with_credentials(&credentials)?
+                .with_deadline(deadline),
+        );
+        coordinated::create_job(&client, &name, job).await?;
+        let secret = member_secret.as_deref().unwrap_or("");
+        let session = Arc::new(Session::join_as(client, &name, &identity, secret).await?);
+        let mut base = loader;
+        if mode == v1::Mode::Sync {
+            base.stripe = stripe;
+        }
+        let reader = match mode {
+            v1::Mode::Dynamic => Reader::Dynamic(
+                DynamicLoader::start(Arc::clone(&session), dataset, base, dynamic).await?,
+            ),
+            _ => {
+                let epoch = epoch.unwrap_or(session.epoch());
+                Reader::Sync(
+                    SyncLoader::start_at(Arc::clone(&session), dataset, base, epoch).await?,
+                )
+            }
+        };
+        Ok(Self {
+            reader,
+            session,
+            _in_process: in_process,
+            address: addresses.join(","),
+        })
+    }
+
+    /// The next batch of the epoch; `None` at its end (then call
+    /// [`Rank::next_epoch`]).
+    pub async fn next(&mut self) -> Option<Result<Batch>> {
+        match &mut self.reader {
+            Reader::Sync(l) => l.next().await,
+            Reader::Dynamic(l) => l.next().await,
+        }
+    }
+
+    /// Moves to the next epoch; false when the job is finished.
+    pub async fn next_epoch(&mut self) -> Result<bool> {
+        match &mut self.reader {
+            Reader::Sync(l) => l.next_epoch().await,
+            Reader::Dynamic(l) => l.next_epoch().await,
+        }
+    }
+
+    /// Starts `epoch` over from its first batch (sync): the epoch of the
+    /// rank's generation, or the next one.
+    pub async fn set_epoch(&mut self, epoch: u64) -> Result<()> {
+        let Reader::Sync(loader) = &mut self.reader else {
+            return Err(WorkerError::Config(
+                "set_epoch() is for mode=\"sync\"; dynamic members read the job's current epoch"
+                    .into(),
+            ));
+        };
+        loader.set_epoch(epoch).await
+    }
+
+    /// Whether every epoch of the job is done.
+    pub fn finished(&self) -> bool {
+        match &self.reader {
+            Reader::Sync(l) => l.finished(),
+            Reader::Dynamic(l) => l.finished(),
+        }
+    }
+
+    /// The job's mode: sync or dynamic.
+    pub fn mode(&self) -> v1::Mode {
+        match &self.reader {
+            Reader::Sync(_) => v1::Mode::Sync,
+            Reader::Dynamic(_) => v1::Mode::Dynamic,
+        }
+    }
+
+    /// Samples of this rank's part of the current generation (sync); a
+    /// dynamic member has no fixed part: `None`.
+    pub fn samples(&self) -> Option<u64> {
+        match &self.reader {
+            Reader::Sync(l) => Some(l.samples()),
+            Reader::Dynamic(_) => None,
+        }
+    }
+
+    pub fn describe(&self) -> Description {
+        match &self.reader {
+            Reader::Sync(l) => Description {
+                epoch: l.epoch(),
+                generation: l.generation(),
+                rank: l.rank(),
+                world: l.world(),
+            },
+            Reader::Dynamic(l) => Description {
+                epoch: l.epoch(),
+                generation: 0,
+                rank: 0,
+                world: 1,
+            },
+        }
+    }
+
+    /// The member's name (a rejoined dynamic member's new one).
+    pub fn member(&self) -> String {
+        self.session.member()
+    }
+
+    /// The membership (its client reaches the coordinator).
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// The coordinator's addresses: those given, or the in-process one's.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    fn sync(&self, what: &str) -> Result<&SyncLoader> {
+        match &self.reader {
+            Reader::Sync(l) => Ok(l),
+            Reader::Dynamic(_) => Err(WorkerError::Config(format!(
+                "{what} is for mode=\"sync\"; dynamic members acknowledge what they read instead"
+            ))),
+        }
+    }
+
+    /// The state to save with a checkpoint (sync).
+    pub fn state_dict(&self) -> Result<LoaderState> {
+        Ok(self.sync("state_dict()")?.state_dict())
+    }
+
+    /// Tells the coordinator a checkpoint holding `state` is durable: a
+    /// restart resumes after it (sync).
+    pub async fn commit(&self, state: &LoaderState) -> Result<()> {
+        self.sync("commit()")?.commit(state).await
+    }
+
+    /// Checks a restored checkpoint's state against the job: the
+    /// generation this rank reads must have resumed from it (sync).
+    pub async fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
+        self.sync("load_state_dict()")?.load_state_dict(state).await
+    }
+
+    /// Leaves the job: a dynamic member's unacked units return to the pool.
+    pub async fn leave(&self) -> Result<()> {
+        self.session.leave().await
+    }
+}

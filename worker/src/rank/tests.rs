@@ -1,0 +1,35 @@
+/// The README's Rust example of a coordinated rank, taken as written.
+fn readme_example() -> String {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("```rust\nuse std::collections::HashMap;\nuse tributary_worker::coordinated")
+        .expect("the README has the rank example");
+    let body = &readme[start + "```rust\n".len()..];
+    body[..body.find("```").expect("the block ends")].to_owned()
+}
+
+/// The visible lines of this module's documented (compiled) example.
+fn doc_example() -> String {
+    let source = include_str!("mod.rs");
+    let mut lines = source
+        .lines()
+        .map_while(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .skip_while(|l| *l != "```no_run")
+        .skip(1);
+    let mut example = String::new();
+    for line in lines.by_ref().take_while(|l| *l != "```") {
+        if !line.starts_with("# ") {
+            example.push_str(line);
+            example.push('\n');
+        }
+    }
+    example
+}
+
+#[test]
+fn the_readme_shows_the_rank_example_that_compiles() {
+    let doc = doc_example();
+    assert!(doc.contains("Rank::start(RankConfig {"), "{doc}");
+    assert_eq!(readme_example(), doc);
+}
