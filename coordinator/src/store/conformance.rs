@@ -1,6 +1,6 @@
 //! The conformance suite: what every [`MetaStore`] and [`super::Election`] must
 //! do, written once and run against [`super::MemoryStore`] and against a
-//! real etcd (`coordinator/tests/store.rs`).
+//! real etcd (`tests/tests/coordinator/store.rs`).
 //!
 //! Each function writes under a fresh key prefix ([`unique_prefix`]), so
 //! suites can share one etcd, and returns `Err` saying what differed.

@@ -11,8 +11,8 @@
 //! ratio, and the report latency the window costs.
 //!
 //! ```text
-//! cargo bench -p tributary-coordinator --bench etcd_writes
-//! cargo bench -p tributary-coordinator --bench etcd_writes -- --ranks 64 --seconds 10
+//! cargo bench -p tributary-tests --bench etcd_writes
+//! cargo bench -p tributary-tests --bench etcd_writes -- --ranks 64 --seconds 10
 //! ```
 //!
 //! Needs the `etcd` binary (`scripts/setup.sh` installs it).
