@@ -4,7 +4,7 @@
 //! give up after their retry budget with an error that names the object,
 //! the range and the attempts.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -57,6 +57,15 @@ struct Breaker {
     gets: AtomicU64,
     /// Faults decided in `before_get`, applied in `get_result`.
     pending: Mutex<VecDeque<Fault>>,
+    /// With `every`: the reads (path, end of range) already given a fault;
+    /// a read and its resumptions get at most one, so that however
+    /// concurrent reads interleave, none runs out of attempts.
+    faulted_reads: Mutex<HashSet<(String, u64)>>,
+    /// With `every`: faults for the request of this (path, range), which
+    /// concurrent requests must not take from one another.
+    pending_for: Mutex<HashMap<(String, u64, u64), Fault>>,
+    /// With `every`: the faults injected, in order.
+    injected: Mutex<Vec<Fault>>,
     asked: Mutex<Vec<(Option<GetRange>, Option<String>)>>,
     /// The store that `CutAndReplace` replaces `ds/blob` in.
     inner: Option<Arc<InMemory>>,
@@ -68,6 +77,23 @@ impl Breaker {
             queue: Mutex::new(faults.iter().copied().collect()),
             ..Self::default()
         }
+    }
+
+    /// With `every`: the fault for a bounded range read of `path`, if it
+    /// is the `every`-th read and no fault has hit this read yet.
+    fn read_fault(&self, path: &Path, range: &std::ops::Range<u64>) -> Option<Fault> {
+        let n = self.gets.fetch_add(1, Ordering::Relaxed);
+        if n % self.every != self.every - 1 {
+            return None;
+        }
+        let read = (path.to_string(), range.end);
+        if !self.faulted_reads.lock().expect("lock").insert(read) {
+            return None;
+        }
+        let mut injected = self.injected.lock().expect("lock");
+        let fault = self.cycle[injected.len() % self.cycle.len()];
+        injected.push(fault);
+        Some(fault)
     }
 
     fn next_fault(&self) -> Option<Fault> {
@@ -118,11 +144,22 @@ fn first(
 }
 
 impl Intercept for Breaker {
-    fn before_get(&self, _location: &Path, options: &GetOptions) -> object_store::Result<()> {
+    fn before_get(&self, location: &Path, options: &GetOptions) -> object_store::Result<()> {
         self.asked
             .lock()
             .expect("lock")
             .push((options.range.clone(), options.if_match.clone()));
+        if let (true, Some(GetRange::Bounded(range))) = (self.every > 0, &options.range) {
+            return match self.read_fault(location, range) {
+                Some(Fault::Error) => Err(injected("503")),
+                Some(fault) => {
+                    let key = (location.to_string(), range.start, range.end);
+                    self.pending_for.lock().expect("lock").insert(key, fault);
+                    Ok(())
+                }
+                None => Ok(()),
+            };
+        }
         match self.next_fault() {
             Some(Fault::Error) => Err(injected("503")),
             Some(fault) => {
@@ -133,8 +170,15 @@ impl Intercept for Breaker {
         }
     }
 
-    fn get_result(&self, _location: &Path, result: GetResult) -> object_store::Result<GetResult> {
-        let Some(fault) = self.pending.lock().expect("lock").pop_front() else {
+    fn get_result(&self, location: &Path, result: GetResult) -> object_store::Result<GetResult> {
+        let key = (location.to_string(), result.range.start, result.range.end);
+        let keyed = self.pending_for.lock().expect("lock").remove(&key);
+        let Some(fault) = keyed.or_else(|| {
+            if self.every > 0 {
+                return None;
+            }
+            self.pending.lock().expect("lock").pop_front()
+        }) else {
             return Ok(result);
         };
         let GetResult {
@@ -501,14 +545,16 @@ async fn fetch_under_faults_gives_the_samples_of_a_clean_run_in_order() {
     ];
     let (store, faulty) = open(Breaker {
         every: 2,
-        cycle,
+        cycle: cycle.clone(),
         ..Breaker::default()
     });
     let got = samples(faulty, &spans).await.expect("read under faults");
     assert_eq!(got, expected, "the same samples, in the same order");
-    let gets = store.hooks.gets.load(Ordering::Relaxed);
-    assert!(
-        gets >= 12,
-        "{gets} GETs: every fault of the cycle was injected"
-    );
+    let injected = store.hooks.injected.lock().expect("lock").clone();
+    for fault in &cycle {
+        assert!(
+            injected.contains(fault),
+            "{fault:?} was never injected: {injected:?}"
+        );
+    }
 }
