@@ -38,6 +38,8 @@ pub enum CoordError {
     JobFailed { job: String, reason: String },
     #[error("stored state is corrupt: {0}")]
     Corrupt(String),
+    #[error("cannot encode the value of {key}: {error}")]
+    Encode { key: String, error: String },
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
     #[error("permission denied: {0}")]
@@ -63,6 +65,7 @@ impl From<CoordError> for Status {
             CoordError::Dataset { .. } | CoordError::JobFailed { .. } | CoordError::Corrupt(_) => {
                 Code::FailedPrecondition
             }
+            CoordError::Encode { .. } => Code::Internal,
             CoordError::Unauthenticated(_) => Code::Unauthenticated,
             CoordError::PermissionDenied(_) => Code::PermissionDenied,
             CoordError::NotLeader(_) | CoordError::Store(_) => Code::Unavailable,
