@@ -102,7 +102,7 @@ pub struct OpenedDataset {
 /// Opens a job's dataset, within `MANIFEST_TIMEOUT` (20 s).
 pub async fn open_dataset(job: &JobId, url: &str, options: &StoreOptions) -> Result<OpenedDataset> {
     let failed = |error: String| CoordError::Dataset {
-        job: job.to_string(),
+        job: job.clone(),
         error,
     };
     let opened = tokio::time::timeout(MANIFEST_TIMEOUT, WorkerDataset::open(url, options))
@@ -270,10 +270,10 @@ impl Leader {
                 Ok(handle)
             }
             Some(Slot::Failed(reason)) => Err(CoordError::JobFailed {
-                job: name.to_string(),
+                job: name.clone(),
                 reason,
             }),
-            None => Err(CoordError::UnknownJob(name.to_string())),
+            None => Err(CoordError::UnknownJob(name.clone())),
         }
     }
 
@@ -298,7 +298,7 @@ impl Leader {
                 self.flush().await?;
                 let (kvs, _) = self.store.range(&keys::job(&name)).await?;
                 let stored = Job::stored_of(&name, &kvs)?
-                    .ok_or_else(|| CoordError::UnknownJob(name.to_string()))?;
+                    .ok_or_else(|| CoordError::UnknownJob(name.clone()))?;
                 Job::load(&name, stored, dataset.clone(), &kvs)
             };
             let fresh = read.await?;

@@ -9,8 +9,9 @@ use tributary_common::proto::v1;
 
 use super::dynamic::UnitRef;
 use super::effects::{Effects, Event, LeaseGrant, Outcome};
-use super::{Identity, Job, MemberRecord, State};
+use super::{Dataset, DynModel, Identity, Job, MemberRecord, State, SyncModel};
 use crate::auth::{chosen_secret, secret_digest};
+use crate::config::JobConfig;
 use crate::error::{CoordError, Result};
 use crate::store::LeaseId;
 
@@ -32,6 +33,44 @@ pub enum Acquired {
     Advanced,
     /// Every unit of the epoch is leased or acked: wait for some to return.
     Empty(Epoch),
+}
+
+/// A job as one call sees it ([`Job::checked`]).
+struct Checked<'a> {
+    /// The caller's record: its identity and lease.
+    record: MemberRecord,
+    name: &'a JobId,
+    config: &'a JobConfig,
+    dataset: &'a Dataset,
+    state: &'a mut State,
+}
+
+/// The sync model of `state`, or why a dynamic job cannot answer the call.
+fn sync<'a>(state: &'a mut State, job: &JobId) -> Result<&'a mut SyncModel> {
+    match state {
+        State::Sync(model) => Ok(model),
+        State::Dynamic(_) => Err(sync_only(job)),
+    }
+}
+
+/// The dynamic model of `state`, or why a sync job cannot answer the call.
+fn dynamic<'a>(state: &'a mut State, job: &JobId) -> Result<&'a mut DynModel> {
+    match state {
+        State::Dynamic(model) => Ok(model),
+        State::Sync(_) => Err(dynamic_only(job)),
+    }
+}
+
+/// Opens the next epoch if this one is complete: its effects, the waiting
+/// Acquires woken and the watchers told.
+fn advance(model: &mut DynModel, job: &JobId, dataset: &Dataset) -> Result<Option<Effects>> {
+    let Some(ops) = model.advance(job, dataset)? else {
+        return Ok(None);
+    };
+    let mut effects = Effects::ops(ops);
+    effects.events.push(Event::PoolChanged(model.epoch()));
+    effects.wake = true;
+    Ok(Some(effects))
 }
 
 fn dynamic_only(job: &JobId) -> CoordError {
@@ -77,8 +116,8 @@ impl Job {
 
     fn already_joined(&self, member: &MemberId) -> CoordError {
         CoordError::AlreadyJoined {
-            job: self.name.to_string(),
-            member: member.to_string(),
+            job: self.name.clone(),
+            member: member.clone(),
             ttl_s: self.stored.config.member_ttl_s,
         }
     }
@@ -194,16 +233,10 @@ impl Job {
         effects
     }
 
-    /// The calling sync rank's part of `epoch`.
-    pub fn assignment(
-        &mut self,
-        caller: &Caller,
-        epoch: Epoch,
-    ) -> Result<(v1::Assignment, Effects)> {
-        let identity = self
-            .authorize(&caller.member, &caller.secret)?
-            .identity
-            .clone();
+    /// The job as one call sees it: the caller's record, checked, beside
+    /// the parts a mode's model works on.
+    fn checked(&mut self, caller: &Caller) -> Result<Checked<'_>> {
+        let record = self.authorize(&caller.member, &caller.secret)?.clone();
         let Job {
             name,
             stored,
@@ -211,11 +244,30 @@ impl Job {
             state,
             ..
         } = self;
-        let State::Sync(model) = state else {
-            return Err(sync_only(name));
-        };
-        let (assignment, ops) =
-            model.assignment(name, &stored.config, dataset, &identity, epoch)?;
+        Ok(Checked {
+            record,
+            name,
+            config: &stored.config,
+            dataset,
+            state,
+        })
+    }
+
+    /// The calling sync rank's part of `epoch`.
+    pub fn assignment(
+        &mut self,
+        caller: &Caller,
+        epoch: Epoch,
+    ) -> Result<(v1::Assignment, Effects)> {
+        let job = self.checked(caller)?;
+        let model = sync(job.state, job.name)?;
+        let (assignment, ops) = model.assignment(
+            job.name,
+            job.config,
+            job.dataset,
+            &job.record.identity,
+            epoch,
+        )?;
         let mut effects = Effects::ops(ops);
         if !effects.ops.is_empty() {
             let generation = Generation(assignment.generation);
@@ -227,27 +279,16 @@ impl Job {
     /// One look at a dynamic job's pool for the calling member: up to `max`
     /// units, or why there are none.
     pub fn acquire(&mut self, caller: &Caller, max: usize) -> Result<(Acquired, Effects)> {
-        let lease = self.authorize(&caller.member, &caller.secret)?.lease;
-        let Job {
-            name,
-            dataset,
-            state,
-            ..
-        } = self;
-        let State::Dynamic(model) = state else {
-            return Err(dynamic_only(name));
-        };
+        let job = self.checked(caller)?;
+        let model = dynamic(job.state, job.name)?;
         if model.finished() {
             return Ok((Acquired::Finished(model.epoch()), Effects::default()));
         }
-        if let Some(ops) = model.advance(name, dataset)? {
-            let mut effects = Effects::ops(ops);
-            effects.events.push(Event::PoolChanged(model.epoch()));
-            effects.wake = true;
+        if let Some(effects) = advance(model, job.name, job.dataset)? {
             return Ok((Acquired::Advanced, effects));
         }
         let epoch = model.epoch();
-        let (units, ops) = model.acquire(name, &caller.member, lease, max)?;
+        let (units, ops) = model.acquire(job.name, &caller.member, job.record.lease, max)?;
         if units.is_empty() {
             return Ok((Acquired::Empty(epoch), Effects::ops(ops)));
         }
@@ -278,28 +319,17 @@ impl Job {
         samples: u64,
         acked: &[UnitRef],
     ) -> Result<(Option<CoordError>, Effects)> {
-        let identity = self
-            .authorize(&caller.member, &caller.secret)?
-            .identity
-            .clone();
-        let Job {
-            name,
-            dataset,
-            state,
-            ..
-        } = self;
-        match state {
+        let job = self.checked(caller)?;
+        match job.state {
             State::Sync(model) => {
-                let ops = model.report(name, &identity, generation, samples)?;
+                let ops = model.report(job.name, &job.record.identity, generation, samples)?;
                 Ok((None, Effects::ops(ops)))
             }
             State::Dynamic(model) => {
-                let (ops, error) = model.ack(name, &caller.member, acked)?;
+                let (ops, error) = model.ack(job.name, &caller.member, acked)?;
                 let mut effects = Effects::ops(ops);
-                if let Some(more) = model.advance(name, dataset)? {
-                    effects.ops.extend(more);
-                    effects.events.push(Event::PoolChanged(model.epoch()));
-                    effects.wake = true;
+                if let Some(advanced) = advance(model, job.name, job.dataset)? {
+                    effects.extend(advanced);
                 }
                 Ok((error, effects))
             }
@@ -314,25 +344,14 @@ impl Job {
         generation: Generation,
         samples: u64,
     ) -> Result<((), Effects)> {
-        let identity = self
-            .authorize(&caller.member, &caller.secret)?
-            .identity
-            .clone();
-        let Job {
-            name,
-            stored,
-            dataset,
-            state,
-            ..
-        } = self;
-        let State::Sync(model) = state else {
-            return Err(sync_only(name));
-        };
+        let job = self.checked(caller)?;
+        let model = sync(job.state, job.name)?;
+        let identity = &job.record.identity;
         let ops = model.commit(
-            name,
-            &stored.config,
-            dataset,
-            &identity,
+            job.name,
+            job.config,
+            job.dataset,
+            identity,
             generation,
             samples,
         )?;

@@ -205,8 +205,8 @@ impl Job {
         self.members
             .get(member)
             .ok_or_else(|| CoordError::UnknownMember {
-                job: self.name.to_string(),
-                member: member.to_string(),
+                job: self.name.clone(),
+                member: member.clone(),
             })
     }
 

@@ -82,7 +82,7 @@ impl Service {
         let job = handle.job.lock().await;
         if job.stored.config != *config {
             return Err(CoordError::ConflictingConfig {
-                job: job.name.to_string(),
+                job: job.name.clone(),
                 diff: job.stored.config.diff(config),
             });
         }
@@ -103,7 +103,7 @@ impl Service {
         let leader = self.leader().await?;
         let slot = leader.jobs.lock().await.get(&name).cloned();
         let failed = |reason| CoordError::JobFailed {
-            job: name.to_string(),
+            job: name.clone(),
             reason,
         };
         match slot {
@@ -216,8 +216,8 @@ impl Coordinator for Service {
                 let expired = |job: &mut Job| (Ok(()), job.lease_expired(member, Some(lease)));
                 leader.change(&handle, expired).await?;
                 Err(CoordError::UnknownMember {
-                    job: call.job.to_string(),
-                    member: member.to_string(),
+                    job: call.job.clone(),
+                    member: member.clone(),
                 }
                 .into())
             }
