@@ -1,9 +1,11 @@
 //! The leader's state: every job's model, loaded from the store when this
 //! replica wins the election, and the group-commit writer fenced by that win.
 //!
-//! Each job loads on its own: one whose stored config is bad, whose manifest
-//! cannot be read, or whose manifest changed since the job was created is
-//! marked failed with the reason (GetStatus shows it) while the others are
+//! Each job loads on its own, in the background: the leader serves as soon
+//! as the store is read, and a call for a job still loading waits for that
+//! job alone. One whose stored config is bad, whose manifest cannot be
+//! read, or whose manifest changed since the job was created is marked
+//! failed with the reason (GetStatus shows it) while the others are
 //! served. A failed manifest read is retried in the background.
 //!
 //! Every change of a job goes through [`Leader::change`]: the model method
@@ -20,18 +22,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use tokio::sync::{broadcast, watch, Mutex, Notify};
 use tokio::task::JoinHandle;
-use tributary_common::ids::{JobId, MemberId};
+use tributary_common::ids::JobId;
 use tributary_common::proto::v1;
 use tributary_worker::{Dataset as WorkerDataset, StoreOptions};
 
 use crate::error::{CoordError, Result};
-use crate::keys::{self, Key};
+use crate::keys;
 use crate::model::{Dataset, Effects, Event, Job, LeaseGrant, Outcome, StoredJob};
-use crate::store::{KeyValue, Leadership, LeaseId, MetaStore, WatchEvent};
+use crate::store::{KeyValue, Leadership, LeaseId, MetaStore};
 use crate::writer::{Pending, Reserved, Writer};
+use tasks::{load_job, watch_members};
 
 /// The longest a manifest read may take while a job loads or is created.
 const MANIFEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -71,6 +73,8 @@ impl Drop for JobHandle {
 /// A job as the leader knows it.
 #[derive(Debug, Clone)]
 pub enum Slot {
+    /// Being loaded; turns true once the slot holds the outcome.
+    Loading(watch::Receiver<bool>),
     Ready(Arc<JobHandle>),
     /// The job cannot be served; why.
     Failed(String),
@@ -156,8 +160,8 @@ fn check_stored(name: &JobId, stored: &StoredJob, opened: &OpenedDataset) -> Res
 }
 
 impl Leader {
-    /// Loads every job from the store. A job that cannot load is marked
-    /// failed; the others are served.
+    /// Reads every job from the store and starts loading each (see
+    /// [`load_job`]); returns without waiting for them.
     pub async fn load(
         store: Arc<dyn MetaStore>,
         leadership: Leadership,
@@ -184,29 +188,11 @@ impl Leader {
                 by_job.entry(job).or_default().push(kv);
             }
         }
-        let loads = by_job.into_iter().map(|(name, kvs)| {
-            let leader = Arc::clone(&leader);
-            async move {
-                let slot = leader.open_job(&name, &kvs, revision).await;
-                (name, slot)
-            }
-        });
-        let slots: Vec<_> = futures::future::join_all(loads).await;
         let mut jobs = leader.jobs.lock().await;
-        for (name, slot) in slots {
-            match slot {
-                Ok(Some(handle)) => {
-                    jobs.insert(name, Slot::Ready(handle));
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::error!(job = name.as_str(), %error, "job failed to load; serving the others");
-                    if matches!(error, CoordError::Dataset { .. }) {
-                        tokio::spawn(retry_job(Arc::downgrade(&leader), name.clone()));
-                    }
-                    jobs.insert(name, Slot::Failed(error.to_string()));
-                }
-            }
+        for (name, kvs) in by_job {
+            let (done, loading) = watch::channel(false);
+            jobs.insert(name.clone(), Slot::Loading(loading));
+            tokio::spawn(load_job(Arc::clone(&leader), name, kvs, revision, done));
         }
         drop(jobs);
         Ok(leader)
@@ -260,20 +246,32 @@ impl Leader {
 
     /// The job's handle, its model reloaded first if a write of it was
     /// rejected; `JobFailed` for a job that cannot be served.
+    /// Waits while the job loads.
     pub async fn job(&self, name: &JobId) -> Result<Arc<JobHandle>> {
-        let slot = self.jobs.lock().await.get(name).cloned();
-        match slot {
-            Some(Slot::Ready(handle)) => {
-                if handle.stale.load(Ordering::SeqCst) {
-                    self.reload(&handle).await?;
+        loop {
+            let slot = self.jobs.lock().await.get(name).cloned();
+            return match slot {
+                Some(Slot::Loading(mut loading)) => {
+                    if loading.wait_for(|done| *done).await.is_err() {
+                        return Err(CoordError::JobFailed {
+                            job: name.clone(),
+                            reason: "its load stopped".into(),
+                        });
+                    }
+                    continue;
                 }
-                Ok(handle)
-            }
-            Some(Slot::Failed(reason)) => Err(CoordError::JobFailed {
-                job: name.clone(),
-                reason,
-            }),
-            None => Err(CoordError::UnknownJob(name.clone())),
+                Some(Slot::Ready(handle)) => {
+                    if handle.stale.load(Ordering::SeqCst) {
+                        self.reload(&handle).await?;
+                    }
+                    Ok(handle)
+                }
+                Some(Slot::Failed(reason)) => Err(CoordError::JobFailed {
+                    job: name.clone(),
+                    reason,
+                }),
+                None => Err(CoordError::UnknownJob(name.clone())),
+            };
         }
     }
 
@@ -451,121 +449,6 @@ impl JobWrite {
     }
 }
 
-/// Tries a job whose manifest could not be read again until it loads, its
-/// failure becomes permanent, or this leadership ends.
-async fn retry_job(leader: std::sync::Weak<Leader>, name: JobId) {
-    loop {
-        tokio::time::sleep(RETRY_INTERVAL).await;
-        let Some(leader) = leader.upgrade() else {
-            return;
-        };
-        if *leader.failed.borrow() {
-            return;
-        }
-        let result = match leader.store.range(&keys::job(&name)).await {
-            Ok((kvs, revision)) => leader.open_job(&name, &kvs, revision).await,
-            Err(error) => Err(error.into()),
-        };
-        let mut jobs = leader.jobs.lock().await;
-        match result {
-            Ok(Some(handle)) => {
-                tracing::info!(
-                    job = name.as_str(),
-                    "the job's manifest is readable again; serving it"
-                );
-                jobs.insert(name, Slot::Ready(handle));
-                return;
-            }
-            Ok(None) => {
-                jobs.remove(&name);
-                return;
-            }
-            Err(error) => {
-                let retry = matches!(error, CoordError::Dataset { .. } | CoordError::Store(_));
-                jobs.insert(name.clone(), Slot::Failed(error.to_string()));
-                if !retry {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Forgets members whose keys vanish (lease expiry), returning their units
-/// to the pool at once. Re-reads and re-watches when the watch breaks.
-async fn watch_members(
-    store: Arc<dyn MetaStore>,
-    handle: std::sync::Weak<JobHandle>,
-    job: JobId,
-    mut from_revision: i64,
-) {
-    let prefix = keys::members(&job);
-    let member_of = |key: &str| match Key::parse(key) {
-        Ok(Key::Member { member, .. }) => Some(member),
-        _ => None,
-    };
-    loop {
-        let mut events = match store.watch(&prefix, from_revision).await {
-            Ok(events) => events,
-            Err(error) => {
-                tracing::warn!(%error, job = job.as_str(), "member watch failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-        };
-        while let Some(event) = events.next().await {
-            let Ok(event) = event else { break };
-            let WatchEvent::Delete { key, mod_revision } = event else {
-                continue;
-            };
-            from_revision = mod_revision + 1;
-            let Some(handle) = handle.upgrade() else {
-                return;
-            };
-            let Some(member) = member_of(&key) else {
-                tracing::warn!(key, "a key under the members is no member's; ignored");
-                continue;
-            };
-            let effects = handle.job.lock().await.lease_expired(&member, None);
-            if !effects.is_empty() {
-                tracing::info!(
-                    job = job.as_str(),
-                    member = member.as_str(),
-                    "member lease expired; its units return to the pool"
-                );
-            }
-            let _ = apply(store.as_ref(), Staged::unwritten(&handle, effects)).await;
-        }
-        // The watch broke: reconcile with what the store holds, then resume.
-        let Some(handle) = handle.upgrade() else {
-            return;
-        };
-        match store.range(&prefix).await {
-            Ok((kvs, revision)) => {
-                let live: Vec<MemberId> = kvs.iter().filter_map(|kv| member_of(&kv.key)).collect();
-                let mut model = handle.job.lock().await;
-                let gone: Vec<MemberId> = model
-                    .members
-                    .keys()
-                    .filter(|m| !live.contains(m))
-                    .cloned()
-                    .collect();
-                let mut effects = Effects::default();
-                for member in gone {
-                    effects.extend(model.lease_expired(&member, None));
-                }
-                drop(model);
-                effects.wake = true;
-                let _ = apply(store.as_ref(), Staged::unwritten(&handle, effects)).await;
-                from_revision = revision + 1;
-            }
-            Err(error) => {
-                tracing::warn!(%error, job = job.as_str(), "cannot re-read members");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    }
-}
-
+mod tasks;
 #[cfg(test)]
 mod tests;

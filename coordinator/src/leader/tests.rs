@@ -1,4 +1,5 @@
-//! Changes hold no lock across their writes.
+//! Changes hold no lock across their writes; one job's slow load holds up
+//! no other job.
 
 use std::time::Duration;
 
@@ -10,8 +11,9 @@ use tributary_common::ids::{Generation, JobId, MemberId};
 
 use super::*;
 use crate::config::JobConfig;
+use crate::keys::Key;
 use crate::model::{Caller, Identity};
-use crate::store::{Compare, MemoryStore, StoreResult, TxnOutcome};
+use crate::store::{Compare, MemoryStore, StoreResult, TxnOutcome, WatchEvent};
 
 /// A memory store whose transactions wait while the gate is shut.
 #[derive(Debug)]
@@ -88,16 +90,10 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
         shut: AtomicBool::new(false),
         waiting: AtomicU64::new(0),
     });
-    let leadership = Leadership {
-        key: keys::ELECTION.into(),
-        revision: 0,
-        lost: watch::channel(false).1,
-        _guard: None,
-    };
     let interval = Duration::from_millis(1);
     let leader = Leader::load(
         Arc::clone(&store) as Arc<dyn MetaStore>,
-        leadership,
+        leadership(),
         "here".into(),
         Default::default(),
         interval,
@@ -162,5 +158,69 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
     assert_eq!(
         (status.commit_generation, status.commit_samples),
         (Some(0), 8)
+    );
+}
+
+fn leadership() -> Leadership {
+    Leadership {
+        key: keys::ELECTION.into(),
+        revision: 0,
+        lost: watch::channel(false).1,
+        _guard: None,
+    }
+}
+
+#[tokio::test]
+async fn a_job_whose_manifest_hangs_never_holds_up_another() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let good_url = tributary_tests::coordinator::tiny_dataset(scratch.path(), 16, 8).await;
+    let good = JobId::from("good");
+    let slow = JobId::from("slow");
+    // An S3 endpoint that accepts connections and never answers.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut options: StoreOptions = Default::default();
+    for (key, value) in [
+        (
+            "aws_endpoint",
+            format!("http://{}", hung.local_addr().expect("addr")),
+        ),
+        ("aws_allow_http", "true".into()),
+        ("aws_access_key_id", "test".into()),
+        ("aws_secret_access_key", "test".into()),
+        ("aws_region", "us-east-1".into()),
+    ] {
+        options.set(key, value);
+    }
+    let opened = open_dataset(&good, &good_url, &options)
+        .await
+        .expect("good manifest");
+    let store = MemoryStore::new();
+    for (job, url) in [(&good, good_url.as_str()), (&slow, "s3://bucket/ds")] {
+        let mut stored = stored();
+        stored.config.manifest_url = url.into();
+        stored.manifest_sha256 = Some(opened.sha256.clone());
+        let key = Key::Config { job: job.clone() }.to_string();
+        let value = serde_json::to_vec(&stored).expect("json");
+        store.put(&key, value, None).await.expect("put");
+    }
+    let started = Instant::now();
+    let leader = Leader::load(
+        Arc::new(store),
+        leadership(),
+        "here".into(),
+        options,
+        Duration::from_millis(1),
+    )
+    .await
+    .expect("leader");
+    let handle = tokio::time::timeout(Duration::from_secs(10), leader.job(&good))
+        .await
+        .expect("the good job waits for the slow one")
+        .expect("the good job loads");
+    assert_eq!(handle.job.lock().await.name, good);
+    assert!(
+        matches!(leader.jobs.lock().await.get(&slow), Some(Slot::Loading(_))),
+        "the slow job's manifest read ended within {:?}",
+        started.elapsed()
     );
 }

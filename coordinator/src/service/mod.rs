@@ -108,6 +108,10 @@ impl Service {
         };
         match slot {
             Some(Slot::Ready(handle)) => return Self::existing(&handle, &config).await,
+            Some(Slot::Loading(_)) => {
+                let handle = leader.job(&name).await?;
+                return Self::existing(&handle, &config).await;
+            }
             Some(Slot::Failed(reason)) => return Err(failed(reason)),
             None => {}
         }
@@ -127,6 +131,11 @@ impl Service {
         match jobs.get(&name).cloned() {
             Some(Slot::Ready(handle)) => {
                 drop((jobs, room));
+                return Self::existing(&handle, &config).await;
+            }
+            Some(Slot::Loading(_)) => {
+                drop((jobs, room));
+                let handle = leader.job(&name).await?;
                 return Self::existing(&handle, &config).await;
             }
             Some(Slot::Failed(reason)) => return Err(failed(reason)),
