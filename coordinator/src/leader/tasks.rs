@@ -128,7 +128,7 @@ pub(super) async fn watch_members(
                     "member lease expired; its units return to the pool"
                 );
             }
-            let _ = apply(store.as_ref(), Staged::unwritten(&handle, effects)).await;
+            expired(store.as_ref(), &handle, effects).await;
         }
         // The watch broke: reconcile with what the store holds, then resume.
         let Some(handle) = handle.upgrade() else {
@@ -150,7 +150,7 @@ pub(super) async fn watch_members(
                 }
                 drop(model);
                 effects.wake = true;
-                let _ = apply(store.as_ref(), Staged::unwritten(&handle, effects)).await;
+                expired(store.as_ref(), &handle, effects).await;
                 from_revision = revision + 1;
             }
             Err(error) => {
@@ -158,5 +158,13 @@ pub(super) async fn watch_members(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
+    }
+}
+
+/// Applies the effects of expired leases: nothing to write, so nothing that
+/// can fail; logged if it does.
+async fn expired(store: &dyn MetaStore, handle: &Arc<JobHandle>, effects: Effects) {
+    if let Err(error) = apply(store, Staged::unwritten(handle, effects)).await {
+        tracing::warn!(%error, "cannot apply an expired lease's effects");
     }
 }
