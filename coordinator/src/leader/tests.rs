@@ -120,11 +120,12 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
         .job
         .lock()
         .await
-        .prepare_join(&identity, &member, "")
+        .prepare_join(&joiner(identity.clone(), member.clone(), ""))
         .expect("prepare");
     let lease = leader.grant(grant).await.expect("lease");
     let secret = "a".repeat(32);
-    let join = |job: &mut Job| job.join(identity, member.clone(), "", secret.clone(), lease);
+    let join =
+        |job: &mut Job| job.join(joiner(identity, member.clone(), ""), secret.clone(), lease);
     leader.change(&handle, join).await.expect("join");
 
     store.shut.store(true, Ordering::SeqCst);
@@ -223,4 +224,12 @@ async fn a_job_whose_manifest_hangs_never_holds_up_another() {
         "the slow job's manifest read ended within {:?}",
         started.elapsed()
     );
+}
+
+fn joiner(identity: Identity, member: MemberId, secret: &str) -> crate::model::Joiner {
+    crate::model::Joiner {
+        identity,
+        member,
+        secret: secret.to_owned(),
+    }
 }

@@ -22,6 +22,15 @@ pub struct Caller {
     pub secret: String,
 }
 
+/// Who joins: its identity, the member name that stands for it, and the
+/// secret it carries (to replace the member, or to become a new one's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joiner {
+    pub identity: Identity,
+    pub member: MemberId,
+    pub secret: String,
+}
+
 /// What one look at the pool found for an Acquire.
 #[derive(Debug, PartialEq)]
 pub enum Acquired {
@@ -95,16 +104,15 @@ impl Job {
         }
     }
 
-    /// The lease a Join of `member` (with `identity`, carrying `secret`)
-    /// needs, or why the job would refuse it as it stands: a refusal costs
-    /// the store nothing. [`Self::join`] checks again, under the same lock
-    /// as its change.
-    pub fn prepare_join(
-        &self,
-        identity: &Identity,
-        member: &MemberId,
-        secret: &str,
-    ) -> Result<LeaseGrant> {
+    /// The lease a Join needs, or why the job would refuse it as it
+    /// stands: a refusal costs the store nothing. [`Self::join`] checks
+    /// again, under the same lock as its change.
+    pub fn prepare_join(&self, joiner: &Joiner) -> Result<LeaseGrant> {
+        let Joiner {
+            identity,
+            member,
+            secret,
+        } = joiner;
         if let State::Sync(model) = &self.state {
             model.check_join(identity)?;
         }
@@ -122,7 +130,7 @@ impl Job {
         }
     }
 
-    /// `member` (with `identity`) joins under `lease`, granted for it as
+    /// A member joins under `lease`, granted for it as
     /// [`Self::prepare_join`] asked: a sync rank gets its generation (a
     /// new one for a restart). A member that exists is replaced only by a
     /// Join carrying its secret, which it keeps; a new member gets the
@@ -130,13 +138,11 @@ impl Job {
     /// A refused Join's effects revoke `lease`.
     pub fn join(
         &mut self,
-        identity: Identity,
-        member: MemberId,
-        secret: &str,
+        joiner: Joiner,
         fresh_secret: String,
         lease: LeaseId,
     ) -> Outcome<v1::JoinResponse> {
-        match self.admit(identity, member, secret, fresh_secret, lease) {
+        match self.admit(joiner, fresh_secret, lease) {
             Ok((response, effects)) => (Ok(response), effects),
             Err(error) => (Err(error), Effects::revoke(lease)),
         }
@@ -144,12 +150,15 @@ impl Job {
 
     fn admit(
         &mut self,
-        identity: Identity,
-        member: MemberId,
-        secret: &str,
+        joiner: Joiner,
         fresh_secret: String,
         lease: LeaseId,
     ) -> Result<(v1::JoinResponse, Effects)> {
+        let Joiner {
+            identity,
+            member,
+            secret,
+        } = joiner;
         let ttl = self.lease_for_join().ttl;
         let mut effects = Effects::default();
         let mut response = v1::JoinResponse {
@@ -158,16 +167,10 @@ impl Job {
             ttl_ms: ttl.as_millis() as u32,
             ..v1::JoinResponse::default()
         };
-        let Job {
-            name,
-            stored,
-            dataset,
-            state,
-            ..
-        } = self;
-        match state {
+        match &mut self.state {
             State::Sync(model) => {
-                let (gen, ops) = model.join(name, &stored.config, dataset, &identity)?;
+                let config = &self.stored.config;
+                let (gen, ops) = model.join(&self.name, config, &self.dataset, &identity)?;
                 if !ops.is_empty() {
                     effects
                         .events
@@ -187,7 +190,7 @@ impl Job {
         // so its join changed nothing there (or was refused as stale).
         let replaced = match self.members.get(&member) {
             None => None,
-            Some(_) => match self.authorize(&member, secret) {
+            Some(_) => match self.authorize(&member, &secret) {
                 Ok(old) => Some(old.lease),
                 Err(_) => return Err(self.already_joined(&member)),
             },
@@ -196,8 +199,8 @@ impl Job {
         // bring a random secret of its own: processes that share one
         // identity (a rank's DataLoader workers) share one secret.
         let secret = match replaced {
-            Some(_) => secret.to_owned(),
-            None if chosen_secret(secret) => secret.to_owned(),
+            Some(_) => secret,
+            None if chosen_secret(&secret) => secret,
             None => fresh_secret,
         };
         if let Some(old) = replaced {
@@ -237,19 +240,12 @@ impl Job {
     /// the parts a mode's model works on.
     fn checked(&mut self, caller: &Caller) -> Result<Checked<'_>> {
         let record = self.authorize(&caller.member, &caller.secret)?.clone();
-        let Job {
-            name,
-            stored,
-            dataset,
-            state,
-            ..
-        } = self;
         Ok(Checked {
             record,
-            name,
-            config: &stored.config,
-            dataset,
-            state,
+            name: &self.name,
+            config: &self.stored.config,
+            dataset: &self.dataset,
+            state: &mut self.state,
         })
     }
 

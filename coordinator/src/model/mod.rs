@@ -28,7 +28,7 @@ use crate::error::{CoordError, Result};
 use crate::keys::Key;
 use crate::store::{KeyValue, LeaseId, Op};
 
-pub use calls::{Acquired, Caller};
+pub use calls::{Acquired, Caller, Joiner};
 pub use dynamic::{DynModel, UnitRef};
 pub use effects::{outcome, Effects, Event, LeaseGrant, Outcome};
 pub use sync::{GenMeta, SyncModel};

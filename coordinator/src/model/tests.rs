@@ -93,7 +93,7 @@ fn created(mode: v1::Mode) -> (Job, Kv) {
 fn a_refused_join_revokes_the_lease_granted_for_it() {
     let (mut job, mut kv) = created(v1::Mode::Sync);
     let member = MemberId::from("run.0.0");
-    let (joined, effects) = job.join(rank(0), member.clone(), "", "f".repeat(32), 10);
+    let (joined, effects) = job.join(joiner(rank(0), member.clone(), ""), "f".repeat(32), 10);
     let joined = joined.expect("join");
     assert_eq!(joined.secret, "f".repeat(32));
     assert!(effects.revoke.is_empty(), "{effects:?}");
@@ -103,28 +103,34 @@ fn a_refused_join_revokes_the_lease_granted_for_it() {
     // A name on a sync job, and the member again without its secret: both
     // refused, each giving back the lease granted for it.
     let name = Identity::Name("n".into());
-    assert!(job.prepare_join(&name, &MemberId::from("n"), "").is_err());
-    let (refused, effects) = job.join(name, MemberId::from("n"), "", "f".repeat(32), 11);
+    assert!(job
+        .prepare_join(&joiner(name.clone(), MemberId::from("n"), ""))
+        .is_err());
+    let (refused, effects) = job.join(joiner(name, MemberId::from("n"), ""), "f".repeat(32), 11);
     assert!(refused.is_err());
     assert_eq!((effects.revoke, effects.ops.len()), (vec![11], 0));
     assert!(matches!(
-        job.prepare_join(&rank(0), &member, "wrong"),
+        job.prepare_join(&joiner(rank(0), member.clone(), "wrong")),
         Err(CoordError::AlreadyJoined { .. })
     ));
-    let (refused, effects) = job.join(rank(0), member.clone(), "wrong", "0".repeat(32), 12);
+    let (refused, effects) = job.join(joiner(rank(0), member.clone(), "wrong"), "0".repeat(32), 12);
     assert!(matches!(refused, Err(CoordError::AlreadyJoined { .. })));
     assert_eq!(effects.revoke, [12]);
 
     // With its secret the member is replaced: the old lease goes, once the
     // new record is written.
     let grant = job
-        .prepare_join(&rank(0), &member, &joined.secret)
+        .prepare_join(&joiner(rank(0), member.clone(), &joined.secret))
         .expect("prepare");
     assert_eq!(
         grant.ttl.as_secs(),
         u64::from(job.stored.config.member_ttl_s)
     );
-    let (again, effects) = job.join(rank(0), member.clone(), &joined.secret, "0".repeat(32), 13);
+    let (again, effects) = job.join(
+        joiner(rank(0), member.clone(), &joined.secret),
+        "0".repeat(32),
+        13,
+    );
     assert_eq!(again.expect("rejoin").secret, joined.secret);
     assert_eq!(effects.revoke, [10]);
     kv.apply(&effects);
@@ -139,7 +145,7 @@ fn a_dynamic_job_loads_back_what_its_calls_stored() {
     let mut callers = Vec::new();
     for (member, lease) in [(&a, 1), (&b, 2)] {
         let name = Identity::Name(member.to_string());
-        let (joined, effects) = job.join(name, member.clone(), "", "e".repeat(32), lease);
+        let (joined, effects) = job.join(joiner(name, member.clone(), ""), "e".repeat(32), lease);
         kv.apply(&effects);
         callers.push(Caller {
             member: member.clone(),
@@ -186,7 +192,7 @@ fn a_sync_job_loads_back_its_generations_and_commit() {
     let mut callers = Vec::new();
     for r in 0..2 {
         let member = MemberId::from(format!("run.0.{r}"));
-        let (joined, effects) = job.join(rank(r), member.clone(), "", "d".repeat(32), 5);
+        let (joined, effects) = job.join(joiner(rank(r), member.clone(), ""), "d".repeat(32), 5);
         kv.apply(&effects);
         callers.push(Caller {
             member,
@@ -259,11 +265,23 @@ fn a_stored_unit_the_epoch_does_not_have_fails_the_load_naming_its_key() {
 fn an_expired_lease_forgets_its_member_only_if_it_did_not_join_again() {
     let (mut job, _) = created(v1::Mode::Dynamic);
     let a = MemberId::from("a");
-    let (joined, _) = job.join(Identity::Name("a".into()), a.clone(), "", "c".repeat(32), 7);
+    let (joined, _) = job.join(
+        joiner(Identity::Name("a".into()), a.clone(), ""),
+        "c".repeat(32),
+        7,
+    );
     joined.expect("join");
     assert!(job.lease_expired(&a, Some(6)).is_empty());
     assert!(job.members.contains_key(&a));
     let effects = job.lease_expired(&a, Some(7));
     assert!(effects.ops.is_empty() && effects.wake, "{effects:?}");
     assert!(!job.members.contains_key(&a));
+}
+
+fn joiner(identity: Identity, member: MemberId, secret: &str) -> Joiner {
+    Joiner {
+        identity,
+        member,
+        secret: secret.to_owned(),
+    }
 }

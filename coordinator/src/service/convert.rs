@@ -11,7 +11,7 @@ use crate::auth::MAX_SECRET_BYTES;
 use crate::config::{JobConfig, MAX_WORLD};
 use crate::error::{CoordError, Result};
 use crate::keys::{self, MAX_MEMBER_NAME};
-use crate::model::{Caller, Identity, UnitRef};
+use crate::model::{Caller, Identity, Joiner, UnitRef};
 
 /// The most units one Report may acknowledge.
 pub const MAX_ACKS_PER_REPORT: usize = 4096;
@@ -54,14 +54,11 @@ impl TryFrom<v1::CreateJobRequest> for CreateJob {
     }
 }
 
-/// A Join: the job, the identity, the member name it stands for, and the
-/// secret it carries (to replace the member, or to become a new one's).
+/// A Join: the job, and who joins.
 #[derive(Debug)]
 pub struct Join {
     pub job: JobId,
-    pub identity: Identity,
-    pub member: MemberId,
-    pub secret: String,
+    pub joiner: Joiner,
 }
 
 impl TryFrom<v1::JoinRequest> for Join {
@@ -71,12 +68,12 @@ impl TryFrom<v1::JoinRequest> for Join {
         let job = job("job", request.job)?;
         bounded_secret(&request.secret)?;
         let (identity, member) = identity(request.identity)?;
-        Ok(Self {
-            job,
+        let joiner = Joiner {
             identity,
             member,
             secret: request.secret,
-        })
+        };
+        Ok(Self { job, joiner })
     }
 }
 

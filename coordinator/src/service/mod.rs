@@ -177,29 +177,17 @@ impl Coordinator for Service {
     }
 
     async fn join(&self, request: Request<v1::JoinRequest>) -> Answer<v1::JoinResponse> {
-        let join = Join::try_from(request.into_inner())?;
-        let (leader, handle) = self.job(&join.job).await?;
-        let Join {
-            job,
-            identity,
-            member,
-            secret,
-        } = join;
+        let Join { job, joiner } = Join::try_from(request.into_inner())?;
+        let (leader, handle) = self.job(&job).await?;
         let fresh_secret = new_secret()?;
         // The member's record names its lease, and granting it is I/O: so
         // it is granted first, outside the job's lock, once the job sees no
         // reason to refuse; a Join refused after all (the job changed
         // meanwhile) revokes it through its effects.
-        let grant = handle
-            .job
-            .lock()
-            .await
-            .prepare_join(&identity, &member, &secret)?;
+        let grant = handle.job.lock().await.prepare_join(&joiner)?;
         let lease = leader.grant(grant).await?;
         let response = leader
-            .change(&handle, |model| {
-                model.join(identity, member, &secret, fresh_secret, lease)
-            })
+            .change(&handle, |model| model.join(joiner, fresh_secret, lease))
             .await?;
         tracing::info!(
             job = job.as_str(),
