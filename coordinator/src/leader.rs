@@ -161,7 +161,7 @@ fn check_stored(name: &JobId, stored: &StoredJob, opened: &OpenedDataset) -> Res
 
 impl Leader {
     /// Reads every job from the store and starts loading each (see
-    /// [`load_job`]); returns without waiting for them.
+    /// `tasks::load_job`); returns without waiting for them.
     pub async fn load(
         store: Arc<dyn MetaStore>,
         leadership: Leadership,

@@ -1,5 +1,5 @@
 //! The gRPC service: thin handlers. Each converts its request (see
-//! [`convert`]: names, identities and counts checked, ids typed), finds the
+//! `convert`: names, identities and counts checked, ids typed), finds the
 //! leader's job, and has [`Leader::change`] run one model method, which
 //! checks that the caller speaks for the member it names and returns its
 //! effects; `change` applies them (store writes, leases, events) after the
