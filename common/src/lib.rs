@@ -28,6 +28,8 @@
 //!   from its small stored record.
 //! - [`lease`]: dynamic elasticity: the epoch cut into units and the pool
 //!   that leases them and records acknowledgements exactly once.
+//! - [`identity`]: how a member identifies itself (torchrun rank or name),
+//!   read from torchrun's variables once at the edge.
 //! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
 //! - [`invariants`]: "nothing lost, nothing twice", "equal parts" and an
@@ -66,6 +68,7 @@
 
 pub mod error;
 pub mod generation;
+pub mod identity;
 pub mod ids;
 pub mod invariants;
 pub mod lease;
@@ -84,4 +87,5 @@ pub mod verify;
 pub mod zstd_chunk;
 
 pub use error::{FormatError, ManifestError, PlanError, PoolError};
+pub use identity::Identity;
 pub use ids::{Epoch, Generation, JobId, MemberId};

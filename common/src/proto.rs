@@ -2,6 +2,7 @@
 //! (and, with the `grpc` feature, tonic's client and server), and
 //! conversions between its messages and the planner's types.
 
+use crate::identity::Identity;
 use crate::plan::Remainder;
 use crate::span::{Span, SpanSet};
 
@@ -79,6 +80,54 @@ impl From<Remainder> for v1::RemainderPolicy {
     }
 }
 
+impl From<v1::TorchrunIdentity> for Identity {
+    fn from(t: v1::TorchrunIdentity) -> Self {
+        Identity::Torchrun {
+            rank: t.rank,
+            world: t.world_size,
+            run_id: t.run_id,
+            restart: t.restart_count,
+        }
+    }
+}
+
+/// As sent: the coordinator checks the fields (world and rank bounds, the
+/// run id as a name) after converting.
+impl From<v1::join_request::Identity> for Identity {
+    fn from(identity: v1::join_request::Identity) -> Self {
+        match identity {
+            v1::join_request::Identity::Torchrun(t) => t.into(),
+            v1::join_request::Identity::Name(name) => Identity::Name(name),
+        }
+    }
+}
+
+impl From<&Identity> for v1::join_request::Identity {
+    fn from(identity: &Identity) -> Self {
+        match identity {
+            Identity::Torchrun {
+                rank,
+                world,
+                run_id,
+                restart,
+            } => v1::join_request::Identity::Torchrun(v1::TorchrunIdentity {
+                rank: *rank,
+                world_size: *world,
+                run_id: run_id.clone(),
+                restart_count: *restart,
+            }),
+            Identity::Name(name) => v1::join_request::Identity::Name(name.clone()),
+        }
+    }
+}
+
+impl Identity {
+    /// The identity as a `JoinRequest` carries it.
+    pub fn to_proto(&self) -> v1::join_request::Identity {
+        self.into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +149,20 @@ mod tests {
         assert_eq!(spans_to_proto(&set), vec![good]);
         let error = spans_from_proto(vec![good, backwards]).expect_err("backwards");
         assert_eq!(error.to_string(), "span 4:9..5 ends before it starts");
+    }
+
+    #[test]
+    fn an_identity_survives_the_wire_both_ways() {
+        for identity in [
+            Identity::Torchrun {
+                rank: 3,
+                world: 8,
+                run_id: "run".into(),
+                restart: u64::MAX,
+            },
+            Identity::Name("a".into()),
+        ] {
+            assert_eq!(Identity::from(identity.to_proto()), identity);
+        }
     }
 }

@@ -69,6 +69,15 @@ impl TokenCheck {
     }
 }
 
+/// The longest a member secret may be.
+pub const MAX_SECRET_BYTES: usize = 128;
+
+/// Whether a Join's secret can serve as a new member's: 32 to 128 hex
+/// digits (128 random bits or more), as `secrets.token_hex(16)` makes.
+pub fn chosen_secret(secret: &str) -> bool {
+    (32..=MAX_SECRET_BYTES).contains(&secret.len()) && secret.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A new member secret: 128 random bits, hex.
 pub fn new_secret() -> Result<String> {
     let mut bytes = [0u8; 16];

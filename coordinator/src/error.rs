@@ -1,43 +1,53 @@
 //! The coordinator's errors and their one mapping to gRPC statuses.
 
 use tonic::{Code, Status};
+use tributary_common::ids::{JobId, MemberId};
 use tributary_common::proto::LEADER_METADATA;
 
 use crate::store::StoreError;
 
 /// Every way a coordinator request can fail. Messages name the job, member,
-/// rank, generation or field at fault.
+/// rank, generation or field at fault (names quoted as `{:?}` of the
+/// string).
 #[derive(Debug, thiserror::Error)]
 pub enum CoordError {
-    #[error("unknown job {0:?}")]
-    UnknownJob(String),
-    #[error("unknown member {member:?} of job {job:?} (its lease expired or it left: join again)")]
-    UnknownMember { job: String, member: String },
+    #[error("unknown job {:?}", .0.as_str())]
+    UnknownJob(JobId),
+    #[error(
+        "unknown member {:?} of job {:?} (its lease expired or it left: join again)",
+        .member.as_str(),
+        .job.as_str()
+    )]
+    UnknownMember { job: JobId, member: MemberId },
     #[error("rank {rank} is outside a world of {world} ranks")]
     RankOutOfRange { rank: u32, world: u32 },
     #[error("stale generation: {0}")]
     Stale(String),
-    #[error("job {job:?} exists with a different config: {diff}")]
-    ConflictingConfig { job: String, diff: String },
+    #[error("job {:?} exists with a different config: {diff}", .job.as_str())]
+    ConflictingConfig { job: JobId, diff: String },
     #[error("{0}")]
     Precondition(String),
     #[error("invalid request: {0}")]
     Invalid(String),
-    #[error("cannot read the dataset of job {job:?}: {error}")]
-    Dataset { job: String, error: String },
+    #[error("cannot read the dataset of job {:?}: {error}", .job.as_str())]
+    Dataset { job: JobId, error: String },
     #[error(
-        "member {member:?} of job {job:?} is already joined and its lease is live: \
-         a Join replacing it must carry its secret (or wait up to {ttl_s} s for the lease to expire)"
+        "member {:?} of job {:?} is already joined and its lease is live: \
+         a Join replacing it must carry its secret (or wait up to {ttl_s} s for the lease to expire)",
+        .member.as_str(),
+        .job.as_str()
     )]
     AlreadyJoined {
-        job: String,
-        member: String,
+        job: JobId,
+        member: MemberId,
         ttl_s: u32,
     },
-    #[error("job {job:?} has failed: {reason}")]
-    JobFailed { job: String, reason: String },
+    #[error("job {:?} has failed: {reason}", .job.as_str())]
+    JobFailed { job: JobId, reason: String },
     #[error("stored state is corrupt: {0}")]
     Corrupt(String),
+    #[error("cannot encode the value of {key}: {error}")]
+    Encode { key: String, error: String },
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
     #[error("permission denied: {0}")]
@@ -63,6 +73,7 @@ impl From<CoordError> for Status {
             CoordError::Dataset { .. } | CoordError::JobFailed { .. } | CoordError::Corrupt(_) => {
                 Code::FailedPrecondition
             }
+            CoordError::Encode { .. } => Code::Internal,
             CoordError::Unauthenticated(_) => Code::Unauthenticated,
             CoordError::PermissionDenied(_) => Code::PermissionDenied,
             CoordError::NotLeader(_) | CoordError::Store(_) => Code::Unavailable,
@@ -74,5 +85,26 @@ impl From<CoordError> for Status {
             }
         }
         status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_in_messages_read_as_quoted_names() {
+        let error = CoordError::UnknownMember {
+            job: JobId::from("j"),
+            member: MemberId::from("run.0.1"),
+        };
+        assert_eq!(
+            error.to_string(),
+            r#"unknown member "run.0.1" of job "j" (its lease expired or it left: join again)"#
+        );
+        assert_eq!(
+            CoordError::UnknownJob(JobId::from("j")).to_string(),
+            r#"unknown job "j""#
+        );
     }
 }

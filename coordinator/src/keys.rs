@@ -1,6 +1,24 @@
-//! Where the coordinator's facts live in the metadata store. Every key of a
-//! job sits under `/tributary/<job>/`; job names are restricted to
-//! `[A-Za-z0-9_-]`, so `/tributary/.leader` (the election) cannot collide.
+//! Where the coordinator's facts live in the metadata store: every key is
+//! built and parsed here, nowhere else. Every key of a job sits under
+//! `/tributary/<job>/`; job and member names are `[A-Za-z0-9_.-]` and never
+//! start with `.`, so `/tributary/.leader` (the election) and
+//! `/tributary/.txn/` (the etcd store's transaction guards) cannot collide
+//! with a job.
+//!
+//! ```text
+//! /tributary/<job>/config                        StoredJob
+//! /tributary/<job>/members/<member>              MemberRecord (under its lease)
+//! /tributary/<job>/sync/gen/<generation:020>     GenMeta
+//! /tributary/<job>/sync/commit                   CommitPoint
+//! /tributary/<job>/sync/progress                 every rank's last report
+//! /tributary/<job>/dyn/epoch                     the open epoch
+//! /tributary/<job>/dyn/<epoch:06>/leased/<unit:010>  member (under its lease)
+//! /tributary/<job>/dyn/<epoch:06>/acked/<unit:010>   member
+//! ```
+
+use std::fmt;
+
+use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
 
 /// Prefix of everything the coordinator stores.
 pub const ROOT: &str = "/tributary/";
@@ -8,67 +26,278 @@ pub const ROOT: &str = "/tributary/";
 /// The election key (etcd election name).
 pub const ELECTION: &str = "/tributary/.leader";
 
-pub fn job(job: &str) -> String {
+/// The longest a job name may be.
+pub const MAX_JOB_NAME: usize = 128;
+/// The longest a member name may be: a torchrun member is its run id (a
+/// name) and two numbers.
+pub const MAX_MEMBER_NAME: usize = 192;
+
+/// One fact of one job, as a key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// The job's stored record (config, manifest digests).
+    Config { job: JobId },
+    /// A member, under its lease.
+    Member { job: JobId, member: MemberId },
+    /// A sync generation.
+    Generation { job: JobId, generation: Generation },
+    /// The sync job's last commit.
+    Commit { job: JobId },
+    /// Every rank's last reported progress, in one key: the group-commit
+    /// window then writes it at most once per flush however many ranks
+    /// report.
+    Progress { job: JobId },
+    /// The dynamic job's open epoch.
+    DynEpoch { job: JobId },
+    /// A unit of a dynamic epoch leased to a member (under its lease).
+    Leased { job: JobId, epoch: Epoch, unit: u32 },
+    /// A unit of a dynamic epoch acked by a member.
+    Acked { job: JobId, epoch: Epoch, unit: u32 },
+}
+
+/// A key under [`ROOT`] that is not one [`Key`] builds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("key {key:?} is not a coordinator key: {why}")]
+pub struct KeyError {
+    pub key: String,
+    pub why: &'static str,
+}
+
+impl Key {
+    /// The job the key belongs to.
+    pub fn job(&self) -> &JobId {
+        match self {
+            Key::Config { job }
+            | Key::Member { job, .. }
+            | Key::Generation { job, .. }
+            | Key::Commit { job }
+            | Key::Progress { job }
+            | Key::DynEpoch { job }
+            | Key::Leased { job, .. }
+            | Key::Acked { job, .. } => job,
+        }
+    }
+
+    /// Parses a key [`Key`]'s `Display` wrote; anything else (an unknown
+    /// fact, a bad name, a number not written as this module writes it)
+    /// is an error naming the key.
+    pub fn parse(key: &str) -> Result<Key, KeyError> {
+        let error = |why| KeyError {
+            key: key.to_owned(),
+            why,
+        };
+        let rest = key
+            .strip_prefix(ROOT)
+            .ok_or_else(|| error("not under /tributary/"))?;
+        let (job, rest) = rest.split_once('/').ok_or_else(|| error("no job prefix"))?;
+        if !valid_name(job) {
+            return Err(error("the job name is not a valid name"));
+        }
+        let job = JobId::from(job);
+        let parts: Vec<&str> = rest.split('/').collect();
+        let parsed = match parts.as_slice() {
+            ["config"] => Key::Config { job },
+            ["members", member] => {
+                if !valid_member(member) {
+                    return Err(error("the member name is not a valid name"));
+                }
+                Key::Member {
+                    job,
+                    member: MemberId::from(*member),
+                }
+            }
+            ["sync", "gen", generation] => Key::Generation {
+                job,
+                generation: Generation(number(generation).ok_or_else(|| error("bad generation"))?),
+            },
+            ["sync", "commit"] => Key::Commit { job },
+            ["sync", "progress"] => Key::Progress { job },
+            ["dyn", "epoch"] => Key::DynEpoch { job },
+            ["dyn", epoch, kind @ ("leased" | "acked"), unit] => {
+                let epoch = Epoch(number(epoch).ok_or_else(|| error("bad epoch"))?);
+                let unit = number(unit)
+                    .and_then(|u| u32::try_from(u).ok())
+                    .ok_or_else(|| error("bad unit"))?;
+                if *kind == "leased" {
+                    Key::Leased { job, epoch, unit }
+                } else {
+                    Key::Acked { job, epoch, unit }
+                }
+            }
+            _ => return Err(error("unknown fact")),
+        };
+        // One spelling per key: a number padded otherwise is not ours.
+        if parsed.to_string() != key {
+            return Err(error("not written in the coordinator's form"));
+        }
+        Ok(parsed)
+    }
+}
+
+/// Decimal digits only (no sign, no spaces), within u64.
+fn number(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let job = self.job();
+        match self {
+            Key::Config { .. } => write!(f, "{ROOT}{job}/config"),
+            Key::Member { member, .. } => write!(f, "{ROOT}{job}/members/{member}"),
+            Key::Generation { generation, .. } => {
+                write!(f, "{ROOT}{job}/sync/gen/{:020}", generation.get())
+            }
+            Key::Commit { .. } => write!(f, "{ROOT}{job}/sync/commit"),
+            Key::Progress { .. } => write!(f, "{ROOT}{job}/sync/progress"),
+            Key::DynEpoch { .. } => write!(f, "{ROOT}{job}/dyn/epoch"),
+            Key::Leased { epoch, unit, .. } => {
+                write!(f, "{ROOT}{job}/dyn/{:06}/leased/{unit:010}", epoch.get())
+            }
+            Key::Acked { epoch, unit, .. } => {
+                write!(f, "{ROOT}{job}/dyn/{:06}/acked/{unit:010}", epoch.get())
+            }
+        }
+    }
+}
+
+impl From<Key> for String {
+    fn from(key: Key) -> Self {
+        key.to_string()
+    }
+}
+
+/// Everything of a job: the prefix of all its keys.
+pub fn job(job: &JobId) -> String {
     format!("{ROOT}{job}/")
 }
 
-pub fn config(job: &str) -> String {
-    format!("{ROOT}{job}/config")
-}
-
-pub fn members(job: &str) -> String {
+/// The prefix of a job's member keys.
+pub fn members(job: &JobId) -> String {
     format!("{ROOT}{job}/members/")
 }
 
-pub fn member(job: &str, member: &str) -> String {
-    format!("{ROOT}{job}/members/{member}")
+/// The prefix of one dynamic epoch's leased and acked units.
+pub fn dyn_units(job: &JobId, epoch: Epoch) -> String {
+    format!("{ROOT}{job}/dyn/{:06}/", epoch.get())
 }
 
-pub fn generation(job: &str, generation: u64) -> String {
-    format!("{ROOT}{job}/sync/gen/{generation:020}")
+/// The job a key under [`ROOT`] belongs to; None for keys that are no
+/// job's (the election's, the store's transaction guards).
+pub fn job_of(key: &str) -> Option<JobId> {
+    let (job, _) = key.strip_prefix(ROOT)?.split_once('/')?;
+    valid_name(job).then(|| JobId::from(job))
 }
 
-pub fn generations(job: &str) -> String {
-    format!("{ROOT}{job}/sync/gen/")
-}
-
-pub fn commit(job: &str) -> String {
-    format!("{ROOT}{job}/sync/commit")
-}
-
-/// Every rank's last reported progress, in one key: the group-commit
-/// window then writes it at most once per flush however many ranks report.
-pub fn progress(job: &str) -> String {
-    format!("{ROOT}{job}/sync/progress")
-}
-
-pub fn dyn_epoch(job: &str) -> String {
-    format!("{ROOT}{job}/dyn/epoch")
-}
-
-pub fn dyn_units(job: &str, epoch: u64) -> String {
-    format!("{ROOT}{job}/dyn/{epoch:06}/")
-}
-
-pub fn leased(job: &str, epoch: u64, unit: u32) -> String {
-    format!("{ROOT}{job}/dyn/{epoch:06}/leased/{unit:010}")
-}
-
-pub fn acked(job: &str, epoch: u64, unit: u32) -> String {
-    format!("{ROOT}{job}/dyn/{epoch:06}/acked/{unit:010}")
-}
-
-/// The job a key belongs to and the rest of the key.
-pub fn split(key: &str) -> Option<(&str, &str)> {
-    key.strip_prefix(ROOT)?.split_once('/')
-}
-
-/// Is `name` usable as a job or member name (and so inside a key)?
+/// Is `name` usable as a job name (and so inside a key)? 1 to 128
+/// characters of `[A-Za-z0-9_.-]`, not starting with `.`.
 pub fn valid_name(name: &str) -> bool {
+    name.len() <= MAX_JOB_NAME && key_segment(name)
+}
+
+/// Is `name` usable as a member name? As a job name, up to 192 characters.
+pub fn valid_member(name: &str) -> bool {
+    name.len() <= MAX_MEMBER_NAME && key_segment(name)
+}
+
+fn key_segment(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= 128
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
         && !name.starts_with('.')
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn name(max: usize) -> impl Strategy<Value = String> {
+        proptest::string::string_regex(&format!("[A-Za-z0-9_-][A-Za-z0-9_.-]{{0,{}}}", max - 1))
+            .expect("regex")
+    }
+
+    fn key() -> impl Strategy<Value = Key> {
+        let job = name(MAX_JOB_NAME).prop_map(JobId::from);
+        (
+            job,
+            name(MAX_MEMBER_NAME),
+            any::<u64>(),
+            any::<u32>(),
+            0..8u8,
+        )
+            .prop_map(|(job, member, n, unit, kind)| match kind {
+                0 => Key::Config { job },
+                1 => Key::Member {
+                    job,
+                    member: MemberId::from(member),
+                },
+                2 => Key::Generation {
+                    job,
+                    generation: Generation(n),
+                },
+                3 => Key::Commit { job },
+                4 => Key::Progress { job },
+                5 => Key::DynEpoch { job },
+                6 => Key::Leased {
+                    job,
+                    epoch: Epoch(n),
+                    unit,
+                },
+                _ => Key::Acked {
+                    job,
+                    epoch: Epoch(n),
+                    unit,
+                },
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn every_key_parses_back_to_itself(key in key()) {
+            let text = key.to_string();
+            prop_assert_eq!(Key::parse(&text), Ok(key.clone()));
+            prop_assert_eq!(job_of(&text), Some(key.job().clone()));
+            prop_assert!(text.starts_with(&job(key.job())));
+        }
+    }
+
+    #[test]
+    fn keys_that_are_no_jobs_fact_are_refused_naming_the_key() {
+        for bad in [
+            "/tributary/.leader/694d8a",
+            "/tributary/.txn/1",
+            "/elsewhere/job/config",
+            "/tributary/job/what",
+            "/tributary/job/members/",
+            "/tributary/job/members/a/b",
+            "/tributary/job/sync/gen/12",
+            "/tributary/job/sync/gen/-0000000000000000001",
+            "/tributary/job/dyn/000001/leased/x",
+            "/tributary/job/dyn/000001/leased/99999999999",
+            "/tributary/job/dyn/1/acked/0000000001",
+        ] {
+            let error = Key::parse(bad).expect_err(bad);
+            assert_eq!(error.key, bad);
+            assert!(error.to_string().contains(bad), "{error}");
+        }
+        assert_eq!(job_of("/tributary/.leader/694d8a"), None);
+        assert_eq!(job_of("/tributary/a.b/config"), Some(JobId::from("a.b")));
+    }
+
+    #[test]
+    fn names_are_the_documented_characters() {
+        assert!(valid_name("run.1_a-B"));
+        assert!(!valid_name(".leader"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("a/b"));
+        assert!(!valid_name(&"a".repeat(129)));
+        assert!(valid_member(&"a".repeat(192)));
+        assert!(!valid_member(&"a".repeat(193)));
+    }
 }

@@ -1,26 +1,39 @@
 //! The leader's state: every job's model, loaded from the store when this
 //! replica wins the election, and the group-commit writer fenced by that win.
 //!
-//! Each job loads on its own: one whose stored config is bad, whose manifest
-//! cannot be read, or whose manifest changed since the job was created is
-//! marked failed with the reason (GetStatus shows it) while the others are
+//! Each job loads on its own, in the background: the leader serves as soon
+//! as the store is read, and a call for a job still loading waits for that
+//! job alone. One whose stored config is bad, whose manifest cannot be
+//! read, or whose manifest changed since the job was created is marked
+//! failed with the reason (GetStatus shows it) while the others are
 //! served. A failed manifest read is retried in the background.
+//!
+//! Every change of a job goes through [`Leader::change`]: the model method
+//! runs under the job's lock and returns its effects, which
+//! [`Leader::apply`] carries out after the lock is released. No lock is
+//! held across I/O: room in the writer's queue is reserved before the lock
+//! is taken, the writes are handed over under it (so the store sees each
+//! job's changes in the model's order), and their durability is awaited
+//! after it. So a job whose store writes are slow holds up its own callers
+//! only, through the writer's queue they share like every job's.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use tokio::sync::{watch, Mutex, Notify};
+use tokio::sync::{broadcast, watch, Mutex, Notify};
 use tokio::task::JoinHandle;
+use tributary_common::ids::JobId;
+use tributary_common::proto::v1;
 use tributary_io::{Dataset as StoredDataset, StoreOptions};
 
 use crate::error::{CoordError, Result};
 use crate::keys;
-use crate::model::{Dataset, Job, StoredJob};
-use crate::store::{KeyValue, Leadership, MetaStore, Op, WatchEvent};
-use crate::writer::{Pending, Writer};
+use crate::model::{Dataset, Effects, Event, Job, LeaseGrant, Outcome, StoredJob};
+use crate::store::{KeyValue, Leadership, LeaseId, MetaStore};
+use crate::writer::{Pending, Reserved, Writer};
+use tasks::{load_job, watch_members};
 
 /// The longest a manifest read may take while a job loads or is created.
 const MANIFEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -33,9 +46,17 @@ pub struct JobHandle {
     pub job: Mutex<Job>,
     /// Woken when units return to the pool or an epoch opens.
     pub notify: Notify,
+    /// What the job's watchers are told, once it is durable.
+    pub events: broadcast::Sender<v1::JobEvent>,
     /// Set when a write of this job was rejected by the store: the model
     /// may be ahead of the store, so it is reloaded before the next request.
     stale: AtomicBool,
+    /// How many writes of this job were handed to the writer: a reload
+    /// that read the store while one was handed over reads again.
+    staged: AtomicU64,
+    /// One reload of this job at a time (its callers wait for it; other
+    /// jobs' never do).
+    reloading: Mutex<()>,
     watcher: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -52,6 +73,8 @@ impl Drop for JobHandle {
 /// A job as the leader knows it.
 #[derive(Debug, Clone)]
 pub enum Slot {
+    /// Being loaded; turns true once the slot holds the outcome.
+    Loading(watch::Receiver<bool>),
     Ready(Arc<JobHandle>),
     /// The job cannot be served; why.
     Failed(String),
@@ -64,7 +87,7 @@ pub struct Leader {
     pub writer: Writer,
     pub address: String,
     pub options: StoreOptions,
-    pub jobs: Mutex<HashMap<String, Slot>>,
+    pub jobs: Mutex<HashMap<JobId, Slot>>,
     /// True once a write failed: the replica must step down.
     pub failed: watch::Receiver<bool>,
     pub _leadership: Leadership,
@@ -81,9 +104,9 @@ pub struct OpenedDataset {
 }
 
 /// Opens a job's dataset, within `MANIFEST_TIMEOUT` (20 s).
-pub async fn open_dataset(job: &str, url: &str, options: &StoreOptions) -> Result<OpenedDataset> {
+pub async fn open_dataset(job: &JobId, url: &str, options: &StoreOptions) -> Result<OpenedDataset> {
     let failed = |error: String| CoordError::Dataset {
-        job: job.to_owned(),
+        job: job.clone(),
         error,
     };
     let opened = tokio::time::timeout(MANIFEST_TIMEOUT, StoredDataset::open(url, options))
@@ -117,7 +140,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// A job's stored record, checked: its config within bounds, its manifest
 /// the one it was created with.
-fn check_stored(name: &str, stored: &StoredJob, opened: &OpenedDataset) -> Result<()> {
+fn check_stored(name: &JobId, stored: &StoredJob, opened: &OpenedDataset) -> Result<()> {
     let (was, now) = match &stored.manifest_sha256 {
         Some(sha) => (format!("sha256:{sha}"), format!("sha256:{}", opened.sha256)),
         None => (
@@ -127,8 +150,9 @@ fn check_stored(name: &str, stored: &StoredJob, opened: &OpenedDataset) -> Resul
     };
     if was != now {
         return Err(CoordError::Precondition(format!(
-            "job {name:?}: the manifest {} changed since the job was created ({was} then, {now} now); \
+            "job {:?}: the manifest {} changed since the job was created ({was} then, {now} now); \
              the plan would change under existing commits: create a new job for the new dataset",
+            name.as_str(),
             stored.config.manifest_url
         )));
     }
@@ -136,8 +160,8 @@ fn check_stored(name: &str, stored: &StoredJob, opened: &OpenedDataset) -> Resul
 }
 
 impl Leader {
-    /// Loads every job from the store. A job that cannot load is marked
-    /// failed; the others are served.
+    /// Reads every job from the store and starts loading each (see
+    /// `tasks::load_job`); returns without waiting for them.
     pub async fn load(
         store: Arc<dyn MetaStore>,
         leadership: Leadership,
@@ -158,35 +182,17 @@ impl Leader {
             _leadership: leadership,
         });
         let (kvs, revision) = store.range(keys::ROOT).await?;
-        let mut by_job: HashMap<String, Vec<KeyValue>> = HashMap::new();
+        let mut by_job: HashMap<JobId, Vec<KeyValue>> = HashMap::new();
         for kv in kvs {
-            if let Some((job, _)) = keys::split(&kv.key) {
-                by_job.entry(job.to_owned()).or_default().push(kv);
+            if let Some(job) = keys::job_of(&kv.key) {
+                by_job.entry(job).or_default().push(kv);
             }
         }
-        let loads = by_job.into_iter().map(|(name, kvs)| {
-            let leader = Arc::clone(&leader);
-            async move {
-                let slot = leader.open_job(&name, &kvs, revision).await;
-                (name, slot)
-            }
-        });
-        let slots: Vec<_> = futures::future::join_all(loads).await;
         let mut jobs = leader.jobs.lock().await;
-        for (name, slot) in slots {
-            match slot {
-                Ok(Some(handle)) => {
-                    jobs.insert(name, Slot::Ready(handle));
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::error!(job = name, %error, "job failed to load; serving the others");
-                    if matches!(error, CoordError::Dataset { .. }) {
-                        tokio::spawn(retry_job(Arc::downgrade(&leader), name.clone()));
-                    }
-                    jobs.insert(name, Slot::Failed(error.to_string()));
-                }
-            }
+        for (name, kvs) in by_job {
+            let (done, loading) = watch::channel(false);
+            jobs.insert(name.clone(), Slot::Loading(loading));
+            tokio::spawn(load_job(Arc::clone(&leader), name, kvs, revision, done));
         }
         drop(jobs);
         Ok(leader)
@@ -196,7 +202,7 @@ impl Leader {
     /// `revision`); None when it has no stored record.
     async fn open_job(
         self: &Arc<Self>,
-        name: &str,
+        name: &JobId,
         kvs: &[KeyValue],
         revision: i64,
     ) -> Result<Option<Arc<JobHandle>>> {
@@ -206,7 +212,11 @@ impl Leader {
         let opened = open_dataset(name, &stored.config.manifest_url, &self.options).await?;
         check_stored(name, &stored, &opened)?;
         let job = Job::load(name, stored, opened.dataset, kvs)?;
-        tracing::info!(job = name, members = job.members.len(), "loaded job");
+        tracing::info!(
+            job = name.as_str(),
+            members = job.members.len(),
+            "loaded job"
+        );
         Ok(Some(self.start_job(job, revision + 1)))
     }
 
@@ -216,7 +226,10 @@ impl Leader {
         let handle = Arc::new(JobHandle {
             job: Mutex::new(job),
             notify: Notify::new(),
+            events: broadcast::channel(256).0,
             stale: AtomicBool::new(false),
+            staged: AtomicU64::new(0),
+            reloading: Mutex::new(()),
             watcher: std::sync::Mutex::new(None),
         });
         let task = tokio::spawn(watch_members(
@@ -233,70 +246,119 @@ impl Leader {
 
     /// The job's handle, its model reloaded first if a write of it was
     /// rejected; `JobFailed` for a job that cannot be served.
-    pub async fn job(&self, name: &str) -> Result<Arc<JobHandle>> {
-        let slot = self.jobs.lock().await.get(name).cloned();
-        match slot {
-            Some(Slot::Ready(handle)) => {
-                if handle.stale.load(Ordering::SeqCst) {
-                    self.reload(&handle).await?;
+    /// Waits while the job loads.
+    pub async fn job(&self, name: &JobId) -> Result<Arc<JobHandle>> {
+        loop {
+            let slot = self.jobs.lock().await.get(name).cloned();
+            return match slot {
+                Some(Slot::Loading(mut loading)) => {
+                    if loading.wait_for(|done| *done).await.is_err() {
+                        return Err(CoordError::JobFailed {
+                            job: name.clone(),
+                            reason: "its load stopped".into(),
+                        });
+                    }
+                    continue;
                 }
-                Ok(handle)
-            }
-            Some(Slot::Failed(reason)) => Err(CoordError::JobFailed {
-                job: name.to_owned(),
-                reason,
-            }),
-            None => Err(CoordError::UnknownJob(name.to_owned())),
+                Some(Slot::Ready(handle)) => {
+                    if handle.stale.load(Ordering::SeqCst) {
+                        self.reload(&handle).await?;
+                    }
+                    Ok(handle)
+                }
+                Some(Slot::Failed(reason)) => Err(CoordError::JobFailed {
+                    job: name.clone(),
+                    reason,
+                }),
+                None => Err(CoordError::UnknownJob(name.clone())),
+            };
         }
     }
 
     /// Rebuilds a job's model from the store, in place: a write of it was
-    /// rejected, so the model may hold what the store does not.
+    /// rejected, so the model may hold what the store does not. The store
+    /// is read without the job's lock; the lock is taken only to swap the
+    /// model in, and if a write of the job was handed to the writer since
+    /// the read began (a call that held the job before it went stale), the
+    /// read may miss it: read again.
     async fn reload(&self, handle: &JobHandle) -> Result<()> {
-        let mut job = handle.job.lock().await;
-        if !handle.stale.swap(false, Ordering::SeqCst) {
+        let _turn = handle.reloading.lock().await;
+        if !handle.stale.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let reloaded = async {
-            self.flush().await?;
-            let (kvs, _) = self.store.range(&keys::job(&job.name)).await?;
-            let stored = Job::stored_of(&job.name, &kvs)?
-                .ok_or_else(|| CoordError::UnknownJob(job.name.clone()))?;
-            Job::load(&job.name, stored, job.dataset.clone(), &kvs)
-        }
-        .await;
-        match reloaded {
-            Ok(mut fresh) => {
-                tracing::warn!(
-                    job = job.name,
-                    "reloaded the job from the store after a rejected write"
-                );
-                fresh.events = job.events.clone();
-                *job = fresh;
-                drop(job);
-                handle.notify.notify_waiters();
-                Ok(())
+        let (name, dataset) = {
+            let job = handle.job.lock().await;
+            (job.name.clone(), job.dataset.clone())
+        };
+        loop {
+            let seen = handle.staged.load(Ordering::SeqCst);
+            let read = async {
+                self.flush().await?;
+                let (kvs, _) = self.store.range(&keys::job(&name)).await?;
+                let stored = Job::stored_of(&name, &kvs)?
+                    .ok_or_else(|| CoordError::UnknownJob(name.clone()))?;
+                Job::load(&name, stored, dataset.clone(), &kvs)
+            };
+            let fresh = read.await?;
+            let mut job = handle.job.lock().await;
+            if handle.staged.load(Ordering::SeqCst) != seen {
+                continue;
             }
-            Err(error) => {
-                handle.stale.store(true, Ordering::SeqCst);
-                Err(error)
-            }
+            *job = fresh;
+            handle.stale.store(false, Ordering::SeqCst);
+            drop(job);
+            tracing::warn!(
+                job = name.as_str(),
+                "reloaded the job from the store after a rejected write"
+            );
+            handle.notify.notify_waiters();
+            return Ok(());
         }
     }
 
-    /// Hands a job's ops to the writer without waiting (call it while
-    /// holding the job's lock, so the store's order is the model's), then
-    /// [`JobWrite::wait`] for them.
-    pub async fn enqueue(&self, handle: &Arc<JobHandle>, ops: Vec<Op>) -> Result<JobWrite> {
-        Ok(JobWrite {
-            pending: self.writer.enqueue(ops).await?,
-            handle: Arc::clone(handle),
-        })
+    /// Grants the lease a Join needs ([`Job::prepare_join`]).
+    pub async fn grant(&self, grant: LeaseGrant) -> Result<LeaseId> {
+        Ok(self.store.grant(grant.ttl).await?)
     }
 
-    /// Writes a job's ops durably (group commit).
-    pub async fn write(&self, handle: &Arc<JobHandle>, ops: Vec<Op>) -> Result<()> {
-        self.enqueue(handle, ops).await?.wait().await
+    /// Changes a job: runs `change` on its model under the job's lock and
+    /// applies the effects it returns after the lock is released (see the
+    /// module's docs); answers with what `change` answered, or with why
+    /// its writes did not become durable.
+    pub async fn change<T>(
+        &self,
+        handle: &Arc<JobHandle>,
+        change: impl FnOnce(&mut Job) -> Outcome<T>,
+    ) -> Result<T> {
+        let room = self.writer.reserve().await?;
+        let mut job = handle.job.lock().await;
+        let (answer, effects) = change(&mut job);
+        let staged = self.stage(handle, room, effects);
+        drop(job);
+        self.apply(staged).await?;
+        answer
+    }
+
+    /// Hands a change's writes to the writer, without waiting: call it
+    /// under the lock that made the change, with room reserved before.
+    pub fn stage(&self, handle: &Arc<JobHandle>, room: Reserved<'_>, effects: Effects) -> Staged {
+        if !effects.ops.is_empty() {
+            handle.staged.fetch_add(1, Ordering::SeqCst);
+        }
+        Staged {
+            write: JobWrite {
+                pending: room.send(effects.ops),
+                handle: Arc::clone(handle),
+            },
+            revoke: effects.revoke,
+            events: effects.events,
+            wake: effects.wake,
+        }
+    }
+
+    /// Applies a change's effects: see [`apply`].
+    pub async fn apply(&self, staged: Staged) -> Result<()> {
+        apply(self.store.as_ref(), staged).await
     }
 
     /// Waits until every write submitted so far is durable.
@@ -305,9 +367,67 @@ impl Leader {
     }
 }
 
+/// Applies a change's effects, the one place that does: waits for its
+/// writes to be durable, then revokes the leases it gave up and tells the
+/// job's watchers; wakes waiting Acquires either way. A lease that cannot
+/// be revoked expires by itself: logged, not an error.
+pub async fn apply(store: &dyn MetaStore, staged: Staged) -> Result<()> {
+    let Staged {
+        write,
+        revoke,
+        events,
+        wake,
+    } = staged;
+    let handle = Arc::clone(&write.handle);
+    let written = write.wait().await;
+    if written.is_ok() {
+        for lease in revoke {
+            if let Err(error) = store.revoke(lease).await {
+                tracing::warn!(lease, %error, "cannot revoke a lease; it will expire");
+            }
+        }
+        for event in events {
+            // No receiver is no error: nobody watches.
+            let _ = handle.events.send(event.into());
+        }
+    }
+    if wake {
+        handle.notify.notify_waiters();
+    }
+    written
+}
+
+/// A change's effects with its writes handed to the writer:
+/// [`Leader::apply`] them.
+#[derive(Debug)]
+#[must_use]
+pub struct Staged {
+    write: JobWrite,
+    revoke: Vec<LeaseId>,
+    events: Vec<Event>,
+    wake: bool,
+}
+
+impl Staged {
+    /// Effects that need no write: a lease expired, and the store deleted
+    /// the member's keys with it.
+    fn unwritten(handle: &Arc<JobHandle>, effects: Effects) -> Self {
+        debug_assert!(effects.ops.is_empty(), "{effects:?}");
+        Staged {
+            write: JobWrite {
+                pending: Pending::nothing(),
+                handle: Arc::clone(handle),
+            },
+            revoke: effects.revoke,
+            events: effects.events,
+            wake: effects.wake,
+        }
+    }
+}
+
 /// A job's write on its way to the store.
 #[derive(Debug)]
-pub struct JobWrite {
+struct JobWrite {
     pending: Pending,
     handle: Arc<JobHandle>,
 }
@@ -316,7 +436,7 @@ impl JobWrite {
     /// Returns once the write is durable. When the store rejected it (not
     /// a lost leadership: that deposes the replica), the job's model is
     /// marked for reloading and the request fails with the store's reason.
-    pub async fn wait(self) -> Result<()> {
+    async fn wait(self) -> Result<()> {
         match self.pending.wait().await {
             Ok(()) => Ok(()),
             Err(error) => {
@@ -329,112 +449,6 @@ impl JobWrite {
     }
 }
 
-/// Tries a job whose manifest could not be read again until it loads, its
-/// failure becomes permanent, or this leadership ends.
-async fn retry_job(leader: std::sync::Weak<Leader>, name: String) {
-    loop {
-        tokio::time::sleep(RETRY_INTERVAL).await;
-        let Some(leader) = leader.upgrade() else {
-            return;
-        };
-        if *leader.failed.borrow() {
-            return;
-        }
-        let result = match leader.store.range(&keys::job(&name)).await {
-            Ok((kvs, revision)) => leader.open_job(&name, &kvs, revision).await,
-            Err(error) => Err(error.into()),
-        };
-        let mut jobs = leader.jobs.lock().await;
-        match result {
-            Ok(Some(handle)) => {
-                tracing::info!(
-                    job = name,
-                    "the job's manifest is readable again; serving it"
-                );
-                jobs.insert(name, Slot::Ready(handle));
-                return;
-            }
-            Ok(None) => {
-                jobs.remove(&name);
-                return;
-            }
-            Err(error) => {
-                let retry = matches!(error, CoordError::Dataset { .. } | CoordError::Store(_));
-                jobs.insert(name.clone(), Slot::Failed(error.to_string()));
-                if !retry {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Forgets members whose keys vanish (lease expiry), returning their units
-/// to the pool at once. Re-reads and re-watches when the watch breaks.
-async fn watch_members(
-    store: Arc<dyn MetaStore>,
-    handle: std::sync::Weak<JobHandle>,
-    job: String,
-    mut from_revision: i64,
-) {
-    let prefix = keys::members(&job);
-    loop {
-        let mut events = match store.watch(&prefix, from_revision).await {
-            Ok(events) => events,
-            Err(error) => {
-                tracing::warn!(%error, job, "member watch failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-        };
-        while let Some(event) = events.next().await {
-            let Ok(event) = event else { break };
-            let WatchEvent::Delete { key, mod_revision } = event else {
-                continue;
-            };
-            from_revision = mod_revision + 1;
-            let Some(handle) = handle.upgrade() else {
-                return;
-            };
-            let member = key.trim_start_matches(&prefix);
-            let (_, changed) = handle.job.lock().await.remove_member(member);
-            if changed {
-                tracing::info!(
-                    job,
-                    member,
-                    "member lease expired; its units return to the pool"
-                );
-                handle.notify.notify_waiters();
-            }
-        }
-        // The watch broke: reconcile with what the store holds, then resume.
-        let Some(handle) = handle.upgrade() else {
-            return;
-        };
-        match store.range(&prefix).await {
-            Ok((kvs, revision)) => {
-                let live: Vec<String> = kvs
-                    .iter()
-                    .map(|kv| kv.key.trim_start_matches(&prefix).to_owned())
-                    .collect();
-                let mut model = handle.job.lock().await;
-                let gone: Vec<String> = model
-                    .members
-                    .keys()
-                    .filter(|m| !live.contains(m))
-                    .cloned()
-                    .collect();
-                for member in gone {
-                    model.remove_member(&member);
-                }
-                drop(model);
-                handle.notify.notify_waiters();
-                from_revision = revision + 1;
-            }
-            Err(error) => {
-                tracing::warn!(%error, job, "cannot re-read members");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    }
-}
+mod tasks;
+#[cfg(test)]
+mod tests;

@@ -14,13 +14,17 @@
 //!
 //! - [`store`]: the metadata-store and election traits, their in-memory and
 //!   etcd implementations, and the conformance suite both pass.
-//! - [`keys`]: where each fact lives under `/tributary/<job>/`.
+//! - [`keys`]: where each fact lives under `/tributary/<job>/`; every key
+//!   is built and parsed there.
 //! - [`config`]: job configuration, raw then validated.
 //! - [`model`]: each job's state and every change to it (sync generations,
-//!   the dynamic lease pool), returning the writes that make it durable.
+//!   the dynamic lease pool), returning its effects: the writes that make
+//!   it durable, leases to revoke, events.
 //! - [`writer`]: group commit, so store writes per second stay bounded.
-//! - [`leader`]: the leader's state, loaded from the store on election.
-//! - [`service`]: the gRPC handlers, and the checks of what they are sent.
+//! - [`leader`]: the leader's state, loaded from the store on election, and
+//!   the one place a change's effects are applied.
+//! - [`service`]: the gRPC handlers, and the conversion (with checks) of
+//!   what they are sent.
 //! - [`auth`]: the bearer token, member secrets, allowed dataset prefixes.
 //! - [`server`]: one replica: server, health, election loop.
 //! - [`local`]: a coordinator inside the calling process, on the in-memory

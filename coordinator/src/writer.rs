@@ -32,12 +32,42 @@ pub struct Writer {
 pub struct Pending(Option<oneshot::Receiver<StoreResult<()>>>);
 
 impl Pending {
+    /// A write of nothing: done already.
+    pub fn nothing() -> Self {
+        Pending(None)
+    }
+
     /// Returns once the write is durable, or with why it is not.
     pub async fn wait(self) -> StoreResult<()> {
         match self.0 {
             None => Ok(()),
             Some(wait) => wait.await.map_err(|_| stopped())?,
         }
+    }
+}
+
+/// Room for one write in the writer's queue. Taken before a job's lock is
+/// (the queue is full only while the store is slow, so waiting for room
+/// then holds no lock), and used under it: [`Reserved::send`] hands the
+/// ops over at once, in the order the model made them.
+pub struct Reserved<'a>(mpsc::Permit<'a, Request>);
+
+impl std::fmt::Debug for Reserved<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reserved")
+    }
+}
+
+impl Reserved<'_> {
+    /// Hands `ops` to the next flush without waiting; no ops, no write
+    /// (the room is given back).
+    pub fn send(self, ops: Vec<Op>) -> Pending {
+        if ops.is_empty() {
+            return Pending(None);
+        }
+        let (done, wait) = oneshot::channel();
+        self.0.send(Request { ops, done });
+        Pending(Some(wait))
     }
 }
 
@@ -73,6 +103,11 @@ impl Writer {
             return Ok(Pending(None));
         }
         self.submit(ops).await.map(|wait| Pending(Some(wait)))
+    }
+
+    /// Waits for room in the queue for one write; see [`Reserved`].
+    pub async fn reserve(&self) -> StoreResult<Reserved<'_>> {
+        self.tx.reserve().await.map(Reserved).map_err(|_| stopped())
     }
 
     /// Returns once every write submitted before it is durable (or fails

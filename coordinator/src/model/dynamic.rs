@@ -7,20 +7,21 @@
 //! When every unit of the epoch is acked, the next epoch opens.
 
 use tributary_common::error::PoolError;
-use tributary_common::ids::MemberId;
+use tributary_common::ids::{Epoch, JobId, MemberId};
 use tributary_common::lease::{units, LeasePool};
 use tributary_common::proto::v1;
 use tributary_common::span::Span;
 
-use super::{json, put, Dataset};
+use super::effects::{leased_put, put};
+use super::Dataset;
 use crate::config::JobConfig;
-use crate::error::CoordError;
-use crate::keys;
+use crate::error::{CoordError, Result};
+use crate::keys::{self, Key};
 use crate::store::{LeaseId, Op};
 
 #[derive(Debug)]
 pub struct DynModel {
-    epoch: u64,
+    epoch: Epoch,
     epochs: u64,
     seed: u64,
     unit_samples: u32,
@@ -28,12 +29,28 @@ pub struct DynModel {
     pool: LeasePool,
 }
 
+/// A unit a member acks: its epoch and its index in the epoch's units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitRef {
+    pub epoch: Epoch,
+    pub unit: u32,
+}
+
+impl From<v1::UnitRef> for UnitRef {
+    fn from(unit: v1::UnitRef) -> Self {
+        Self {
+            epoch: Epoch(unit.epoch),
+            unit: unit.id,
+        }
+    }
+}
+
 impl DynModel {
-    pub fn new(config: &JobConfig, dataset: &Dataset, epoch: u64) -> Self {
+    pub fn new(config: &JobConfig, dataset: &Dataset, epoch: Epoch) -> Self {
         let units = units(
             &dataset.shard_samples,
             config.seed,
-            epoch,
+            epoch.get(),
             config.unit_samples,
         );
         Self {
@@ -46,121 +63,140 @@ impl DynModel {
         }
     }
 
-    pub fn epoch(&self) -> u64 {
+    pub fn epoch(&self) -> Epoch {
         self.epoch
     }
 
     pub fn finished(&self) -> bool {
-        self.epoch >= self.epochs
+        self.epoch.get() >= self.epochs
     }
 
-    pub fn restore_acked(&mut self, _epoch: u64, unit: u32, member: &str) {
-        let _ = self.pool.restore_acked(unit, &MemberId::from(member));
+    /// Records a stored ack of the open epoch; an error (the unit does not
+    /// exist, or is acked twice) is the caller's to name the key with.
+    pub fn restore_acked(
+        &mut self,
+        unit: u32,
+        member: &MemberId,
+    ) -> std::result::Result<(), PoolError> {
+        self.pool.restore_acked(unit, member)
     }
 
-    pub fn restore_leased(&mut self, _epoch: u64, unit: u32, member: &str) {
-        let _ = self.pool.restore_leased(unit, &MemberId::from(member));
+    /// Records a stored lease of the open epoch, as [`Self::restore_acked`].
+    pub fn restore_leased(
+        &mut self,
+        unit: u32,
+        member: &MemberId,
+    ) -> std::result::Result<(), PoolError> {
+        self.pool.restore_leased(unit, member)
     }
 
     /// Returns `member`'s unacked units to the pool.
-    pub fn release(&mut self, member: &str) -> Vec<u32> {
-        self.pool.release(&MemberId::from(member))
+    pub fn release(&mut self, member: &MemberId) -> Vec<u32> {
+        self.pool.release(member)
     }
 
     /// Opens the next epoch when this one is complete; returns the ops.
-    pub fn advance(&mut self, job: &str, dataset: &Dataset) -> Option<Vec<Op>> {
+    pub fn advance(&mut self, job: &JobId, dataset: &Dataset) -> Result<Option<Vec<Op>>> {
         if self.finished() || !self.pool.is_complete() {
-            return None;
+            return Ok(None);
         }
-        self.epoch += 1;
-        tracing::info!(job, epoch = self.epoch, "epoch complete; next epoch");
-        let mut ops = vec![
-            put(keys::dyn_epoch(job), json(&self.epoch)),
-            Op::DeletePrefix {
-                prefix: keys::dyn_units(job, self.epoch - 1),
-            },
-        ];
+        let done = self.epoch;
+        self.epoch = done.next();
+        tracing::info!(
+            job = job.as_str(),
+            epoch = self.epoch.get(),
+            "epoch complete; next epoch"
+        );
+        let mut ops = vec![put(Key::DynEpoch { job: job.clone() }, &self.epoch)?];
         if !self.finished() {
+            ops.push(Op::DeletePrefix {
+                prefix: keys::dyn_units(job, done),
+            });
             self.units = units(
                 &dataset.shard_samples,
                 self.seed,
-                self.epoch,
+                self.epoch.get(),
                 self.unit_samples,
             );
             self.pool = LeasePool::new(self.units.len());
-        } else {
-            ops.truncate(1);
         }
-        Some(ops)
+        Ok(Some(ops))
     }
 
     /// Leases up to `max` units to `member` (under its store `lease`).
     pub fn acquire(
         &mut self,
-        job: &str,
-        member: &str,
+        job: &JobId,
+        member: &MemberId,
         lease: LeaseId,
         max: usize,
-    ) -> (Vec<v1::Unit>, Vec<Op>) {
-        let got = self.pool.lease(&MemberId::from(member), max);
+    ) -> Result<(Vec<v1::Unit>, Vec<Op>)> {
+        let got = self.pool.lease(member, max);
         let ops = got
             .iter()
-            .map(|&unit| Op::Put {
-                key: keys::leased(job, self.epoch, unit),
-                value: json(&member),
-                lease: Some(lease),
+            .map(|&unit| {
+                let key = Key::Leased {
+                    job: job.clone(),
+                    epoch: self.epoch,
+                    unit,
+                };
+                leased_put(key, member, Some(lease))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let units = got
             .iter()
             .map(|&id| v1::Unit {
-                epoch: self.epoch,
+                epoch: self.epoch.get(),
                 id,
                 span: Some(self.units[id as usize].into()),
             })
             .collect();
-        (units, ops)
+        Ok((units, ops))
     }
 
     /// Acks units in order, stopping at the first that cannot be acked;
     /// returns the ops of those acked and the error, if any.
     pub fn ack(
         &mut self,
-        job: &str,
-        member: &str,
-        acked: &[v1::UnitRef],
-    ) -> (Vec<Op>, Option<CoordError>) {
+        job: &JobId,
+        member: &MemberId,
+        acked: &[UnitRef],
+    ) -> Result<(Vec<Op>, Option<CoordError>)> {
         let mut ops = Vec::with_capacity(acked.len() * 2);
-        for unit in acked {
-            if unit.epoch != self.epoch {
+        for &UnitRef { epoch, unit } in acked {
+            if epoch != self.epoch {
                 let error = CoordError::Precondition(format!(
-                    "unit {} of epoch {} cannot be acked: the job is at epoch {}",
-                    unit.id, unit.epoch, self.epoch
+                    "unit {unit} of epoch {epoch} cannot be acked: the job is at epoch {}",
+                    self.epoch
                 ));
-                return (ops, Some(error));
+                return Ok((ops, Some(error)));
             }
-            match self.pool.ack(&MemberId::from(member), unit.id) {
+            match self.pool.ack(member, unit) {
                 // A retried ack (its answer was lost) is already done.
-                Err(PoolError::AlreadyAcked { by, .. }) if by.as_str() == member => continue,
+                Err(PoolError::AlreadyAcked { by, .. }) if by == *member => continue,
                 Err(e) => {
                     let error = match e {
                         PoolError::UnknownUnit { .. } => CoordError::Invalid(e.to_string()),
                         _ => CoordError::Precondition(e.to_string()),
                     };
-                    return (ops, Some(error));
+                    return Ok((ops, Some(error)));
                 }
                 Ok(()) => {}
             }
+            let key = |kind: fn(JobId, Epoch, u32) -> Key| kind(job.clone(), self.epoch, unit);
             ops.push(Op::Delete {
-                key: keys::leased(job, self.epoch, unit.id),
+                key: key(|job, epoch, unit| Key::Leased { job, epoch, unit }).into(),
             });
-            ops.push(put(keys::acked(job, self.epoch, unit.id), json(&member)));
+            ops.push(put(
+                key(|job, epoch, unit| Key::Acked { job, epoch, unit }),
+                member,
+            )?);
         }
-        (ops, None)
+        Ok((ops, None))
     }
 
     pub fn fill_status(&self, status: &mut v1::JobStatus) {
-        status.epoch = self.epoch;
+        status.epoch = self.epoch.get();
         status.acked_units = self.pool.acked_count() as u64;
         status.total_units = self.units.len() as u64;
         status.finished = self.finished();
@@ -187,19 +223,20 @@ mod tests {
         let dataset = Dataset {
             shard_samples: Arc::new(vec![16]),
         };
-        let mut model = DynModel::new(&config, &dataset, 0);
-        let (units, _) = model.acquire("job", "a", 1, 1);
-        let unit = v1::UnitRef {
-            epoch: 0,
-            id: units[0].id,
+        let mut model = DynModel::new(&config, &dataset, Epoch(0));
+        let (job, a, b) = (JobId::from("job"), MemberId::from("a"), MemberId::from("b"));
+        let (units, _) = model.acquire(&job, &a, 1, 1).expect("acquire");
+        let unit = UnitRef {
+            epoch: Epoch(0),
+            unit: units[0].id,
         };
-        let (ops, error) = model.ack("job", "a", &[unit]);
+        let (ops, error) = model.ack(&job, &a, &[unit]).expect("ack");
         assert!(error.is_none() && ops.len() == 2, "{error:?}");
         // The answer was lost and the member retries: nothing more to do.
-        let (ops, error) = model.ack("job", "a", &[unit]);
+        let (ops, error) = model.ack(&job, &a, &[unit]).expect("ack");
         assert!(error.is_none() && ops.is_empty(), "{error:?}");
         // Another member cannot ack it.
-        let (_, error) = model.ack("job", "b", &[unit]);
+        let (_, error) = model.ack(&job, &b, &[unit]).expect("ack");
         assert!(
             matches!(&error, Some(CoordError::Precondition(m)) if m.contains("already")),
             "{error:?}"

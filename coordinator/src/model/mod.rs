@@ -1,26 +1,38 @@
 //! The coordinator's model of each job: what is in the metadata store, held
 //! in memory by the leader. Every change is a method here that updates the
-//! model and returns the store operations that make it durable; the caller
-//! writes them (through the group-commit writer) before answering. A new
-//! leader rebuilds the model from the store with [`Job::load`].
+//! model and returns its [`Effects`] (store writes, leases to revoke,
+//! events); the service hands them to [`crate::leader::Leader::apply`]
+//! before answering. A new leader rebuilds the model from the store with
+//! [`Job::load`].
+//!
+//! - this file: the job, its members and their records, loading;
+//! - `calls`: one method per member call (join, assignment, acquire,
+//!   report, commit, leave);
+//! - [`sync`], `dynamic`: the two modes' state;
+//! - [`effects`]: what a change asks of the world.
 
+mod calls;
 mod dynamic;
+pub mod effects;
 pub mod sync;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
+use tributary_common::ids::{Epoch, JobId, MemberId};
 use tributary_common::proto::v1;
 
 use crate::config::{JobConfig, Mode};
 use crate::error::{CoordError, Result};
-use crate::keys;
+use crate::keys::Key;
 use crate::store::{KeyValue, LeaseId, Op};
 
-pub use dynamic::DynModel;
+pub use calls::{Acquired, Caller, Joiner};
+pub use dynamic::{DynModel, UnitRef};
+pub use effects::{outcome, Effects, Event, LeaseGrant, Outcome};
 pub use sync::{GenMeta, SyncModel};
+pub use tributary_common::identity::Identity;
 
 /// What the store keeps about a job besides its progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,19 +47,6 @@ pub struct StoredJob {
     pub manifest_sha256: Option<String>,
     pub samples: u64,
     pub shards: u32,
-}
-
-/// How a member identified itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Identity {
-    Torchrun {
-        rank: u32,
-        world: u32,
-        run_id: String,
-        restart: u64,
-    },
-    Name(String),
 }
 
 /// A member, stored under its lease.
@@ -71,12 +70,11 @@ pub struct Dataset {
 /// One job, as the leader holds it.
 #[derive(Debug)]
 pub struct Job {
-    pub name: String,
+    pub name: JobId,
     pub stored: StoredJob,
     pub dataset: Dataset,
-    pub members: BTreeMap<String, MemberRecord>,
+    pub members: BTreeMap<MemberId, MemberRecord>,
     pub state: State,
-    pub events: broadcast::Sender<v1::JobEvent>,
 }
 
 #[derive(Debug)]
@@ -85,183 +83,202 @@ pub enum State {
     Dynamic(DynModel),
 }
 
-fn json<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_default()
-}
-
 fn parse<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T> {
     serde_json::from_slice(&kv.value)
         .map_err(|e| CoordError::Corrupt(format!("the value at {}: {e}", kv.key)))
 }
 
-/// A put without a lease.
-fn put(key: String, value: Vec<u8>) -> Op {
-    Op::Put {
-        key,
-        value,
-        lease: None,
-    }
-}
-
 impl Job {
-    /// A new job; returns it and the ops that store it.
-    pub fn create(name: &str, stored: StoredJob, dataset: Dataset) -> (Self, Vec<Op>) {
-        let mut ops = vec![put(keys::config(name), json(&stored))];
+    /// A new job; returns it and the effects that store it.
+    pub fn create(name: JobId, stored: StoredJob, dataset: Dataset) -> Result<(Self, Effects)> {
+        let mut ops = vec![effects::put(Key::Config { job: name.clone() }, &stored)?];
         let state = match stored.config.mode {
             Mode::Sync => State::Sync(SyncModel::default()),
-            Mode::Dynamic => State::Dynamic(DynModel::new(&stored.config, &dataset, 0)),
+            Mode::Dynamic => {
+                ops.push(effects::put(
+                    Key::DynEpoch { job: name.clone() },
+                    &Epoch(0),
+                )?);
+                State::Dynamic(DynModel::new(&stored.config, &dataset, Epoch(0)))
+            }
         };
-        if let State::Dynamic(_) = state {
-            ops.push(put(keys::dyn_epoch(name), json(&0u64)));
-        }
-        (Self::new(name, stored, dataset, state), ops)
+        Ok((Self::new(name, stored, dataset, state), Effects::ops(ops)))
     }
 
-    fn new(name: &str, stored: StoredJob, dataset: Dataset, state: State) -> Self {
+    fn new(name: JobId, stored: StoredJob, dataset: Dataset, state: State) -> Self {
         Self {
-            name: name.to_owned(),
+            name,
             stored,
             dataset,
             members: BTreeMap::new(),
             state,
-            events: broadcast::channel(256).0,
         }
     }
 
     /// The stored job record, if `kvs` (every key under the job's prefix)
     /// has one.
-    pub fn stored_of(name: &str, kvs: &[KeyValue]) -> Result<Option<StoredJob>> {
-        let key = keys::config(name);
+    pub fn stored_of(name: &JobId, kvs: &[KeyValue]) -> Result<Option<StoredJob>> {
+        let key = Key::Config { job: name.clone() }.to_string();
         let Some(kv) = kvs.iter().find(|kv| kv.key == key) else {
             return Ok(None);
         };
         let stored: StoredJob = parse(kv)?;
-        stored
-            .config
-            .validate()
-            .map_err(|e| CoordError::Corrupt(format!("the stored config of job {name:?}: {e}")))?;
+        stored.config.validate().map_err(|e| {
+            CoordError::Corrupt(format!("the stored config of job {:?}: {e}", name.as_str()))
+        })?;
         Ok(Some(stored))
     }
 
-    /// Rebuilds a job from every key under its prefix.
-    pub fn load(name: &str, stored: StoredJob, dataset: Dataset, kvs: &[KeyValue]) -> Result<Self> {
-        let prefix = keys::job(name);
+    /// Rebuilds a job from every key under its prefix. A key that is not
+    /// one of the job's facts, or whose value does not read, is an error
+    /// naming the key.
+    pub fn load(
+        name: &JobId,
+        stored: StoredJob,
+        dataset: Dataset,
+        kvs: &[KeyValue],
+    ) -> Result<Self> {
         let mut members = BTreeMap::new();
         let mut gens = Vec::new();
         let mut commit = None;
-        let mut dyn_epoch = 0u64;
+        let mut dyn_epoch = Epoch(0);
         let mut leased = Vec::new();
         let mut acked = Vec::new();
         for kv in kvs {
-            let Some(rest) = kv.key.strip_prefix(&prefix) else {
-                continue;
-            };
-            let parts: Vec<&str> = rest.split('/').collect();
-            match parts.as_slice() {
-                ["members", member] => {
-                    members.insert((*member).to_owned(), parse::<MemberRecord>(kv)?);
+            let key = Key::parse(&kv.key).map_err(|e| CoordError::Corrupt(e.to_string()))?;
+            if key.job() != name {
+                return Err(CoordError::Corrupt(format!(
+                    "key {} is not under job {:?}",
+                    kv.key,
+                    name.as_str()
+                )));
+            }
+            match key {
+                Key::Config { .. } | Key::Progress { .. } => {}
+                Key::Member { member, .. } => {
+                    members.insert(member, parse::<MemberRecord>(kv)?);
                 }
-                ["sync", "gen", _] => gens.push(parse::<GenMeta>(kv)?),
-                ["sync", "commit"] => commit = Some(parse(kv)?),
-                ["dyn", "epoch"] => dyn_epoch = parse(kv)?,
-                ["dyn", epoch, kind @ ("leased" | "acked"), unit] => {
-                    let epoch: u64 = epoch.parse().unwrap_or(u64::MAX);
-                    let unit: u32 = unit.parse().unwrap_or(u32::MAX);
-                    let member: String = parse(kv)?;
-                    if *kind == "leased" {
-                        leased.push((epoch, unit, member));
-                    } else {
-                        acked.push((epoch, unit, member));
-                    }
+                Key::Generation { .. } => gens.push(parse::<GenMeta>(kv)?),
+                Key::Commit { .. } => commit = Some(parse(kv)?),
+                Key::DynEpoch { .. } => dyn_epoch = parse(kv)?,
+                Key::Leased { epoch, unit, .. } => {
+                    leased.push((epoch, unit, parse::<MemberId>(kv)?, kv.key.as_str()));
                 }
-                _ => {}
+                Key::Acked { epoch, unit, .. } => {
+                    acked.push((epoch, unit, parse::<MemberId>(kv)?, kv.key.as_str()));
+                }
             }
         }
         let state = match stored.config.mode {
             Mode::Sync => State::Sync(SyncModel::load(gens, commit)?),
             Mode::Dynamic => {
                 let mut model = DynModel::new(&stored.config, &dataset, dyn_epoch);
-                for (epoch, unit, member) in acked.into_iter().filter(|a| a.0 == dyn_epoch) {
-                    model.restore_acked(epoch, unit, &member);
-                }
-                for (epoch, unit, member) in leased.into_iter().filter(|a| a.0 == dyn_epoch) {
+                let corrupt = |key: &str, e: tributary_common::PoolError| {
+                    CoordError::Corrupt(format!("the unit at {key}: {e}"))
+                };
+                // Units of older epochs are left from an advance whose
+                // prefix delete had not landed; they plan nothing.
+                for (_, unit, member, key) in leased.into_iter().filter(|a| a.0 == dyn_epoch) {
+                    // A unit of a member whose lease is gone is in the pool.
                     if members.contains_key(&member) {
-                        model.restore_leased(epoch, unit, &member);
+                        model
+                            .restore_leased(unit, &member)
+                            .map_err(|e| corrupt(key, e))?;
                     }
+                }
+                // An ack overrides a lease of the same unit restored before it.
+                for (_, unit, member, key) in acked.into_iter().filter(|a| a.0 == dyn_epoch) {
+                    model
+                        .restore_acked(unit, &member)
+                        .map_err(|e| corrupt(key, e))?;
                 }
                 State::Dynamic(model)
             }
         };
-        let mut job = Self::new(name, stored, dataset, state);
+        let mut job = Self::new(name.clone(), stored, dataset, state);
         job.members = members;
         Ok(job)
     }
 
     /// The member's record, or `UnknownMember`.
-    pub fn member(&self, member: &str) -> Result<&MemberRecord> {
+    pub fn member(&self, member: &MemberId) -> Result<&MemberRecord> {
         self.members
             .get(member)
             .ok_or_else(|| CoordError::UnknownMember {
                 job: self.name.clone(),
-                member: member.to_owned(),
+                member: member.clone(),
             })
     }
 
     /// The member's record when `secret` is the one its Join returned:
     /// `UnknownMember` for a member the job does not have,
     /// `PermissionDenied` for anyone else speaking for it.
-    pub fn authorize(&self, member: &str, secret: &str) -> Result<&MemberRecord> {
+    pub fn authorize(&self, member: &MemberId, secret: &str) -> Result<&MemberRecord> {
         let record = self.member(member)?;
         if record.secret_sha256.is_empty()
             || crate::auth::secret_digest(secret) != record.secret_sha256
         {
             return Err(CoordError::PermissionDenied(format!(
-                "member {member:?} of job {:?}: the call does not carry the member's secret",
-                self.name
+                "member {:?} of job {:?}: the call does not carry the member's secret",
+                member.as_str(),
+                self.name.as_str()
             )));
         }
         Ok(record)
     }
 
-    /// Adds a member under `lease`; returns the op that stores it.
-    pub fn add_member(&mut self, member: &str, record: MemberRecord) -> Op {
-        let op = Op::Put {
-            key: keys::member(&self.name, member),
-            value: json(&record),
-            lease: Some(record.lease),
-        };
-        self.members.insert(member.to_owned(), record);
-        op
+    /// Adds a member under its record's lease; returns the op that stores it.
+    pub fn add_member(&mut self, member: MemberId, record: MemberRecord) -> Result<Op> {
+        let op = effects::leased_put(
+            Key::Member {
+                job: self.name.clone(),
+                member: member.clone(),
+            },
+            &record,
+            Some(record.lease),
+        )?;
+        self.members.insert(member, record);
+        Ok(op)
     }
 
     /// Forgets a member (it left, or its lease expired); its leased units
-    /// return to the pool. Returns the ops to store, and whether anything
-    /// changed.
-    pub fn remove_member(&mut self, member: &str) -> (Vec<Op>, bool) {
+    /// return to the pool. Returns the effects to apply: none when the job
+    /// had no such member.
+    pub fn remove_member(&mut self, member: &MemberId) -> Effects {
         if self.members.remove(member).is_none() {
-            return (Vec::new(), false);
+            return Effects::default();
         }
-        let mut ops = vec![Op::Delete {
-            key: keys::member(&self.name, member),
-        }];
+        let mut effects = Effects::ops(vec![Op::Delete {
+            key: Key::Member {
+                job: self.name.clone(),
+                member: member.clone(),
+            }
+            .into(),
+        }]);
+        effects.wake = true;
         if let State::Dynamic(model) = &mut self.state {
             let returned = model.release(member);
-            ops.extend(returned.iter().map(|&unit| Op::Delete {
-                key: keys::leased(&self.name, model.epoch(), unit),
+            effects.ops.extend(returned.iter().map(|&unit| {
+                Op::Delete {
+                    key: Key::Leased {
+                        job: self.name.clone(),
+                        epoch: model.epoch(),
+                        unit,
+                    }
+                    .into(),
+                }
             }));
             if !returned.is_empty() {
-                let _ = self.events.send(v1::JobEvent {
-                    event: Some(v1::job_event::Event::PoolChanged(model.epoch())),
-                });
+                effects.events.push(Event::PoolChanged(model.epoch()));
             }
         }
-        (ops, true)
+        effects
     }
 
     pub fn status(&self, leader: &str) -> v1::JobStatus {
         let mut status = v1::JobStatus {
             config: Some(self.stored.config.to_proto()),
-            members: self.members.keys().cloned().collect(),
+            members: self.members.keys().map(MemberId::to_string).collect(),
             leader: leader.to_owned(),
             ..v1::JobStatus::default()
         };
@@ -272,3 +289,6 @@ impl Job {
         status
     }
 }
+
+#[cfg(test)]
+mod tests;

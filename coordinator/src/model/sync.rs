@@ -13,15 +13,16 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tributary_common::generation::{generation_cut, rank_part, CommitPoint, GenerationRecord};
-use tributary_common::ids::{Epoch, Generation};
+use tributary_common::ids::{Epoch, Generation, JobId};
 use tributary_common::proto::{spans_to_proto, v1};
 use tributary_common::shuffle::ShuffleSpec;
 use tributary_common::span::SpanSet;
 
-use super::{json, put, Dataset};
+use super::effects::put;
+use super::{Dataset, Identity};
 use crate::config::{JobConfig, MAX_WORLD};
 use crate::error::{CoordError, Result};
-use crate::keys;
+use crate::keys::Key;
 use crate::store::Op;
 
 /// A generation as stored: its plan record and the torchrun restart it
@@ -44,13 +45,35 @@ pub struct GenMeta {
 pub const MAX_RESTART_STEP: u64 = 1 << 40;
 pub const MAX_FIRST_RESTART: u64 = 1 << 42;
 
-/// The rank's torchrun identity.
+/// A torchrun [`Identity`]'s fields, borrowed: what a sync call is checked
+/// by. Sync jobs take only torchrun identities.
 #[derive(Debug, Clone, Copy)]
-pub struct Rank<'a> {
-    pub rank: u32,
-    pub world: u32,
-    pub run_id: &'a str,
-    pub restart: u64,
+struct Rank<'a> {
+    rank: u32,
+    world: u32,
+    run_id: &'a str,
+    restart: u64,
+}
+
+impl<'a> Rank<'a> {
+    fn of(identity: &'a Identity) -> Result<Self> {
+        match identity {
+            Identity::Torchrun {
+                rank,
+                world,
+                run_id,
+                restart,
+            } => Ok(Rank {
+                rank: *rank,
+                world: *world,
+                run_id,
+                restart: *restart,
+            }),
+            Identity::Name(name) => Err(CoordError::Invalid(format!(
+                "member {name:?} joined by name; sync jobs need a torchrun identity (RANK, WORLD_SIZE)"
+            ))),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -58,7 +81,8 @@ pub struct SyncModel {
     gens: Vec<GenMeta>,
     commit: Option<CommitPoint>,
     cuts: HashMap<u64, Arc<SpanSet>>,
-    progress: BTreeMap<u32, (u64, u64)>,
+    /// Each rank's last report: its generation and samples.
+    progress: BTreeMap<u32, (Generation, u64)>,
 }
 
 /// The planner's inputs that stay fixed for a job.
@@ -198,15 +222,22 @@ impl SyncModel {
         Ok(true)
     }
 
+    /// Whether a Join of `identity` would be refused as the job stands (a
+    /// name, a stale restart, a conflicting world), changing nothing.
+    pub fn check_join(&self, identity: &Identity) -> Result<()> {
+        self.classify(Rank::of(identity)?).map(|_| ())
+    }
+
     /// A rank joins: the current generation, or a new one for a restart.
     /// Returns the generation and the ops to store.
     pub fn join(
         &mut self,
-        job: &str,
+        job: &JobId,
         config: &JobConfig,
         dataset: &Dataset,
-        rank: Rank<'_>,
+        identity: &Identity,
     ) -> Result<(GenMeta, Vec<Op>)> {
+        let rank = Rank::of(identity)?;
         if self.classify(rank)? {
             let current = self
                 .current()
@@ -238,19 +269,21 @@ impl SyncModel {
             restart: rank.restart,
         };
         tracing::info!(
-            job,
+            job = job.as_str(),
             generation,
             epoch,
             world = rank.world,
             ?from,
             "new generation"
         );
+        let key = Key::Generation {
+            job: job.clone(),
+            generation: meta.record.generation,
+        };
+        let op = put(key, &meta)?;
         self.gens.push(meta.clone());
         self.progress.clear();
-        Ok((
-            meta.clone(),
-            vec![put(keys::generation(job, generation), json(&meta))],
-        ))
+        Ok((meta, vec![op]))
     }
 
     /// Checks that `rank` belongs to the current generation.
@@ -271,12 +304,14 @@ impl SyncModel {
     /// next one.
     pub fn assignment(
         &mut self,
-        job: &str,
+        job: &JobId,
         config: &JobConfig,
         dataset: &Dataset,
-        rank: Rank<'_>,
-        epoch: u64,
+        identity: &Identity,
+        epoch: Epoch,
     ) -> Result<(v1::Assignment, Vec<Op>)> {
+        let rank = Rank::of(identity)?;
+        let epoch = epoch.get();
         let current = self.check_current(rank)?.clone();
         let mut ops = Vec::new();
         let gen = if epoch == current.record.epoch.0 {
@@ -302,15 +337,16 @@ impl SyncModel {
                 ..current
             };
             tracing::info!(
-                job,
+                job = job.as_str(),
                 generation = meta.record.generation.0,
                 epoch,
                 "next epoch"
             );
-            ops.push(put(
-                keys::generation(job, meta.record.generation.0),
-                json(&meta),
-            ));
+            let key = Key::Generation {
+                job: job.clone(),
+                generation: meta.record.generation,
+            };
+            ops.push(put(key, &meta)?);
             self.gens.push(meta.clone());
             meta
         } else {
@@ -348,14 +384,16 @@ impl SyncModel {
     /// the next restart resumes from.
     pub fn commit(
         &mut self,
-        job: &str,
+        job: &JobId,
         config: &JobConfig,
         dataset: &Dataset,
-        rank: Rank<'_>,
-        generation: u64,
+        identity: &Identity,
+        generation: Generation,
         samples: u64,
     ) -> Result<Vec<Op>> {
+        let rank = Rank::of(identity)?;
         self.check_generation(rank, generation)?;
+        let generation = generation.get();
         if let Some(last) = self.commit {
             if generation < last.generation.0
                 || (generation == last.generation.0 && samples <= last.samples)
@@ -375,16 +413,20 @@ impl SyncModel {
             generation: Generation(generation),
             samples,
         };
+        let op = put(Key::Commit { job: job.clone() }, &commit)?;
         self.commit = Some(commit);
-        Ok(vec![put(keys::commit(job), json(&commit))])
+        Ok(vec![op])
     }
 
     /// Checks that `rank` is current and `generation` one of its restart's
     /// generations (a rank finishing an epoch may still speak of the
     /// previous epoch's generation while another rank began the next).
-    fn check_generation(&self, rank: Rank<'_>, generation: u64) -> Result<()> {
+    fn check_generation(&self, rank: Rank<'_>, generation: Generation) -> Result<()> {
         let current = self.check_current(rank)?;
-        let Some(gen) = self.gens.get(generation as usize) else {
+        let found = usize::try_from(generation.get())
+            .ok()
+            .and_then(|g| self.gens.get(g));
+        let Some(gen) = found else {
             return Err(CoordError::Stale(format!(
                 "generation {generation} does not exist (current: {})",
                 current.record.generation.0
@@ -404,14 +446,18 @@ impl SyncModel {
     /// an older restart is told it is stale, and its report is not stored.
     pub fn report(
         &mut self,
-        job: &str,
-        rank: Rank<'_>,
-        generation: u64,
+        job: &JobId,
+        identity: &Identity,
+        generation: Generation,
         samples: u64,
     ) -> Result<Vec<Op>> {
+        let rank = Rank::of(identity)?;
         self.check_generation(rank, generation)?;
         self.progress.insert(rank.rank, (generation, samples));
-        Ok(vec![put(keys::progress(job), json(&self.progress))])
+        Ok(vec![put(
+            Key::Progress { job: job.clone() },
+            &self.progress,
+        )?])
     }
 
     pub fn fill_status(&self, status: &mut v1::JobStatus, epochs: u64) {
@@ -437,7 +483,7 @@ impl SyncModel {
             .iter()
             .map(|(&rank, &(generation, samples))| v1::RankProgress {
                 rank,
-                generation,
+                generation: generation.get(),
                 samples,
             })
             .collect();

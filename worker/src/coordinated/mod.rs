@@ -16,8 +16,7 @@ pub mod dynamic;
 mod session;
 pub mod sync;
 
-use std::collections::HashMap;
-
+pub use tributary_common::identity::{EnvError, Identity};
 use tributary_common::proto::v1;
 
 pub use client::{Client, Stub};
@@ -30,67 +29,11 @@ pub use tonic::Code;
 
 use crate::error::{Result, WorkerError};
 
-/// How a member identifies itself when it joins.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Identity {
-    /// A torchrun rank: `RANK`, `WORLD_SIZE`, `TORCHELASTIC_RUN_ID`,
-    /// `TORCHELASTIC_RESTART_COUNT`.
-    Torchrun {
-        rank: u32,
-        world: u32,
-        run_id: String,
-        restart: u64,
-    },
-    /// A free-form member name (dynamic jobs).
-    Name(String),
-}
-
-impl Identity {
-    /// The torchrun identity in `env` (passed in, read once at the edge), or
-    /// `None` when `RANK` is unset. Errors name the bad variable.
-    pub fn from_torchrun_env(env: &HashMap<String, String>) -> Result<Option<Self>> {
-        let Some(rank) = env.get("RANK") else {
-            return Ok(None);
-        };
-        let number = |name: &str, value: &str| {
-            value
-                .trim()
-                .parse::<u64>()
-                .map_err(|_| WorkerError::Config(format!("{name}={value:?} is not a number")))
-        };
-        let world = env
-            .get("WORLD_SIZE")
-            .ok_or_else(|| WorkerError::Config("RANK is set but WORLD_SIZE is not".into()))?;
-        let restart = match env.get("TORCHELASTIC_RESTART_COUNT") {
-            Some(v) => number("TORCHELASTIC_RESTART_COUNT", v)?,
-            None => 0,
-        };
-        Ok(Some(Self::Torchrun {
-            rank: number("RANK", rank)? as u32,
-            world: number("WORLD_SIZE", world)? as u32,
-            run_id: env
-                .get("TORCHELASTIC_RUN_ID")
-                .cloned()
-                .unwrap_or_else(|| "none".into()),
-            restart,
-        }))
-    }
-
-    fn to_proto(&self) -> v1::join_request::Identity {
-        match self {
-            Identity::Torchrun {
-                rank,
-                world,
-                run_id,
-                restart,
-            } => v1::join_request::Identity::Torchrun(v1::TorchrunIdentity {
-                rank: *rank,
-                world_size: *world,
-                run_id: run_id.clone(),
-                restart_count: *restart,
-            }),
-            Identity::Name(name) => v1::join_request::Identity::Name(name.clone()),
-        }
+/// The torchrun environment's errors read as the worker's configuration
+/// errors, with the same message.
+impl From<EnvError> for WorkerError {
+    fn from(error: EnvError) -> Self {
+        WorkerError::Config(error.to_string())
     }
 }
 

@@ -1,0 +1,170 @@
+//! The leader's background tasks: loading each job, retrying a job whose
+//! manifest could not be read, and forgetting members whose leases expire.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::watch;
+use tributary_common::ids::{JobId, MemberId};
+
+use super::{apply, JobHandle, Leader, Slot, Staged, RETRY_INTERVAL};
+use crate::error::CoordError;
+use crate::keys::{self, Key};
+use crate::model::Effects;
+use crate::store::{KeyValue, MetaStore, WatchEvent};
+
+/// Loads one job (its keys `kvs`, read at `revision`) into its slot: ready,
+/// failed with the reason (a manifest that could not be read is tried again
+/// in the background), or gone when it has no stored record. Then tells
+/// the calls waiting for it.
+pub(super) async fn load_job(
+    leader: Arc<Leader>,
+    name: JobId,
+    kvs: Vec<KeyValue>,
+    revision: i64,
+    done: watch::Sender<bool>,
+) {
+    let slot = match leader.open_job(&name, &kvs, revision).await {
+        Ok(Some(handle)) => Some(Slot::Ready(handle)),
+        Ok(None) => None,
+        Err(error) => {
+            tracing::error!(job = name.as_str(), %error, "job failed to load; serving the others");
+            if matches!(error, CoordError::Dataset { .. }) {
+                tokio::spawn(retry_job(Arc::downgrade(&leader), name.clone()));
+            }
+            Some(Slot::Failed(error.to_string()))
+        }
+    };
+    let mut jobs = leader.jobs.lock().await;
+    match slot {
+        Some(slot) => jobs.insert(name, slot),
+        None => jobs.remove(&name),
+    };
+    drop(jobs);
+    done.send_replace(true);
+}
+
+/// Tries a job whose manifest could not be read again until it loads, its
+/// failure becomes permanent, or this leadership ends.
+pub(super) async fn retry_job(leader: std::sync::Weak<Leader>, name: JobId) {
+    loop {
+        tokio::time::sleep(RETRY_INTERVAL).await;
+        let Some(leader) = leader.upgrade() else {
+            return;
+        };
+        if *leader.failed.borrow() {
+            return;
+        }
+        let result = match leader.store.range(&keys::job(&name)).await {
+            Ok((kvs, revision)) => leader.open_job(&name, &kvs, revision).await,
+            Err(error) => Err(error.into()),
+        };
+        let mut jobs = leader.jobs.lock().await;
+        match result {
+            Ok(Some(handle)) => {
+                tracing::info!(
+                    job = name.as_str(),
+                    "the job's manifest is readable again; serving it"
+                );
+                jobs.insert(name, Slot::Ready(handle));
+                return;
+            }
+            Ok(None) => {
+                jobs.remove(&name);
+                return;
+            }
+            Err(error) => {
+                let retry = matches!(error, CoordError::Dataset { .. } | CoordError::Store(_));
+                jobs.insert(name.clone(), Slot::Failed(error.to_string()));
+                if !retry {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Forgets members whose keys vanish (lease expiry), returning their units
+/// to the pool at once. Re-reads and re-watches when the watch breaks.
+pub(super) async fn watch_members(
+    store: Arc<dyn MetaStore>,
+    handle: std::sync::Weak<JobHandle>,
+    job: JobId,
+    mut from_revision: i64,
+) {
+    let prefix = keys::members(&job);
+    let member_of = |key: &str| match Key::parse(key) {
+        Ok(Key::Member { member, .. }) => Some(member),
+        _ => None,
+    };
+    loop {
+        let mut events = match store.watch(&prefix, from_revision).await {
+            Ok(events) => events,
+            Err(error) => {
+                tracing::warn!(%error, job = job.as_str(), "member watch failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else { break };
+            let WatchEvent::Delete { key, mod_revision } = event else {
+                continue;
+            };
+            from_revision = mod_revision + 1;
+            let Some(handle) = handle.upgrade() else {
+                return;
+            };
+            let Some(member) = member_of(&key) else {
+                tracing::warn!(key, "a key under the members is no member's; ignored");
+                continue;
+            };
+            let effects = handle.job.lock().await.lease_expired(&member, None);
+            if !effects.is_empty() {
+                tracing::info!(
+                    job = job.as_str(),
+                    member = member.as_str(),
+                    "member lease expired; its units return to the pool"
+                );
+            }
+            expired(store.as_ref(), &handle, effects).await;
+        }
+        // The watch broke: reconcile with what the store holds, then resume.
+        let Some(handle) = handle.upgrade() else {
+            return;
+        };
+        match store.range(&prefix).await {
+            Ok((kvs, revision)) => {
+                let live: Vec<MemberId> = kvs.iter().filter_map(|kv| member_of(&kv.key)).collect();
+                let mut model = handle.job.lock().await;
+                let gone: Vec<MemberId> = model
+                    .members
+                    .keys()
+                    .filter(|m| !live.contains(m))
+                    .cloned()
+                    .collect();
+                let mut effects = Effects::default();
+                for member in gone {
+                    effects.extend(model.lease_expired(&member, None));
+                }
+                drop(model);
+                effects.wake = true;
+                expired(store.as_ref(), &handle, effects).await;
+                from_revision = revision + 1;
+            }
+            Err(error) => {
+                tracing::warn!(%error, job = job.as_str(), "cannot re-read members");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// Applies the effects of expired leases: nothing to write, so nothing that
+/// can fail; logged if it does.
+async fn expired(store: &dyn MetaStore, handle: &Arc<JobHandle>, effects: Effects) {
+    if let Err(error) = apply(store, Staged::unwritten(handle, effects)).await {
+        tracing::warn!(%error, "cannot apply an expired lease's effects");
+    }
+}

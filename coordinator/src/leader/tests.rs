@@ -1,0 +1,262 @@
+//! Changes hold no lock across their writes; one job's slow load holds up
+//! no other job.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tributary_common::ids::{Generation, JobId, MemberId};
+
+use super::*;
+use crate::config::JobConfig;
+use crate::keys::Key;
+use crate::model::{Caller, Identity};
+use crate::store::{Compare, MemoryStore, StoreResult, TxnOutcome, WatchEvent};
+
+/// A memory store whose transactions wait while the gate is shut.
+#[derive(Debug)]
+struct Gated {
+    store: MemoryStore,
+    gate: Semaphore,
+    shut: AtomicBool,
+    waiting: AtomicU64,
+}
+
+#[async_trait]
+impl MetaStore for Gated {
+    async fn get(&self, key: &str) -> StoreResult<Option<KeyValue>> {
+        self.store.get(key).await
+    }
+    async fn range(&self, prefix: &str) -> StoreResult<(Vec<KeyValue>, i64)> {
+        self.store.range(prefix).await
+    }
+    async fn put(&self, key: &str, value: Vec<u8>, lease: Option<LeaseId>) -> StoreResult<i64> {
+        self.store.put(key, value, lease).await
+    }
+    async fn txn(
+        &self,
+        compares: Vec<Compare>,
+        ops: Vec<crate::store::Op>,
+    ) -> StoreResult<TxnOutcome> {
+        if self.shut.load(Ordering::SeqCst) {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let _pass = self.gate.acquire().await.expect("gate");
+        }
+        self.store.txn(compares, ops).await
+    }
+    async fn grant(&self, ttl: Duration) -> StoreResult<LeaseId> {
+        self.store.grant(ttl).await
+    }
+    async fn keep_alive(&self, lease: LeaseId) -> StoreResult<Duration> {
+        self.store.keep_alive(lease).await
+    }
+    async fn revoke(&self, lease: LeaseId) -> StoreResult<()> {
+        self.store.revoke(lease).await
+    }
+    async fn watch(
+        &self,
+        prefix: &str,
+        from_revision: i64,
+    ) -> StoreResult<BoxStream<'static, StoreResult<WatchEvent>>> {
+        self.store.watch(prefix, from_revision).await
+    }
+}
+
+fn stored() -> StoredJob {
+    let config = JobConfig::from_proto(Some(v1::JobConfig {
+        manifest_url: "memory:///ds".into(),
+        batch_size: 4,
+        epochs: 1,
+        mode: v1::Mode::Sync as i32,
+        ..v1::JobConfig::default()
+    }))
+    .expect("config");
+    StoredJob {
+        config,
+        manifest_crc32c: 0,
+        manifest_sha256: None,
+        samples: 32,
+        shards: 1,
+    }
+}
+
+#[tokio::test]
+async fn a_write_in_flight_holds_no_lock_of_its_job() {
+    let store = Arc::new(Gated {
+        store: MemoryStore::new(),
+        gate: Semaphore::new(0),
+        shut: AtomicBool::new(false),
+        waiting: AtomicU64::new(0),
+    });
+    let interval = Duration::from_millis(1);
+    let leader = Leader::load(
+        Arc::clone(&store) as Arc<dyn MetaStore>,
+        leadership(),
+        "here".into(),
+        Default::default(),
+        interval,
+    )
+    .await
+    .expect("leader");
+    let dataset = Dataset {
+        shard_samples: Arc::new(vec![32]),
+    };
+    let (job, effects) = Job::create(JobId::from("j"), stored(), dataset).expect("create");
+    let handle = leader.start_job(job, 1);
+    leader
+        .change(&handle, |_| (Ok(()), effects))
+        .await
+        .expect("created");
+    let identity = Identity::Torchrun {
+        rank: 0,
+        world: 1,
+        run_id: "run".into(),
+        restart: 0,
+    };
+    let member = MemberId::from("run.0.0");
+    let grant = handle
+        .job
+        .lock()
+        .await
+        .prepare_join(&joiner(identity.clone(), member.clone(), ""))
+        .expect("prepare");
+    let lease = leader.grant(grant).await.expect("lease");
+    let secret = "a".repeat(32);
+    let join =
+        |job: &mut Job| job.join(joiner(identity, member.clone(), ""), secret.clone(), lease);
+    leader.change(&handle, join).await.expect("join");
+
+    store.shut.store(true, Ordering::SeqCst);
+    let caller = Caller { member, secret };
+    let commit = tokio::spawn({
+        let (leader, handle) = (Arc::clone(&leader), Arc::clone(&handle));
+        async move {
+            let commit =
+                |job: &mut Job| crate::model::outcome(job.commit(&caller, Generation(0), 8));
+            leader.change(&handle, commit).await
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.waiting.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the commit's write never reached the store"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // The write is in the store's hands: the job and the jobs map are free.
+    assert!(
+        handle.job.try_lock().is_ok(),
+        "the job's lock is held across its write"
+    );
+    assert!(leader.jobs.try_lock().is_ok());
+    assert!(!commit.is_finished());
+    store.gate.add_permits(1);
+    commit.await.expect("task").expect("commit");
+    let status = handle.job.lock().await.status("here");
+    assert_eq!(
+        (status.commit_generation, status.commit_samples),
+        (Some(0), 8)
+    );
+}
+
+/// A local dataset of two shards of 8 samples: its manifest, which is all
+/// the coordinator reads of a dataset.
+fn manifest_only_dataset(dir: &std::path::Path) -> String {
+    use tributary_common::manifest::{Compression, CompressionKind, Manifest, MANIFEST_NAME};
+    use tributary_common::shard::ShardWriter;
+    let shards = (0..2)
+        .map(|s| {
+            let mut writer = ShardWriter::new(format!("shard-{s:06}.tar"), Compression::NONE);
+            for i in 0..8 {
+                writer
+                    .push(&format!("c/{s}-{i}"), &[("cls", b"0")])
+                    .expect("push");
+            }
+            writer.finish().expect("finish").meta
+        })
+        .collect();
+    let manifest = Manifest::new(
+        CompressionKind::None,
+        vec!["cls".into()],
+        vec!["c".into()],
+        shards,
+    )
+    .expect("manifest");
+    std::fs::write(dir.join(MANIFEST_NAME), manifest.to_json()).expect("write the manifest");
+    dir.display().to_string()
+}
+
+fn leadership() -> Leadership {
+    Leadership {
+        key: keys::ELECTION.into(),
+        revision: 0,
+        lost: watch::channel(false).1,
+        _guard: None,
+    }
+}
+
+#[tokio::test]
+async fn a_job_whose_manifest_hangs_never_holds_up_another() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let good_url = manifest_only_dataset(scratch.path());
+    let good = JobId::from("good");
+    let slow = JobId::from("slow");
+    // An S3 endpoint that accepts connections and never answers.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut options: StoreOptions = Default::default();
+    for (key, value) in [
+        (
+            "aws_endpoint",
+            format!("http://{}", hung.local_addr().expect("addr")),
+        ),
+        ("aws_allow_http", "true".into()),
+        ("aws_access_key_id", "test".into()),
+        ("aws_secret_access_key", "test".into()),
+        ("aws_region", "us-east-1".into()),
+    ] {
+        options.set(key, value);
+    }
+    let opened = open_dataset(&good, &good_url, &options)
+        .await
+        .expect("good manifest");
+    let store = MemoryStore::new();
+    for (job, url) in [(&good, good_url.as_str()), (&slow, "s3://bucket/ds")] {
+        let mut stored = stored();
+        stored.config.manifest_url = url.into();
+        stored.manifest_sha256 = Some(opened.sha256.clone());
+        let key = Key::Config { job: job.clone() }.to_string();
+        let value = serde_json::to_vec(&stored).expect("json");
+        store.put(&key, value, None).await.expect("put");
+    }
+    let started = Instant::now();
+    let leader = Leader::load(
+        Arc::new(store),
+        leadership(),
+        "here".into(),
+        options,
+        Duration::from_millis(1),
+    )
+    .await
+    .expect("leader");
+    let handle = tokio::time::timeout(Duration::from_secs(10), leader.job(&good))
+        .await
+        .expect("the good job waits for the slow one")
+        .expect("the good job loads");
+    assert_eq!(handle.job.lock().await.name, good);
+    assert!(
+        matches!(leader.jobs.lock().await.get(&slow), Some(Slot::Loading(_))),
+        "the slow job's manifest read ended within {:?}",
+        started.elapsed()
+    );
+}
+
+fn joiner(identity: Identity, member: MemberId, secret: &str) -> crate::model::Joiner {
+    crate::model::Joiner {
+        identity,
+        member,
+        secret: secret.to_owned(),
+    }
+}

@@ -1,0 +1,366 @@
+//! One method per member call: each checks the caller's secret, changes the
+//! job in memory, and returns the answer with the call's [`Effects`]. None
+//! does I/O; the service applies what they return.
+
+use std::time::Duration;
+
+use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
+use tributary_common::proto::v1;
+
+use super::dynamic::UnitRef;
+use super::effects::{Effects, Event, LeaseGrant, Outcome};
+use super::{Dataset, DynModel, Identity, Job, MemberRecord, State, SyncModel};
+use crate::auth::{chosen_secret, secret_digest};
+use crate::config::JobConfig;
+use crate::error::{CoordError, Result};
+use crate::store::LeaseId;
+
+/// Who makes a member-scoped call, and the secret that proves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub member: MemberId,
+    pub secret: String,
+}
+
+/// Who joins: its identity, the member name that stands for it, and the
+/// secret it carries (to replace the member, or to become a new one's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joiner {
+    pub identity: Identity,
+    pub member: MemberId,
+    pub secret: String,
+}
+
+/// What one look at the pool found for an Acquire.
+#[derive(Debug, PartialEq)]
+pub enum Acquired {
+    /// Units leased to the caller.
+    Units { units: Vec<v1::Unit>, epoch: Epoch },
+    /// Every epoch is done.
+    Finished(Epoch),
+    /// The epoch was complete and the next one opened: look again.
+    Advanced,
+    /// Every unit of the epoch is leased or acked: wait for some to return.
+    Empty(Epoch),
+}
+
+/// A job as one call sees it ([`Job::checked`]).
+struct Checked<'a> {
+    /// The caller's record: its identity and lease.
+    record: MemberRecord,
+    name: &'a JobId,
+    config: &'a JobConfig,
+    dataset: &'a Dataset,
+    state: &'a mut State,
+}
+
+/// The sync model of `state`, or why a dynamic job cannot answer the call.
+fn sync<'a>(state: &'a mut State, job: &JobId) -> Result<&'a mut SyncModel> {
+    match state {
+        State::Sync(model) => Ok(model),
+        State::Dynamic(_) => Err(sync_only(job)),
+    }
+}
+
+/// The dynamic model of `state`, or why a sync job cannot answer the call.
+fn dynamic<'a>(state: &'a mut State, job: &JobId) -> Result<&'a mut DynModel> {
+    match state {
+        State::Dynamic(model) => Ok(model),
+        State::Sync(_) => Err(dynamic_only(job)),
+    }
+}
+
+/// Opens the next epoch if this one is complete: its effects, the waiting
+/// Acquires woken and the watchers told.
+fn advance(model: &mut DynModel, job: &JobId, dataset: &Dataset) -> Result<Option<Effects>> {
+    let Some(ops) = model.advance(job, dataset)? else {
+        return Ok(None);
+    };
+    let mut effects = Effects::ops(ops);
+    effects.events.push(Event::PoolChanged(model.epoch()));
+    effects.wake = true;
+    Ok(Some(effects))
+}
+
+fn dynamic_only(job: &JobId) -> CoordError {
+    CoordError::Precondition(format!(
+        "job {:?} is a sync job; Acquire is for dynamic jobs",
+        job.as_str()
+    ))
+}
+
+fn sync_only(job: &JobId) -> CoordError {
+    CoordError::Precondition(format!(
+        "job {:?} is a dynamic job; use Acquire and acks instead of assignments and commits",
+        job.as_str()
+    ))
+}
+
+impl Job {
+    /// The lease a Join needs: one of the job's member ttl.
+    fn lease_for_join(&self) -> LeaseGrant {
+        LeaseGrant {
+            ttl: Duration::from_secs(u64::from(self.stored.config.member_ttl_s)),
+        }
+    }
+
+    /// The lease a Join needs, or why the job would refuse it as it
+    /// stands: a refusal costs the store nothing. [`Self::join`] checks
+    /// again, under the same lock as its change.
+    pub fn prepare_join(&self, joiner: &Joiner) -> Result<LeaseGrant> {
+        let Joiner {
+            identity,
+            member,
+            secret,
+        } = joiner;
+        if let State::Sync(model) = &self.state {
+            model.check_join(identity)?;
+        }
+        if self.members.contains_key(member) && self.authorize(member, secret).is_err() {
+            return Err(self.already_joined(member));
+        }
+        Ok(self.lease_for_join())
+    }
+
+    fn already_joined(&self, member: &MemberId) -> CoordError {
+        CoordError::AlreadyJoined {
+            job: self.name.clone(),
+            member: member.clone(),
+            ttl_s: self.stored.config.member_ttl_s,
+        }
+    }
+
+    /// A member joins under `lease`, granted for it as
+    /// [`Self::prepare_join`] asked: a sync rank gets its generation (a
+    /// new one for a restart). A member that exists is replaced only by a
+    /// Join carrying its secret, which it keeps; a new member gets the
+    /// secret it brings when that is random enough, else `fresh_secret`.
+    /// A refused Join's effects revoke `lease`.
+    pub fn join(
+        &mut self,
+        joiner: Joiner,
+        fresh_secret: String,
+        lease: LeaseId,
+    ) -> Outcome<v1::JoinResponse> {
+        match self.admit(joiner, fresh_secret, lease) {
+            Ok((response, effects)) => (Ok(response), effects),
+            Err(error) => (Err(error), Effects::revoke(lease)),
+        }
+    }
+
+    fn admit(
+        &mut self,
+        joiner: Joiner,
+        fresh_secret: String,
+        lease: LeaseId,
+    ) -> Result<(v1::JoinResponse, Effects)> {
+        let Joiner {
+            identity,
+            member,
+            secret,
+        } = joiner;
+        let ttl = self.lease_for_join().ttl;
+        let mut effects = Effects::default();
+        let mut response = v1::JoinResponse {
+            member: member.to_string(),
+            config: Some(self.stored.config.to_proto()),
+            ttl_ms: ttl.as_millis() as u32,
+            ..v1::JoinResponse::default()
+        };
+        match &mut self.state {
+            State::Sync(model) => {
+                let config = &self.stored.config;
+                let (gen, ops) = model.join(&self.name, config, &self.dataset, &identity)?;
+                if !ops.is_empty() {
+                    effects
+                        .events
+                        .push(Event::Generation(gen.record.generation));
+                }
+                effects.ops.extend(ops);
+                response.generation = gen.record.generation.get();
+                response.epoch = gen.record.epoch.get();
+                response.world = gen.record.world;
+                if let Identity::Torchrun { rank, .. } = &identity {
+                    response.rank = *rank;
+                }
+            }
+            State::Dynamic(model) => response.epoch = model.epoch().get(),
+        }
+        // Checked after the model: an existing member has the same identity,
+        // so its join changed nothing there (or was refused as stale).
+        let replaced = match self.members.get(&member) {
+            None => None,
+            Some(_) => match self.authorize(&member, &secret) {
+                Ok(old) => Some(old.lease),
+                Err(_) => return Err(self.already_joined(&member)),
+            },
+        };
+        // A Join proving the member's secret keeps it, and a new member may
+        // bring a random secret of its own: processes that share one
+        // identity (a rank's DataLoader workers) share one secret.
+        let secret = match replaced {
+            Some(_) => secret,
+            None if chosen_secret(&secret) => secret,
+            None => fresh_secret,
+        };
+        if let Some(old) = replaced {
+            effects.extend(self.remove_member(&member));
+            effects.revoke.push(old);
+        }
+        let record = MemberRecord {
+            identity,
+            lease,
+            secret_sha256: secret_digest(&secret),
+        };
+        response.secret = secret;
+        effects.ops.push(self.add_member(member, record)?);
+        Ok((response, effects))
+    }
+
+    /// The store lease of the calling member, to renew.
+    pub fn lease_of(&self, caller: &Caller) -> Result<LeaseId> {
+        Ok(self.authorize(&caller.member, &caller.secret)?.lease)
+    }
+
+    /// The member's `lease` expired (the store deleted its keys): forget
+    /// the member unless it joined again under another lease meanwhile.
+    /// Nothing is left to write.
+    pub fn lease_expired(&mut self, member: &MemberId, lease: Option<LeaseId>) -> Effects {
+        let current = self.members.get(member).map(|r| r.lease);
+        if current.is_none() || (lease.is_some() && current != lease) {
+            return Effects::default();
+        }
+        let mut effects = self.remove_member(member);
+        // The member's key and its leased units went with the lease.
+        effects.ops.clear();
+        effects
+    }
+
+    /// The job as one call sees it: the caller's record, checked, beside
+    /// the parts a mode's model works on.
+    fn checked(&mut self, caller: &Caller) -> Result<Checked<'_>> {
+        let record = self.authorize(&caller.member, &caller.secret)?.clone();
+        Ok(Checked {
+            record,
+            name: &self.name,
+            config: &self.stored.config,
+            dataset: &self.dataset,
+            state: &mut self.state,
+        })
+    }
+
+    /// The calling sync rank's part of `epoch`.
+    pub fn assignment(
+        &mut self,
+        caller: &Caller,
+        epoch: Epoch,
+    ) -> Result<(v1::Assignment, Effects)> {
+        let job = self.checked(caller)?;
+        let model = sync(job.state, job.name)?;
+        let (assignment, ops) = model.assignment(
+            job.name,
+            job.config,
+            job.dataset,
+            &job.record.identity,
+            epoch,
+        )?;
+        let mut effects = Effects::ops(ops);
+        if !effects.ops.is_empty() {
+            let generation = Generation(assignment.generation);
+            effects.events.push(Event::Generation(generation));
+        }
+        Ok((assignment, effects))
+    }
+
+    /// One look at a dynamic job's pool for the calling member: up to `max`
+    /// units, or why there are none.
+    pub fn acquire(&mut self, caller: &Caller, max: usize) -> Result<(Acquired, Effects)> {
+        let job = self.checked(caller)?;
+        let model = dynamic(job.state, job.name)?;
+        if model.finished() {
+            return Ok((Acquired::Finished(model.epoch()), Effects::default()));
+        }
+        if let Some(effects) = advance(model, job.name, job.dataset)? {
+            return Ok((Acquired::Advanced, effects));
+        }
+        let epoch = model.epoch();
+        let (units, ops) = model.acquire(job.name, &caller.member, job.record.lease, max)?;
+        if units.is_empty() {
+            return Ok((Acquired::Empty(epoch), Effects::ops(ops)));
+        }
+        Ok((Acquired::Units { units, epoch }, Effects::ops(ops)))
+    }
+
+    /// The calling member's progress: a sync rank's samples of
+    /// `generation`, or a dynamic member's acks (applied in order up to the
+    /// first refused one, whose error the outcome carries).
+    pub fn report(
+        &mut self,
+        caller: &Caller,
+        generation: Generation,
+        samples: u64,
+        acked: &[UnitRef],
+    ) -> Outcome<()> {
+        match self.record_report(caller, generation, samples, acked) {
+            Ok((None, effects)) => (Ok(()), effects),
+            Ok((Some(error), effects)) => (Err(error), effects),
+            Err(error) => (Err(error), Effects::default()),
+        }
+    }
+
+    fn record_report(
+        &mut self,
+        caller: &Caller,
+        generation: Generation,
+        samples: u64,
+        acked: &[UnitRef],
+    ) -> Result<(Option<CoordError>, Effects)> {
+        let job = self.checked(caller)?;
+        match job.state {
+            State::Sync(model) => {
+                let ops = model.report(job.name, &job.record.identity, generation, samples)?;
+                Ok((None, Effects::ops(ops)))
+            }
+            State::Dynamic(model) => {
+                let (ops, error) = model.ack(job.name, &caller.member, acked)?;
+                let mut effects = Effects::ops(ops);
+                if let Some(advanced) = advance(model, job.name, job.dataset)? {
+                    effects.extend(advanced);
+                }
+                Ok((error, effects))
+            }
+        }
+    }
+
+    /// Every rank of `generation` consumed `samples`: the point the next
+    /// restart resumes from.
+    pub fn commit(
+        &mut self,
+        caller: &Caller,
+        generation: Generation,
+        samples: u64,
+    ) -> Result<((), Effects)> {
+        let job = self.checked(caller)?;
+        let model = sync(job.state, job.name)?;
+        let identity = &job.record.identity;
+        let ops = model.commit(
+            job.name,
+            job.config,
+            job.dataset,
+            identity,
+            generation,
+            samples,
+        )?;
+        Ok(((), Effects::ops(ops)))
+    }
+
+    /// The calling member leaves: forgotten, its lease revoked, its units
+    /// back in the pool.
+    pub fn leave(&mut self, caller: &Caller) -> Result<((), Effects)> {
+        let lease = self.lease_of(caller)?;
+        let mut effects = self.remove_member(&caller.member);
+        effects.revoke.push(lease);
+        effects.wake = true;
+        Ok(((), effects))
+    }
+}

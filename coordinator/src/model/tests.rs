@@ -1,0 +1,287 @@
+//! The model's calls, their effects, and loading what they stored.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
+use tributary_common::proto::v1;
+
+use super::*;
+use crate::config::JobConfig;
+
+fn stored(mode: v1::Mode) -> StoredJob {
+    let config = JobConfig::from_proto(Some(v1::JobConfig {
+        manifest_url: "memory:///ds".into(),
+        batch_size: 4,
+        epochs: 2,
+        mode: mode as i32,
+        unit_samples: 8,
+        ..v1::JobConfig::default()
+    }))
+    .expect("config");
+    StoredJob {
+        config,
+        manifest_crc32c: 0,
+        manifest_sha256: Some("00".into()),
+        samples: 32,
+        shards: 2,
+    }
+}
+
+fn dataset() -> Dataset {
+    Dataset {
+        shard_samples: Arc::new(vec![16, 16]),
+    }
+}
+
+fn rank(rank: u32) -> Identity {
+    Identity::Torchrun {
+        rank,
+        world: 2,
+        run_id: "run".into(),
+        restart: 0,
+    }
+}
+
+/// The store as a map, with `ops` applied in order.
+#[derive(Default)]
+struct Kv(BTreeMap<String, Vec<u8>>);
+
+impl Kv {
+    fn apply(&mut self, effects: &Effects) {
+        for op in &effects.ops {
+            match op {
+                Op::Put { key, value, .. } => {
+                    self.0.insert(key.clone(), value.clone());
+                }
+                Op::Delete { key } => {
+                    self.0.remove(key);
+                }
+                Op::DeletePrefix { prefix } => self.0.retain(|k, _| !k.starts_with(prefix)),
+            }
+        }
+    }
+
+    fn kvs(&self) -> Vec<KeyValue> {
+        self.0
+            .iter()
+            .map(|(key, value)| KeyValue {
+                key: key.clone(),
+                value: value.clone(),
+                create_revision: 1,
+                mod_revision: 1,
+                lease: 0,
+            })
+            .collect()
+    }
+
+    fn load(&self, name: &JobId) -> Result<Job> {
+        let kvs = self.kvs();
+        let stored = Job::stored_of(name, &kvs)?.expect("a stored job");
+        Job::load(name, stored, dataset(), &kvs)
+    }
+}
+
+fn created(mode: v1::Mode) -> (Job, Kv) {
+    let (job, effects) = Job::create(JobId::from("j"), stored(mode), dataset()).expect("create");
+    let mut kv = Kv::default();
+    kv.apply(&effects);
+    (job, kv)
+}
+
+#[test]
+fn a_refused_join_revokes_the_lease_granted_for_it() {
+    let (mut job, mut kv) = created(v1::Mode::Sync);
+    let member = MemberId::from("run.0.0");
+    let (joined, effects) = job.join(joiner(rank(0), member.clone(), ""), "f".repeat(32), 10);
+    let joined = joined.expect("join");
+    assert_eq!(joined.secret, "f".repeat(32));
+    assert!(effects.revoke.is_empty(), "{effects:?}");
+    assert_eq!(effects.events, [Event::Generation(Generation(0))]);
+    kv.apply(&effects);
+
+    // A name on a sync job, and the member again without its secret: both
+    // refused, each giving back the lease granted for it.
+    let name = Identity::Name("n".into());
+    assert!(job
+        .prepare_join(&joiner(name.clone(), MemberId::from("n"), ""))
+        .is_err());
+    let (refused, effects) = job.join(joiner(name, MemberId::from("n"), ""), "f".repeat(32), 11);
+    assert!(refused.is_err());
+    assert_eq!((effects.revoke, effects.ops.len()), (vec![11], 0));
+    assert!(matches!(
+        job.prepare_join(&joiner(rank(0), member.clone(), "wrong")),
+        Err(CoordError::AlreadyJoined { .. })
+    ));
+    let (refused, effects) = job.join(joiner(rank(0), member.clone(), "wrong"), "0".repeat(32), 12);
+    assert!(matches!(refused, Err(CoordError::AlreadyJoined { .. })));
+    assert_eq!(effects.revoke, [12]);
+
+    // With its secret the member is replaced: the old lease goes, once the
+    // new record is written.
+    let grant = job
+        .prepare_join(&joiner(rank(0), member.clone(), &joined.secret))
+        .expect("prepare");
+    assert_eq!(
+        grant.ttl.as_secs(),
+        u64::from(job.stored.config.member_ttl_s)
+    );
+    let (again, effects) = job.join(
+        joiner(rank(0), member.clone(), &joined.secret),
+        "0".repeat(32),
+        13,
+    );
+    assert_eq!(again.expect("rejoin").secret, joined.secret);
+    assert_eq!(effects.revoke, [10]);
+    kv.apply(&effects);
+    assert_eq!(job.member(&member).expect("member").lease, 13);
+    assert_eq!(kv.load(&job.name).expect("load").members, job.members);
+}
+
+#[test]
+fn a_dynamic_job_loads_back_what_its_calls_stored() {
+    let (mut job, mut kv) = created(v1::Mode::Dynamic);
+    let (a, b) = (MemberId::from("a"), MemberId::from("b"));
+    let mut callers = Vec::new();
+    for (member, lease) in [(&a, 1), (&b, 2)] {
+        let name = Identity::Name(member.to_string());
+        let (joined, effects) = job.join(joiner(name, member.clone(), ""), "e".repeat(32), lease);
+        kv.apply(&effects);
+        callers.push(Caller {
+            member: member.clone(),
+            secret: joined.expect("join").secret,
+        });
+    }
+    let (got, effects) = job.acquire(&callers[0], 2).expect("acquire");
+    kv.apply(&effects);
+    let Acquired::Units { units, epoch } = got else {
+        panic!("no units: {got:?}");
+    };
+    assert_eq!(epoch, Epoch(0));
+    let (got, effects) = job.acquire(&callers[1], 1).expect("acquire");
+    kv.apply(&effects);
+    assert!(matches!(got, Acquired::Units { .. }), "{got:?}");
+    let acked = [UnitRef {
+        epoch: Epoch(0),
+        unit: units[0].id,
+    }];
+    let (reported, effects) = job.report(&callers[0], Generation(0), 0, &acked);
+    reported.expect("report");
+    kv.apply(&effects);
+
+    let loaded = kv.load(&job.name).expect("load");
+    assert_eq!(loaded.status("x"), job.status("x"));
+    assert_eq!(loaded.members, job.members);
+
+    // b leaves: its unit returns to the pool, in the store as in memory.
+    let (left, effects) = job.leave(&callers[1]).expect("leave");
+    let () = left;
+    assert_eq!(effects.revoke, [2]);
+    assert!(effects.wake);
+    assert_eq!(effects.events, [Event::PoolChanged(Epoch(0))]);
+    kv.apply(&effects);
+    assert_eq!(
+        kv.load(&job.name).expect("load").status("x"),
+        job.status("x")
+    );
+}
+
+#[test]
+fn a_sync_job_loads_back_its_generations_and_commit() {
+    let (mut job, mut kv) = created(v1::Mode::Sync);
+    let mut callers = Vec::new();
+    for r in 0..2 {
+        let member = MemberId::from(format!("run.0.{r}"));
+        let (joined, effects) = job.join(joiner(rank(r), member.clone(), ""), "d".repeat(32), 5);
+        kv.apply(&effects);
+        callers.push(Caller {
+            member,
+            secret: joined.expect("join").secret,
+        });
+    }
+    let (part, effects) = job.assignment(&callers[1], Epoch(0)).expect("assignment");
+    assert_eq!((part.rank, part.world), (1, 2));
+    kv.apply(&effects);
+    let (reported, effects) = job.report(&callers[1], Generation(0), 3, &[]);
+    reported.expect("report");
+    kv.apply(&effects);
+    let ((), effects) = job.commit(&callers[0], Generation(0), 4).expect("commit");
+    kv.apply(&effects);
+    // The next epoch: a new generation, told to the watchers.
+    let (next, effects) = job.assignment(&callers[0], Epoch(1)).expect("next epoch");
+    assert_eq!(
+        effects.events,
+        [Event::Generation(Generation(next.generation))]
+    );
+    kv.apply(&effects);
+
+    let loaded = kv.load(&job.name).expect("load");
+    let (mut was, mut now) = (job.status("x"), loaded.status("x"));
+    // Progress is for status only and not reloaded.
+    was.progress.clear();
+    now.progress.clear();
+    assert_eq!(now, was);
+}
+
+#[test]
+fn a_stored_key_that_is_no_fact_of_the_job_fails_its_load_naming_the_key() {
+    for bad in [
+        "/tributary/j/sync/what",
+        "/tributary/j/dyn/x/acked/0000000001",
+        "/tributary/j/dyn/000000/acked/7",
+    ] {
+        let (_, mut kv) = created(v1::Mode::Dynamic);
+        kv.0.insert(bad.into(), b"\"a\"".to_vec());
+        let error = kv.load(&JobId::from("j")).expect_err(bad);
+        assert!(matches!(error, CoordError::Corrupt(_)), "{error}");
+        assert!(error.to_string().contains(bad), "{error}");
+    }
+}
+
+#[test]
+fn a_stored_unit_the_epoch_does_not_have_fails_the_load_naming_its_key() {
+    let (_, mut kv) = created(v1::Mode::Dynamic);
+    let key = Key::Acked {
+        job: JobId::from("j"),
+        epoch: Epoch(0),
+        unit: 999,
+    }
+    .to_string();
+    kv.0.insert(key.clone(), b"\"a\"".to_vec());
+    let error = kv.load(&JobId::from("j")).expect_err("unknown unit");
+    assert!(error.to_string().contains(&key), "{error}");
+    // A value that does not read is named too.
+    let (_, mut kv) = created(v1::Mode::Dynamic);
+    let key = Key::DynEpoch {
+        job: JobId::from("j"),
+    }
+    .to_string();
+    kv.0.insert(key.clone(), b"\"three\"".to_vec());
+    let error = kv.load(&JobId::from("j")).expect_err("bad epoch");
+    assert!(error.to_string().contains(&key), "{error}");
+}
+
+#[test]
+fn an_expired_lease_forgets_its_member_only_if_it_did_not_join_again() {
+    let (mut job, _) = created(v1::Mode::Dynamic);
+    let a = MemberId::from("a");
+    let (joined, _) = job.join(
+        joiner(Identity::Name("a".into()), a.clone(), ""),
+        "c".repeat(32),
+        7,
+    );
+    joined.expect("join");
+    assert!(job.lease_expired(&a, Some(6)).is_empty());
+    assert!(job.members.contains_key(&a));
+    let effects = job.lease_expired(&a, Some(7));
+    assert!(effects.ops.is_empty() && effects.wake, "{effects:?}");
+    assert!(!job.members.contains_key(&a));
+}
+
+fn joiner(identity: Identity, member: MemberId, secret: &str) -> Joiner {
+    Joiner {
+        identity,
+        member,
+        secret: secret.to_owned(),
+    }
+}
