@@ -11,6 +11,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== crate graph (common pure, the coordinator without the image stack)"
+scripts/check-crate-graph.sh
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --workspace
 echo "== cargo build (the binary the end-to-end tests drive)"

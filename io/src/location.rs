@@ -293,38 +293,27 @@ fn build(
         max_retries: 0,
         ..RetryConfig::default()
     };
+    // The three HTTP builders share these calls but no trait.
+    macro_rules! http_store {
+        ($builder:expr) => {
+            Arc::new(
+                configure(options)
+                    .into_iter()
+                    .fold($builder.with_url(url.as_str()), |b, (k, v)| {
+                        b.with_config(k, v)
+                    })
+                    .with_retry(no_retries)
+                    .build()?,
+            )
+        };
+    }
     let (scheme, path) = ObjectStoreScheme::parse(url)?;
     let store: Arc<dyn ObjectStore> = match scheme {
-        ObjectStoreScheme::AmazonS3 => Arc::new(
-            configure(options)
-                .into_iter()
-                .fold(
-                    aws::AmazonS3Builder::new().with_url(url.as_str()),
-                    |b, (k, v)| b.with_config(k, v),
-                )
-                .with_retry(no_retries)
-                .build()?,
-        ),
-        ObjectStoreScheme::GoogleCloudStorage => Arc::new(
-            configure(options)
-                .into_iter()
-                .fold(
-                    gcp::GoogleCloudStorageBuilder::new().with_url(url.as_str()),
-                    |b, (k, v)| b.with_config(k, v),
-                )
-                .with_retry(no_retries)
-                .build()?,
-        ),
-        ObjectStoreScheme::MicrosoftAzure => Arc::new(
-            configure(options)
-                .into_iter()
-                .fold(
-                    azure::MicrosoftAzureBuilder::new().with_url(url.as_str()),
-                    |b, (k, v)| b.with_config(k, v),
-                )
-                .with_retry(no_retries)
-                .build()?,
-        ),
+        ObjectStoreScheme::AmazonS3 => http_store!(aws::AmazonS3Builder::new()),
+        ObjectStoreScheme::GoogleCloudStorage => {
+            http_store!(gcp::GoogleCloudStorageBuilder::new())
+        }
+        ObjectStoreScheme::MicrosoftAzure => http_store!(azure::MicrosoftAzureBuilder::new()),
         _ => {
             let (store, path) = object_store::parse_url_opts(url, options.iter().cloned())?;
             return Ok((Arc::from(store), path));

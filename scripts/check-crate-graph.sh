@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The crate graph's two rules (docs/ARCHITECTURE.md): tributary-common links
+# no async runtime or RPC stack, and tributary-coordinator (its
+# dev-dependencies included) links no image stack nor the worker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+forbid() {
+    local crate=$1 edges=$2 pattern=$3 found
+    found=$(cargo tree --quiet -p "$crate" -e "$edges" --prefix none | grep -E "^($pattern) v" | sort -u || true)
+    if [ -n "$found" ]; then
+        echo "$crate links what it must not:" >&2
+        echo "$found" >&2
+        return 1
+    fi
+    echo "$crate: none of $pattern"
+}
+
+forbid tributary-common normal 'tokio|tonic|hyper|object_store'
+forbid tributary-coordinator all 'tributary-worker|turbojpeg-sys|image|fast_image_resize|rayon|jpeg-encoder'
