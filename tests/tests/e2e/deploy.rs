@@ -18,7 +18,8 @@ use tributary_tests::etcd::EtcdServer;
 use tributary_tests::process::Proc;
 use tributary_tests::tls::TestCa;
 use tributary_tests::{free_port, wait_until};
-use tributary_worker::coordinated::{Client, ClientTls};
+use tributary_worker::coordinated::{Client, ClientTls, Code};
+use tributary_worker::WorkerError;
 
 const LEADER: &str = "tributary.v1.Coordinator";
 const READY: &str = "ready";
@@ -78,16 +79,21 @@ fn serving(rt: &Runtime, port: u16, service: &str) -> bool {
 }
 
 /// Asks for an unknown job: NOT_FOUND comes from a leader only (followers
-/// redirect), so `Ok` means the call reached the leader.
-fn reaches_leader(rt: &Runtime, client: &Client) -> Result<(), String> {
+/// redirect), so `Ok` means the call reached the leader; `Err` carries the
+/// code of the failure.
+fn reaches_leader(rt: &Runtime, client: &Client) -> Result<(), Result<Code, String>> {
     let request = v1::JobRequest {
         job: "no-such-job".to_owned(),
     };
     let outcome =
         rt.block_on(client.send(&request, |mut c, r| async move { c.get_status(r).await }));
     match outcome {
-        Err(error) if error.to_string().contains("NotFound") => Ok(()),
-        other => Err(format!("{other:?}")),
+        Err(WorkerError::Coordinator {
+            code: Code::NotFound,
+            ..
+        }) => Ok(()),
+        Err(WorkerError::Coordinator { code, .. }) => Err(Ok(code)),
+        other => Err(Err(format!("{other:?}"))),
     }
 }
 
@@ -137,11 +143,12 @@ fn tls_replicas_probe_redirect_and_fail_over_with_one_certificate() {
         .expect("client")
         .with_deadline(Duration::from_millis(500));
     let error = reaches_leader(&rt, &untrusted).expect_err("untrusted CA accepted");
-    assert!(error.contains("Unavailable"), "{error}");
+    assert_eq!(error, Ok(Code::Unavailable), "{error:?}");
     let plaintext = Client::new(&[format!("127.0.0.1:{}", leader.port)])
         .expect("client")
         .with_deadline(Duration::from_millis(500));
-    reaches_leader(&rt, &plaintext).expect_err("plaintext call to a TLS port answered");
+    let _refused =
+        reaches_leader(&rt, &plaintext).expect_err("plaintext call to a TLS port answered");
 
     // kill -9 the leader: the follower takes over, reports it, and the same
     // client reaches it.
