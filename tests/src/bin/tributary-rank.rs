@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::Parser;
 use tributary_common::proto::v1;
+use tributary_io::S3Settings;
 use tributary_worker::coordinated::{self, DynamicOptions, Identity, OnLeaseLost};
 use tributary_worker::pipeline::decode::augment::AugmentConfig;
 use tributary_worker::rank::{Coordinator, Credentials, Rank, RankConfig};
@@ -130,12 +131,11 @@ async fn main() -> anyhow::Result<()> {
         None => Identity::from_torchrun_env(&env)?
             .context("set RANK/WORLD_SIZE (torchrun) or pass --name")?,
     };
-    let mut store = StoreOptions::from_vars(std::env::vars());
-    if let Some(endpoint) = &args.s3_endpoint {
-        store.set("aws_endpoint", endpoint.clone());
-        store.set("aws_allow_http", "true");
-        store.set("aws_virtual_hosted_style_request", "false");
-    }
+    let s3 = S3Settings {
+        endpoint: args.s3_endpoint.clone(),
+        ..S3Settings::default()
+    };
+    let store = StoreOptions::from_vars(std::env::vars()).with_s3(&args.dataset, &s3);
     let mode = match args.mode.as_str() {
         "dynamic" => v1::Mode::Dynamic,
         _ => v1::Mode::Sync,
