@@ -195,29 +195,18 @@ impl Location {
     /// Reads a whole object of at most `limit` bytes: a larger one is an
     /// error before its body is read.
     pub async fn get_at_most(&self, name: &str, limit: u64) -> Result<Bytes> {
-        let want = Want::Whole { limit };
-        read::read(
-            &*self.store,
-            &self.path(name),
-            &self.url_of(name),
-            want,
-            &self.retry,
-        )
-        .await
+        self.read(name, Want::Whole { limit }).await
     }
 
     /// Reads bytes `range` of object `name`, resuming after transient
     /// failures from the first byte not yet received.
     pub async fn get_range(&self, name: &str, range: Range<u64>) -> Result<Bytes> {
-        let want = Want::Range(range);
-        read::read(
-            &*self.store,
-            &self.path(name),
-            &self.url_of(name),
-            want,
-            &self.retry,
-        )
-        .await
+        self.read(name, Want::Range(range)).await
+    }
+
+    async fn read(&self, name: &str, want: Want) -> Result<Bytes> {
+        let (path, url) = (self.path(name), self.url_of(name));
+        read::read(&*self.store, &path, &url, want, &self.retry).await
     }
 
     /// Writes object `name`, retrying transient failures.
