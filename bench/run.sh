@@ -18,6 +18,11 @@
 # ratio's median over the rounds (each ratio taken within one round).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `bench/run.sh gpu [IMAGES]`: the ResNet-50 step on a GPU (bench/gpu.sh).
+if [ "${1:-}" = gpu ]; then
+    shift
+    exec bench/gpu.sh "$@"
+fi
 IMAGES=${1:-5000}
 # The per-image-GET baseline reads this many of them (it is slow).
 PER_IMAGE=$(( IMAGES < 1500 ? IMAGES : 1500 ))

@@ -1,0 +1,178 @@
+"""A ResNet-50 training step fed by Tributary and by PyTorch's DataLoader.
+
+    python bench/gpu_step.py --images DIR --shards DIR [--threads 1,2,4,8,16]
+        [--workers 16] [--batch 256] [--steps 30] [--warmup 5] [--json OUT]
+
+Run by `bench/run.sh gpu` on a machine with a CUDA GPU. Every contender feeds
+the same step: ResNet-50 (torchvision, random weights), bf16 autocast,
+channels_last, SGD with momentum, on float32 N x 3 x 224 x 224 batches made by
+RandomResizedCrop(224) + flip + normalise from the same JPEGs (ImageFolder for
+the DataLoader, the packed shards for Tributary).
+
+A step's time is the time blocked in `next()` (the data wait) plus the time
+from the batch in hand to the step finished on the GPU (the copy to the GPU
+included, synchronised). Data wait % = waits / (waits + steps), over
+`--steps` steps after `--warmup`; both loaders prefetch in the background
+meanwhile, so a loader that keeps up shows a wait near 0 %.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torchvision
+from torchvision import transforms
+
+
+def model_and_step(device):
+    model = torchvision.models.resnet50().to(device).to(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(images, labels):
+        images = images.to(device, non_blocking=True).to(memory_format=torch.channels_last)
+        labels = labels.to(device, non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+
+    return step
+
+
+def measure(name, batches, step, warmup, steps, batch):
+    """Runs warmup + steps steps, returning the row."""
+    started = time.perf_counter()
+    first = None
+    waits, computes = [], []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        images, labels = next(batches)
+        t1 = time.perf_counter()
+        if first is None:
+            first = t1 - started
+        step(images, labels)
+        t2 = time.perf_counter()
+        if i >= warmup:
+            waits.append(t1 - t0)
+            computes.append(t2 - t1)
+    wait, compute = sum(waits), sum(computes)
+    row = {
+        "contender": name,
+        "data_wait_pct": 100.0 * wait / (wait + compute),
+        "images_per_s": steps * batch / (wait + compute),
+        "step_ms": 1000.0 * (wait + compute) / steps,
+        "gpu_step_ms": 1000.0 * compute / steps,
+        "first_batch_s": first,
+    }
+    print(
+        f"{name:<34} data wait {row['data_wait_pct']:5.1f} %  "
+        f"{row['images_per_s']:7.0f} img/s  step {row['step_ms']:6.1f} ms "
+        f"(GPU {row['gpu_step_ms']:5.1f} ms)  first batch {first:5.1f} s",
+        flush=True,
+    )
+    return row
+
+
+def dataloader_batches(images, workers, batch):
+    normalize = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    dataset = torchvision.datasets.ImageFolder(
+        images,
+        transforms.Compose(
+            [
+                transforms.RandomResizedCrop(224),
+                transforms.RandomHorizontalFlip(),
+                transforms.ToTensor(),
+                normalize,
+            ]
+        ),
+    )
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch,
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=True,
+        drop_last=True,
+        persistent_workers=False,
+        prefetch_factor=4,
+    )
+    return iter(loader)
+
+
+def tributary_batches(shards, threads, batch):
+    import tributary
+
+    loader = tributary.Loader(
+        shards, batch_size=batch, image_size=224, decode_threads=threads, seed=1
+    )
+    # The arrays own the Rust buffers: no copy here; the step copies them to
+    # the GPU (from pageable memory, counted in the step, not the wait).
+    for images, labels in loader:
+        yield torch.from_numpy(images), torch.from_numpy(labels)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--images", required=True)
+    parser.add_argument("--shards", required=True)
+    parser.add_argument("--threads", default="1,2,4,8,16")
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("gpu_step.py needs a CUDA GPU")
+    device = torch.device("cuda")
+    torch.backends.cudnn.benchmark = True
+    step = model_and_step(device)
+    print(
+        f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+        f"batch {args.batch}, {args.steps} steps after {args.warmup}",
+        flush=True,
+    )
+    # The model's own speed, on one batch held on the GPU: the floor of a step.
+    images = torch.randn(args.batch, 3, 224, 224)
+    labels = torch.randint(0, 10, (args.batch,))
+
+    def resident():
+        while True:
+            yield images, labels
+
+    rows = [measure("no loader (one batch, resident)", resident(), step, args.warmup, args.steps, args.batch)]
+    rows.append(
+        measure(
+            f"PyTorch DataLoader, {args.workers} workers",
+            dataloader_batches(args.images, args.workers, args.batch),
+            step,
+            args.warmup,
+            args.steps,
+            args.batch,
+        )
+    )
+    for threads in [int(t) for t in args.threads.split(",")]:
+        rows.append(
+            measure(
+                f"Tributary, {threads} decode threads",
+                tributary_batches(args.shards, threads, args.batch),
+                step,
+                args.warmup,
+                args.steps,
+                args.batch,
+            )
+        )
+    if args.json:
+        with open(args.json, "w") as out:
+            for row in rows:
+                out.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
