@@ -58,11 +58,6 @@ impl WorkerError {
             error,
         })
     }
-
-    /// Is this "the object (or dataset) is not there"?
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, Self::Io(error) if error.is_not_found())
-    }
 }
 
 /// Result alias of this crate.
