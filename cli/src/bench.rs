@@ -22,7 +22,7 @@ use futures::StreamExt;
 use rayon::prelude::*;
 use tributary_common::plan::epoch_spans;
 use tributary_worker::pipeline::decode::pixels::ImageKind;
-use tributary_worker::pipeline::decode::{augment, image_field, jpeg};
+use tributary_worker::pipeline::decode::{image_field, jpeg, render};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
 use tributary_worker::pipeline::parse::span_samples;
@@ -73,9 +73,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     while let Some(batch) = loader.next().await {
         let batch = batch?;
         // Touch the output so nothing is optimised away.
-        checksum += match &batch.images {
-            tributary_worker::Images::F32(v) => f64::from(v[v.len() / 2]),
-            tributary_worker::Images::U8(v) => f64::from(v[v.len() / 2]),
+        checksum += match batch.images().map(|(images, _)| images) {
+            Some(tributary_worker::Images::F32(v)) => f64::from(v[v.len() / 2]),
+            Some(tributary_worker::Images::U8(v)) => f64::from(v[v.len() / 2]),
+            None => 0.0,
         };
     }
     let m = loader.metrics();
@@ -111,7 +112,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 // The fastest decoder the loader uses, on the whole image.
                 let width = match ImageKind::sniff(bytes) {
                     Some(ImageKind::Jpeg) => jpeg::decode_whole(bytes).map(|(w, _)| w),
-                    _ => augment::decode(bytes).map(|image| image.width),
+                    _ => render::decode(bytes).map(|image| image.width),
                 };
                 width
                     .map(|w| w as usize)
@@ -125,18 +126,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     println!("tributary bench {}", args.url);
     println!(
-        "  samples              {} ({} shards in the dataset), batch {}, {}x{} {}",
+        "  samples              {} ({} shards in the dataset), batch {}",
         m.samples,
         dataset.manifest.shards.len(),
         args.pipeline.batch_size,
-        args.pipeline.image_size,
-        args.pipeline.image_size,
-        if args.pipeline.u8 {
-            "u8 NHWC"
-        } else {
-            "f32 NCHW"
-        }
     );
+    println!("  transform            {}", args.pipeline.describe());
     println!("  decode threads       {threads}");
     println!(
         "  pipeline             {pipeline_rate:.1} samples/s ({:.1} MB/s fetched)",

@@ -3,11 +3,12 @@
 //! error naming the flag, never an allocation the machine cannot make.
 
 use clap::builder::RangedU64ValueParser;
-use tributary_worker::pipeline::decode::augment::{AugmentConfig, Layout};
 use tributary_worker::pipeline::decode::pixels::{DecodeLimits, MAX_PIXELS_LIMIT};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::limits;
-use tributary_worker::{LoaderConfig, OnError};
+use tributary_worker::{
+    Dtype, Fields, Layout, LoaderConfig, OnError, Preset, Size, Tail, Transform,
+};
 
 /// A `usize` flag between `min` and `max`.
 pub fn usize_in(min: usize, max: usize) -> RangedU64ValueParser<usize> {
@@ -36,17 +37,96 @@ fn fraction(text: &str) -> Result<f64, String> {
     }
 }
 
+/// An image size: `N` or `HEIGHTxWIDTH`, each side 1 to the limit.
+fn image_size(text: &str) -> Result<Size, String> {
+    let size: Size = text.parse()?;
+    for side in [size.height, size.width] {
+        if !(1..=limits::MAX_IMAGE_SIZE).contains(&side) {
+            return Err(format!("{side} is not in 1..={}", limits::MAX_IMAGE_SIZE));
+        }
+    }
+    Ok(size)
+}
+
+/// `N` finite numbers separated by commas.
+fn numbers<const N: usize>(text: &str) -> Result<[f64; N], String> {
+    let values: Vec<f64> = text
+        .split(',')
+        .map(|part| part.trim().parse::<f64>().ok().filter(|v| v.is_finite()))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("{text:?} is not {N} numbers separated by commas"))?;
+    values
+        .try_into()
+        .map_err(|_| format!("{text:?} is not {N} numbers separated by commas"))
+}
+
+fn pair(text: &str) -> Result<(f64, f64), String> {
+    numbers::<2>(text).map(|[a, b]| (a, b))
+}
+
+fn triple(text: &str) -> Result<[f32; 3], String> {
+    numbers::<3>(text).map(|v| v.map(|x| x as f32))
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct PipelineArgs {
     #[arg(long, default_value_t = 64, value_parser = usize_in(1, limits::MAX_BATCH_SIZE))]
     pub batch_size: usize,
-    /// Output side length after RandomResizedCrop.
-    #[arg(long, default_value_t = 224, value_parser = u32_in(1, limits::MAX_IMAGE_SIZE))]
-    pub image_size: u32,
     /// Samples held by the shuffle buffer.
     #[arg(long, default_value_t = 1024, value_parser = usize_in(0, limits::MAX_SHUFFLE_BUFFER))]
     pub shuffle_buffer: usize,
-    /// Output u8 NHWC instead of normalised f32 NCHW.
+    /// Read in manifest order, no shuffle buffer, the whole dataset split
+    /// into contiguous parts by --rank/--world with none dropped
+    /// (evaluation reading).
+    #[arg(long)]
+    pub no_shuffle: bool,
+    /// With --no-shuffle: `uneven` (the first N % world ranks read one
+    /// sample more) or `pad` (equal counts; padding marked `pad`).
+    #[arg(long, default_value_t = Tail::Uneven, value_parser = str::parse::<Tail>)]
+    pub tail: Tail,
+    /// The fields a batch carries, comma-separated: `image` (jpg, jpeg,
+    /// png or webp), `cls`, `txt`, `json`, `npy`, any extension; `a;b` for
+    /// alternatives, `name?` where samples may lack it.
+    #[arg(long, default_value = "image,cls?", value_parser = str::parse::<Fields>)]
+    pub fields: Fields,
+    /// Image preset: train (RandomResizedCrop + flip), eval (resize the
+    /// shorter side to size / crop-fraction, centre crop), resize, none.
+    #[arg(long, default_value_t = Preset::Train, value_parser = str::parse::<Preset>)]
+    pub transform: Preset,
+    /// Output size: N or HEIGHTxWIDTH.
+    #[arg(long, default_value = "224", value_parser = image_size)]
+    pub image_size: Size,
+    /// train: crop area range, MIN,MAX (fractions of the image).
+    #[arg(long, default_value = "0.08,1", value_parser = pair)]
+    pub scale: (f64, f64),
+    /// train: crop aspect-ratio range, MIN,MAX (width / height).
+    #[arg(long, default_value = "0.75,1.3333333333333333", value_parser = pair)]
+    pub ratio: (f64, f64),
+    /// train: no horizontal flip.
+    #[arg(long)]
+    pub no_flip: bool,
+    /// eval: the centre crop's share of the resized shorter side.
+    #[arg(long, default_value_t = Transform::default().crop_fraction)]
+    pub crop_fraction: f64,
+    /// resize: keep the aspect ratio, padding the rest with --fill.
+    #[arg(long)]
+    pub keep_aspect: bool,
+    /// Pixel value of padding (all channels, before normalisation).
+    #[arg(long, default_value_t = 0)]
+    pub fill: u8,
+    /// float32 (normalised with --mean/--std) or uint8.
+    #[arg(long, default_value_t = Dtype::F32, value_parser = str::parse::<Dtype>)]
+    pub dtype: Dtype,
+    /// nchw or nhwc (channels last).
+    #[arg(long, default_value_t = Layout::Nchw, value_parser = str::parse::<Layout>)]
+    pub layout: Layout,
+    /// Per-channel mean of [0, 1] pixels, R,G,B (float32 only).
+    #[arg(long, default_value = "0.485,0.456,0.406", value_parser = triple)]
+    pub mean: [f32; 3],
+    /// Per-channel standard deviation, R,G,B (float32 only).
+    #[arg(long, default_value = "0.229,0.224,0.225", value_parser = triple)]
+    pub std: [f32; 3],
+    /// Shorthand for --dtype uint8 --layout nhwc.
     #[arg(long)]
     pub u8: bool,
     /// Decode threads (default: all cores).
@@ -86,22 +166,57 @@ pub struct PipelineArgs {
 }
 
 impl PipelineArgs {
+    /// The image transform these flags describe.
+    pub fn transform(&self) -> Transform {
+        let (dtype, layout) = if self.u8 {
+            (Dtype::U8, Layout::Nhwc)
+        } else {
+            (self.dtype, self.layout)
+        };
+        Transform {
+            preset: self.transform,
+            size: self.image_size,
+            scale: self.scale,
+            ratio: self.ratio,
+            flip: !self.no_flip,
+            crop_fraction: self.crop_fraction,
+            keep_aspect: self.keep_aspect,
+            fill: self.fill,
+            dtype,
+            layout,
+            mean: self.mean,
+            std: self.std,
+        }
+    }
+
+    /// One line: preset, size, dtype and layout, fields.
+    pub fn describe(&self) -> String {
+        let t = self.transform();
+        let size = if t.fixed_size() {
+            format!(" {}", t.size)
+        } else {
+            String::new()
+        };
+        format!(
+            "{}{size}, {} {}, fields {}",
+            t.preset,
+            t.dtype,
+            t.layout.to_string().to_uppercase(),
+            self.fields
+        )
+    }
+
     /// The loader configuration these flags describe.
     pub fn config(&self) -> LoaderConfig {
         let defaults = LoaderConfig::default();
         LoaderConfig {
             batch_size: self.batch_size,
             shuffle_buffer: self.shuffle_buffer,
+            shuffle: !self.no_shuffle,
+            tail: self.tail,
             decode_threads: self.threads.unwrap_or(defaults.decode_threads),
-            augment: AugmentConfig {
-                size: self.image_size,
-                layout: if self.u8 {
-                    Layout::NhwcU8
-                } else {
-                    Layout::NchwF32
-                },
-                ..AugmentConfig::default()
-            },
+            fields: self.fields.clone(),
+            transform: self.transform(),
             fetch: FetchConfig {
                 max_requests: self.max_requests,
                 max_read_bytes: self.max_read_kib << 10,

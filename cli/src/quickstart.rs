@@ -121,8 +121,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             shuffle_buffer: SHUFFLE_BUFFER as u32,
             loader: LoaderConfig {
                 decode_threads: (threads / world).max(1),
-                augment: tributary_worker::pipeline::decode::augment::AugmentConfig {
-                    size: args.image_size,
+                transform: tributary_worker::Transform {
+                    size: tributary_worker::Size::square(args.image_size),
                     ..Default::default()
                 },
                 ..LoaderConfig::default()
@@ -254,7 +254,11 @@ struct Rank {
 async fn train(config: RankConfig, preempted: bool) -> anyhow::Result<Rank> {
     let started = Instant::now();
     let mut loader = rank::Rank::start(config).await?;
-    let batch = loader.session().config().batch_size as u64;
+    let batch = loader
+        .session()
+        .context("a coordinated rank has a membership")?
+        .config()
+        .batch_size as u64;
     let part = loader.samples().context("a sync rank reads a part")?;
     let checkpoint = preempted.then_some(part / 2 / batch * batch);
     let mut rank = Rank {

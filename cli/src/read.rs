@@ -1,6 +1,8 @@
 //! `tributary read`: the samples one rank reads in one epoch, in delivery
-//! order, as `id<TAB>key<TAB>label` lines. A debugging aid, and the way
-//! end-to-end tests see what the loader delivered.
+//! order, as `id<TAB>key<TAB>label` lines (`<TAB>pad` after a padding
+//! sample of `--no-shuffle --tail pad`; label -1 without a `cls` field). A
+//! debugging aid, and the way end-to-end tests see what the loader
+//! delivered.
 
 use std::io::Write;
 
@@ -42,8 +44,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     while let Some(batch) = loader.next().await {
         let batch = batch?;
-        for ((id, key), label) in batch.ids.iter().zip(&batch.keys).zip(&batch.labels) {
-            writeln!(out, "{id}\t{key}\t{label}")?;
+        let labels = batch.labels().map(<[i64]>::to_vec).unwrap_or_else(|| vec![-1; batch.len()]);
+        let valid = batch.valid();
+        for (((id, key), label), valid) in batch.ids.iter().zip(&batch.keys).zip(&labels).zip(valid) {
+            // Padding (`--tail pad`) is marked, never counted as a sample.
+            let pad = if valid { "" } else { "\tpad" };
+            writeln!(out, "{id}\t{key}\t{label}{pad}")?;
         }
     }
     out.flush()?;

@@ -47,7 +47,7 @@ def test_a_bad_sample_raises_by_default_naming_shard_offset_and_key(damaged):
     with pytest.raises(RuntimeError, match=r"shard shard-\d+\.tar, chunk at byte \d+: sample `") as error:
         for _ in tributary.Loader(damaged, seed=1, **SMALL):
             pass
-    assert "neither JPEG nor PNG" in str(error.value)
+    assert "not a JPEG, PNG or WebP" in str(error.value)
 
 
 def test_skipped_samples_shorten_batches_and_keep_the_order(damaged):

@@ -9,7 +9,7 @@ use tributary_common::manifest::Manifest;
 use tributary_common::span::SpanSet;
 use tributary_worker::tools::pack::{pack, PackOptions};
 use tributary_worker::tools::progress::NoProgress;
-use tributary_worker::AugmentConfig;
+use tributary_worker::{Size, Transform};
 use tributary_worker::{LoaderConfig, Location, StoreOptions};
 
 use crate::cli::{tributary_ok, Scratch};
@@ -105,13 +105,13 @@ pub fn shard_counts(manifest: &Manifest) -> Vec<u32> {
 /// A cheap loader for tests that count samples: one decode thread,
 /// 16-pixel crops.
 pub fn small_loader_config() -> LoaderConfig {
-    let augment = AugmentConfig {
-        size: 16,
-        ..AugmentConfig::default()
+    let transform = Transform {
+        size: Size::square(16),
+        ..Transform::default()
     };
     LoaderConfig {
         decode_threads: 1,
-        augment,
+        transform,
         ..LoaderConfig::default()
     }
 }

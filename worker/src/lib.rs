@@ -34,7 +34,7 @@
 //! let mut loader = Loader::builder(dataset).config(config).build().await?;
 //! while let Some(batch) = loader.next().await {
 //!     let batch = batch?;
-//!     println!("batch {} of {} images, labels {:?}", batch.index, batch.len(), &batch.labels[..4]);
+//!     println!("batch {} of {} images, labels {:?}", batch.index, batch.len(), batch.labels());
 //! }
 //! # Ok(()) }
 //! ```
@@ -46,10 +46,11 @@ pub mod rank;
 pub mod tools;
 
 pub use error::{Result, WorkerError};
-pub use pipeline::decode::augment::{AugmentConfig, Layout};
+pub use pipeline::decode::fields::{Column, Fields};
+pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::decode::bad_samples::OnError;
 pub use pipeline::decode::pixels::DecodeLimits;
 pub use pipeline::fetch::FetchConfig;
-pub use pipeline::{Batch, Images, Loader, LoaderBuilder, LoaderConfig, Stripe};
+pub use pipeline::{Batch, Images, Loader, LoaderBuilder, LoaderConfig, Stripe, Tail};
 /// The object-store layer this crate reads through (`tributary-io`).
 pub use tributary_io::{Dataset, Location, StoreOptions};

@@ -10,7 +10,7 @@ use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMe
 use tributary_common::shard::ShardWriter;
 use tributary_common::tar;
 use tributary_io::testing::CountingStore;
-use tributary_worker::pipeline::decode::augment::AugmentConfig;
+use tributary_worker::{Size, Transform};
 use tributary_worker::tools::index::{index, INDEX_READ_BYTES};
 use tributary_worker::tools::inspect::{inspect, INSPECT_READ_BYTES};
 use tributary_worker::tools::progress::NoProgress;
@@ -65,9 +65,9 @@ async fn read_all(dataset: Dataset) -> tributary_worker::Result<usize> {
         batch_size: 4,
         shuffle_buffer: 4,
         decode_threads: 2,
-        augment: AugmentConfig {
-            size: 16,
-            ..AugmentConfig::default()
+        transform: Transform {
+            size: Size::square(16),
+            ..Transform::default()
         },
         ..LoaderConfig::default()
     };

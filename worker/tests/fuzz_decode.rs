@@ -19,7 +19,8 @@ use image::{ExtendedColorType, ImageEncoder};
 use proptest::prelude::*;
 use std::sync::Arc;
 use tributary_common::sample::{Field, Sample};
-use tributary_worker::pipeline::decode::augment::AugmentConfig;
+use tributary_worker::pipeline::batch::SampleBatch;
+use tributary_worker::{Fields, Preset, Size, Transform};
 
 use tributary_common::manifest::Compression;
 use tributary_common::manifest::Manifest;
@@ -109,9 +110,9 @@ fn fuzz_image_decode_path() {
         seeds.push(claiming(png(40, 33), w, h));
     }
     ALLOCATION_CAP.store(CAP, Ordering::Relaxed);
-    let config = AugmentConfig {
-        size: 16,
-        ..AugmentConfig::default()
+    let config = Transform {
+        size: Size::square(16),
+        ..Transform::default()
     };
     let limits = DecodeLimits::default();
     // Bad samples name their shard: a one-sample shard to name.
@@ -127,18 +128,27 @@ fn fuzz_image_decode_path() {
         vec![shard.meta],
     )
     .expect("manifest");
-    let decoder = BatchDecoder::new(
-        &config,
-        DecodeSetup {
-            seed: 7,
-            epoch: 0,
-            keep_buffers: 2,
-            limits,
-            budget: Arc::new(PixelBudget::new(limits.max_pixels_in_flight)),
-            on_error: OnError::Raise,
-            manifest: Arc::new(manifest),
-        },
-    );
+    let setup = DecodeSetup {
+        seed: 7,
+        epoch: 0,
+        keep_buffers: 2,
+        limits,
+        budget: Arc::new(PixelBudget::new(limits.max_pixels_in_flight)),
+        on_error: OnError::Raise,
+        manifest: Arc::new(manifest),
+    };
+    // Every preset: the bytes reach each one's plan and renderer.
+    let decoders: Vec<BatchDecoder> = [Preset::Train, Preset::Eval, Preset::Resize, Preset::None]
+        .into_iter()
+        .map(|preset| {
+            let transform = Transform {
+                preset,
+                keep_aspect: preset == Preset::Resize,
+                ..config.clone()
+            };
+            BatchDecoder::new(&transform, &Fields::default(), setup.clone())
+        })
+        .collect();
     let strategy = (inputs(seeds, 2048), any::<bool>(), any::<u64>());
     fuzz("image decode", strategy, |(bytes, as_png, id)| {
         let sample = Sample {
@@ -155,9 +165,17 @@ fn fuzz_image_decode_path() {
                 },
             ],
         };
-        if let Ok(decoded) = decoder.decode(0, std::slice::from_ref(&sample)) {
+        let batch = SampleBatch {
+            index: 0,
+            samples: vec![sample],
+            padded: 0,
+        };
+        let preset = (*id % 4) as usize;
+        if let Ok(decoded) = decoders[preset].decode(&batch) {
             assert_eq!(decoded.batch.len(), 1);
-            assert_eq!(decoded.batch.shape, [1, 3, 16, 16]);
+            if preset < 3 {
+                assert_eq!(decoded.batch.images().expect("images").1, [1, 3, 16, 16]);
+            }
         }
     });
 }

@@ -10,7 +10,7 @@ use tributary_common::manifest::Compression;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::CountingStore;
 use tributary_tests::dataset::pack_local;
-use tributary_worker::pipeline::decode::augment::{AugmentConfig, Layout};
+use tributary_worker::{Dtype, Layout, Size, Transform};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::progress::NoProgress;
@@ -58,9 +58,9 @@ fn config(threads: usize) -> LoaderConfig {
         batch_size: 8,
         shuffle_buffer: 16,
         decode_threads: threads,
-        augment: AugmentConfig {
-            size: 32,
-            ..AugmentConfig::default()
+        transform: Transform {
+            size: Size::square(32),
+            ..Transform::default()
         },
         ..LoaderConfig::default()
     }
@@ -104,8 +104,8 @@ async fn pack_then_read_every_sample_once_both_compressions() {
             let batches = collect(loader).await.expect("read");
             assert_eq!(batches.len(), 4, "30 samples in batches of 8");
             for batch in &batches {
-                assert_eq!(batch.shape, [batch.len(), 3, 32, 32]);
-                for (key, label) in batch.keys.iter().zip(&batch.labels) {
+                assert_eq!(batch.images().expect("images").1, [batch.len(), 3, 32, 32]);
+                for (key, label) in batch.keys.iter().zip(batch.labels().expect("labels")) {
                     assert_eq!(
                         key.split('/').next(),
                         Some(format!("class{label}").as_str())
@@ -181,15 +181,16 @@ async fn u8_layout_matches_the_f32_layout_before_normalisation() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dataset = packed(dir.path(), Compression::NONE, 64).await;
     let mut u8_config = config(2);
-    u8_config.augment.layout = Layout::NhwcU8;
+    u8_config.transform.dtype = Dtype::U8;
+    u8_config.transform.layout = Layout::Nhwc;
     let u8_batches = read_with(dataset.clone(), u8_config).await.expect("read");
     let f32_batches = read_with(dataset, config(2)).await.expect("read");
     let (tributary_worker::Images::U8(raw), tributary_worker::Images::F32(norm)) =
-        (&u8_batches[0].images, &f32_batches[0].images)
+        (u8_batches[0].images().expect("images").0, f32_batches[0].images().expect("images").0)
     else {
         panic!("unexpected layouts");
     };
-    assert_eq!(u8_batches[0].shape, [8, 32, 32, 3]);
+    assert_eq!(u8_batches[0].images().expect("images").1, [8, 32, 32, 3]);
     // Pixel (y=3, x=5) of image 2, channel 1 (green), in both layouts.
     let (n, y, x, c) = (2usize, 3usize, 5usize, 1usize);
     let v = raw[((n * 32 + y) * 32 + x) * 3 + c];

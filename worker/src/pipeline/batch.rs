@@ -1,6 +1,6 @@
-//! Batches: the type the trainer gets (one contiguous image buffer plus
-//! labels, keys and sample ids), and the stage that shuffles parsed samples
-//! and cuts them into the sample batches the decode stage turns into it.
+//! Batches: the type the trainer gets (a column per field, keys and sample
+//! ids), and the stage that shuffles parsed samples and cuts them into the
+//! sample batches the decode stage turns into it.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use tributary_io::Dataset;
 
 use super::buffers::Buffer;
 use super::config::{LoaderConfig, Stripe};
+use super::decode::fields::Column;
 use super::fetch::Input;
 use super::metrics::Metrics;
 use super::parse::{read_samples, Output};
@@ -32,11 +33,9 @@ pub enum Images {
 pub struct Batch {
     /// Position of the batch in this rank's epoch, from 0.
     pub index: u64,
-    pub images: Images,
-    /// `[N, 3, S, S]` for `F32`, `[N, S, S, 3]` for `U8`.
-    pub shape: [usize; 4],
-    /// Class index from the `cls` field, or -1 where a sample has none.
-    pub labels: Vec<i64>,
+    /// One column per field of the loader's
+    /// [`Fields`](super::decode::fields::Fields), in their order.
+    pub columns: Vec<Column>,
     pub keys: Vec<String>,
     /// Dataset-wide sample ids.
     pub ids: Vec<u64>,
@@ -44,6 +43,9 @@ pub struct Batch {
     /// (`on_error = skip`): read, so counted as done by progress tracking
     /// (commits, acks), but not in the batch.
     pub skipped_ids: Vec<u64>,
+    /// The last `padded` samples repeat a sample to even out the ranks'
+    /// batch counts (`tail = pad`); they are not part of the epoch.
+    pub padded: usize,
 }
 
 impl Batch {
@@ -61,6 +63,47 @@ impl Batch {
     pub fn consumed(&self) -> usize {
         self.ids.len() + self.skipped_ids.len()
     }
+
+    /// The first dense image column and its shape (`[N, 3, H, W]` or
+    /// `[N, H, W, 3]`).
+    pub fn images(&self) -> Option<(&Images, [usize; 4])> {
+        self.columns.iter().find_map(|c| match c {
+            Column::Images(images, shape) => Some((images, *shape)),
+            _ => None,
+        })
+    }
+
+    /// The first label column.
+    pub fn labels(&self) -> Option<&[i64]> {
+        self.columns.iter().find_map(|c| match c {
+            Column::Labels(labels) => Some(labels.as_slice()),
+            _ => None,
+        })
+    }
+
+    /// Whether each sample belongs to the epoch (false for padding).
+    pub fn valid(&self) -> Vec<bool> {
+        let real = self.len() - self.padded.min(self.len());
+        (0..self.len()).map(|i| i < real).collect()
+    }
+}
+
+/// Samples on their way to the decode stage as batch `index`; the last
+/// `padded` of them are padding (`tail = pad`).
+#[derive(Debug)]
+pub struct SampleBatch {
+    pub index: u64,
+    pub samples: Vec<Sample>,
+    pub padded: usize,
+}
+
+/// How many samples the epoch's stream holds, and from which position on
+/// they are padding (`tail = pad`): positions `real..total` repeat the last
+/// sample read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Padding {
+    pub real: u64,
+    pub total: u64,
 }
 
 /// Fetch, parse and shuffle, sending batches of samples downstream.
@@ -69,7 +112,8 @@ pub(super) async fn assemble(
     input: BoxStream<'static, Input>,
     config: LoaderConfig,
     metrics: Arc<Metrics>,
-    tx: mpsc::Sender<Result<(u64, Vec<Sample>)>>,
+    padding: Option<Padding>,
+    tx: mpsc::Sender<Result<SampleBatch>>,
 ) {
     let mut shuffle = ShuffleBuffer::new(
         config.shuffle_buffer,
@@ -83,6 +127,10 @@ pub(super) async fn assemble(
         size: config.batch_size,
         index: 0,
         stripe: config.stripe,
+        padding,
+        position: 0,
+        padded: 0,
+        last: None,
         tx: &tx,
     };
     let mut fetched = pin!(read_samples(dataset, input, &config.fetch, metrics));
@@ -118,6 +166,9 @@ pub(super) async fn assemble(
             return;
         }
     }
+    if !batcher.pad().await {
+        return;
+    }
     if !config.drop_last {
         batcher.flush().await;
     }
@@ -128,7 +179,14 @@ struct Batcher<'a> {
     size: usize,
     index: u64,
     stripe: Stripe,
-    tx: &'a mpsc::Sender<Result<(u64, Vec<Sample>)>>,
+    padding: Option<Padding>,
+    /// Samples pushed so far in the epoch.
+    position: u64,
+    /// Padding samples among `pending`.
+    padded: usize,
+    /// The last sample pushed, which padding repeats.
+    last: Option<Sample>,
+    tx: &'a mpsc::Sender<Result<SampleBatch>>,
 }
 
 impl Batcher<'_> {
@@ -137,16 +195,45 @@ impl Batcher<'_> {
         if self.pending.is_empty() {
             return true;
         }
-        let part = std::mem::replace(&mut self.pending, Vec::with_capacity(self.size));
-        let index = self.index;
+        let samples = std::mem::replace(&mut self.pending, Vec::with_capacity(self.size));
+        let batch = SampleBatch {
+            index: self.index,
+            samples,
+            padded: std::mem::take(&mut self.padded),
+        };
         self.index += 1;
         // Batches of other stripes are dropped here, before decoding.
-        !self.stripe.keeps(index) || self.tx.send(Ok((index, part))).await.is_ok()
+        !self.stripe.keeps(batch.index) || self.tx.send(Ok(batch)).await.is_ok()
     }
 
     /// Adds a sample, sending a full batch; false once the consumer is gone.
     async fn push(&mut self, sample: Sample) -> bool {
+        if let Some(padding) = self.padding {
+            // Samples past `real` were read only to pad with (a rank with
+            // no part of its own reads one).
+            if self.position >= padding.real {
+                self.padded += 1;
+            }
+            self.last = Some(sample.clone());
+        }
+        self.position += 1;
         self.pending.push(sample);
         self.pending.len() < self.size || self.flush().await
+    }
+
+    /// Repeats the last sample up to the padded total (`tail = pad`).
+    async fn pad(&mut self) -> bool {
+        let (Some(padding), Some(last)) = (self.padding, self.last.take()) else {
+            return true;
+        };
+        while self.position < padding.total {
+            self.padded += 1;
+            self.position += 1;
+            self.pending.push(last.clone());
+            if self.pending.len() >= self.size && !self.flush().await {
+                return false;
+            }
+        }
+        true
     }
 }

@@ -1,9 +1,13 @@
 //! A loader's configuration: what shapes its output (seed, epoch, rank,
-//! batch size, augmentation, stripe) and its resource bounds, each checked
-//! against [`limits`] before it sizes anything.
+//! batch size, order, fields, transform, stripe) and its resource bounds,
+//! each checked against [`limits`] before it sizes anything.
 
-use super::decode::augment::{AugmentConfig, Layout};
+use std::fmt;
+use std::str::FromStr;
+
 use super::decode::bad_samples::{self, OnError};
+use super::decode::fields::Fields;
+use super::decode::transform::Transform;
 use super::decode::pixels::DecodeLimits;
 use super::fetch::FetchConfig;
 use crate::error::{Result, WorkerError};
@@ -23,6 +27,12 @@ pub struct LoaderConfig {
     pub drop_last: bool,
     /// Samples held by the shuffle buffer (0: no shuffling within shards).
     pub shuffle_buffer: usize,
+    /// `false`: read in manifest order, no shuffle buffer, and (without a
+    /// coordinator) split the whole dataset into contiguous parts, one per
+    /// rank, none dropped: evaluation reading.
+    pub shuffle: bool,
+    /// How an unshuffled split's uneven tail is handled.
+    pub tail: Tail,
     /// Ready batches queued ahead of the consumer.
     pub prefetch_batches: usize,
     /// Batches being decoded at once (keeps every core busy at batch ends).
@@ -31,7 +41,10 @@ pub struct LoaderConfig {
     pub decode_threads: usize,
     /// Which of the epoch's batches this loader decodes and yields.
     pub stripe: Stripe,
-    pub augment: AugmentConfig,
+    /// The fields a batch carries, in order.
+    pub fields: Fields,
+    /// What the image fields become.
+    pub transform: Transform,
     pub fetch: FetchConfig,
     /// Per-image pixel limit and the pixels all decode threads hold at once.
     pub decode_limits: DecodeLimits,
@@ -78,11 +91,14 @@ impl Default for LoaderConfig {
             batch_size: 64,
             drop_last: false,
             shuffle_buffer: 1024,
+            shuffle: true,
+            tail: Tail::Uneven,
             prefetch_batches: 4,
             decode_batches_in_flight: 2,
             decode_threads: std::thread::available_parallelism().map_or(1, usize::from),
             stripe: Stripe::default(),
-            augment: AugmentConfig::default(),
+            fields: Fields::default(),
+            transform: Transform::default(),
             fetch: FetchConfig::default(),
             decode_limits: DecodeLimits::default(),
             on_error: OnError::Raise,
@@ -151,25 +167,30 @@ impl LoaderConfig {
             self.fetch.first_read_bytes,
             MAX_READ_BYTES,
         )?;
-        ranged(
-            "image size",
-            u64::from(self.augment.size),
-            u64::from(MAX_IMAGE_SIZE),
-        )?;
-        let element = match self.augment.layout {
-            Layout::NchwF32 => 4,
-            Layout::NhwcU8 => 1,
-        };
-        let batch_bytes = self.batch_size as u64 * self.augment.image_len() as u64 * element;
-        if batch_bytes > MAX_BATCH_BYTES {
-            return bad(format!(
-                "a batch of {} images of {}x{} takes {batch_bytes} bytes, over the limit of {MAX_BATCH_BYTES}",
-                self.batch_size, self.augment.size, self.augment.size
-            ));
+        let size = self.transform.size;
+        ranged("image height", u64::from(size.height), u64::from(MAX_IMAGE_SIZE))?;
+        ranged("image width", u64::from(size.width), u64::from(MAX_IMAGE_SIZE))?;
+        if self.transform.fixed_size() {
+            let images = self.fields.images() as u64;
+            let batch_bytes = self.batch_size as u64
+                * self.transform.image_len() as u64
+                * self.transform.element_bytes() as u64
+                * images;
+            if batch_bytes > MAX_BATCH_BYTES {
+                return bad(format!(
+                    "a batch of {} x {images} images of {size} takes {batch_bytes} bytes, over the limit of {MAX_BATCH_BYTES}",
+                    self.batch_size
+                ));
+            }
+        }
+        if self.tail == Tail::Pad && self.shuffle {
+            return bad(
+                "tail=\"pad\" is for shuffle=False (evaluation) reading, which splits the dataset without dropping any sample".into(),
+            );
         }
         self.decode_limits.validate().map_err(WorkerError::Config)?;
         bad_samples::validate_fraction(self.max_bad_fraction).map_err(WorkerError::Config)?;
-        self.augment.validate().map_err(WorkerError::Config)
+        self.transform.validate().map_err(WorkerError::Config)
     }
 }
 
@@ -196,5 +217,42 @@ impl Stripe {
     /// Whether batch `batch` of the epoch is in this stripe.
     pub fn keeps(self, batch: u64) -> bool {
         batch % self.count as u64 == self.index as u64
+    }
+}
+
+/// How an unshuffled (evaluation) split of `N` samples over `W` ranks ends
+/// when `W` does not divide `N`. Either way every sample is read exactly
+/// once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tail {
+    /// The first `N % W` ranks read one sample more; batch counts may
+    /// differ by one between ranks.
+    #[default]
+    Uneven,
+    /// Every rank reads `ceil(N / W)` samples: ranks short of that repeat
+    /// their last sample, marked as padding ([`super::Batch::padded`],
+    /// Python's validity mask), so batch counts are equal and no padded
+    /// sample counts twice.
+    Pad,
+}
+
+impl FromStr for Tail {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "uneven" => Ok(Self::Uneven),
+            "pad" => Ok(Self::Pad),
+            other => Err(format!("tail must be \"uneven\" or \"pad\", not {other:?}")),
+        }
+    }
+}
+
+impl fmt::Display for Tail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Uneven => "uneven",
+            Self::Pad => "pad",
+        })
     }
 }

@@ -19,11 +19,11 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tributary_common::manifest::Manifest;
 use tributary_common::plan::{epoch_spans, split_equal, Remainder};
-use tributary_common::span::SpanSet;
+use tributary_common::span::{Span, SpanSet};
 use tributary_io::Dataset;
 
-use super::batch::{assemble, Batch};
-use super::config::LoaderConfig;
+use super::batch::{assemble, Batch, Padding};
+use super::config::{LoaderConfig, Tail};
 use super::decode::bad_samples::BadTally;
 use super::decode::pixels::PixelBudget;
 use super::decode::{decode_stage, DecodeSetup};
@@ -83,15 +83,29 @@ impl LoaderBuilder {
         let config = self.config;
         config.validate()?;
         let manifest = &self.dataset.manifest;
-        let spans = self.spans.unwrap_or_else(|| {
-            static_assignment(
+        let mut padding = None;
+        let spans = match self.spans {
+            Some(spans) => {
+                if config.tail == Tail::Pad {
+                    return Err(WorkerError::Config(
+                        "tail=\"pad\" is for a loader that splits the dataset itself (shuffle=False without given spans)".into(),
+                    ));
+                }
+                spans
+            }
+            None if !config.shuffle => {
+                let (spans, pad) = ordered_assignment(manifest, config.rank, config.world, config.tail);
+                padding = pad;
+                spans
+            }
+            None => static_assignment(
                 manifest,
                 config.seed,
                 config.epoch,
                 config.rank,
                 config.world,
-            )
-        });
+            ),
+        };
         if let Some(span) = spans.spans().iter().find(|s| {
             s.shard as usize >= manifest.shards.len()
                 || s.end > manifest.shards[s.shard as usize].samples
@@ -112,7 +126,11 @@ impl LoaderBuilder {
             Arc::new(PixelBudget::new(config.decode_limits.max_pixels_in_flight))
         });
         let metrics = Arc::new(Metrics::default());
-        let samples = if self.input.is_some() { 0 } else { spans.len() };
+        let samples = match (&self.input, padding) {
+            (Some(_), _) => 0,
+            (None, Some(padding)) => padding.total,
+            (None, None) => spans.len(),
+        };
         let setup = DecodeSetup {
             seed: config.seed,
             epoch: config.epoch,
@@ -138,11 +156,16 @@ impl LoaderBuilder {
         };
         let (sample_tx, sample_rx) = mpsc::channel(config.decode_batches_in_flight);
         let (batch_tx, batch_rx) = mpsc::channel(config.prefetch_batches);
+        let mut assembled = config.clone();
+        if !config.shuffle {
+            assembled.shuffle_buffer = 0;
+        }
         tokio::spawn(assemble(
             self.dataset,
             input,
-            config.clone(),
+            assembled,
             Arc::clone(&metrics),
+            padding,
             sample_tx,
         ));
         tokio::spawn(decode_stage(
@@ -189,6 +212,45 @@ pub fn static_assignment(
     let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
     let cut = epoch_spans(&counts, seed, epoch);
     split_equal(&cut, world, Remainder::Drop).swap_remove(rank)
+}
+
+/// Rank `rank`'s part of an unshuffled (evaluation) read of the whole
+/// dataset by `world` ranks: contiguous in manifest order, the first
+/// `samples % world` ranks one sample longer, nothing dropped. With
+/// [`Tail::Pad`] every rank's stream is `ceil(samples / world)` long, the
+/// short ones padded by repeating their last sample (a rank with no sample
+/// of its own reads the dataset's first, all of it padding).
+pub fn ordered_assignment(
+    manifest: &Manifest,
+    rank: usize,
+    world: usize,
+    tail: Tail,
+) -> (SpanSet, Option<Padding>) {
+    let all = SpanSet::new(
+        manifest
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.samples > 0)
+            .map(|(i, s)| Span::new(i as u32, 0, s.samples)),
+    );
+    let (n, w, r) = (all.len(), world as u64, rank as u64);
+    let (base, extra) = (n / w, n % w);
+    let start = r * base + r.min(extra);
+    let len = base + u64::from(r < extra);
+    let mine = all.split_at(start).1.split_at(len).0;
+    match tail {
+        Tail::Uneven => (mine, None),
+        Tail::Pad => {
+            let total = n.div_ceil(w);
+            let padding = Padding { real: len, total };
+            if mine.is_empty() && total > 0 {
+                (all.split_at(1).0, Some(padding))
+            } else {
+                (mine, Some(padding))
+            }
+        }
+    }
 }
 
 /// One rank's stream of batches for one epoch.

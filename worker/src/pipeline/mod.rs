@@ -37,5 +37,5 @@ pub mod shuffle;
 mod tests;
 
 pub use batch::{Batch, Images};
-pub use config::{limits, LoaderConfig, Stripe};
-pub use loader::{decode_pool, static_assignment, Loader, LoaderBuilder};
+pub use config::{limits, LoaderConfig, Stripe, Tail};
+pub use loader::{decode_pool, ordered_assignment, static_assignment, Loader, LoaderBuilder};

@@ -10,7 +10,7 @@ use object_store::memory::InMemory;
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
 use tributary_common::shard::ShardWriter;
 
-use crate::pipeline::decode::augment::{AugmentConfig, Layout};
+use crate::pipeline::decode::transform::{Dtype, Layout, Size, Transform};
 use crate::pipeline::decode::bad_samples::OnError;
 use crate::pipeline::decode::pixels::DecodeLimits;
 use crate::pipeline::decode::PANIC_KEY;
@@ -93,10 +93,11 @@ fn config(on_error: OnError, max_bad_fraction: f64) -> LoaderConfig {
         batch_size: 4,
         shuffle_buffer: 0,
         decode_threads: 2,
-        augment: AugmentConfig {
-            size: 16,
-            layout: Layout::NhwcU8,
-            ..AugmentConfig::default()
+        transform: Transform {
+            size: Size::square(16),
+            dtype: Dtype::U8,
+            layout: Layout::Nhwc,
+            ..Transform::default()
         },
         on_error,
         max_bad_fraction,
@@ -169,7 +170,7 @@ async fn a_bad_sample_raises_by_default_naming_shard_key_and_byte_offset() {
     assert!(text.contains("shard shard-000000.tar"), "{text}");
     assert!(text.contains(&format!("chunk at byte {offset}")), "{text}");
     assert!(text.contains("a/006"), "{text}");
-    assert!(text.contains("neither JPEG nor PNG"), "{text}");
+    assert!(text.contains("not a JPEG, PNG or WebP"), "{text}");
 }
 
 #[tokio::test]
@@ -196,9 +197,10 @@ async fn skipped_samples_shorten_their_batch_are_counted_and_keep_the_order() {
         while let Some(batch) = loader.next().await {
             let batch = batch.expect("skipped, not raised");
             consumed += batch.consumed();
-            assert_eq!(batch.shape[0], batch.len());
-            assert_eq!(batch.labels.len(), batch.len());
-            match &batch.images {
+            let (images, shape) = batch.images().expect("images");
+            assert_eq!(shape[0], batch.len());
+            assert_eq!(batch.labels().expect("labels").len(), batch.len());
+            match images {
                 crate::Images::U8(buf) => assert_eq!(buf.len(), batch.len() * 16 * 16 * 3),
                 crate::Images::F32(_) => unreachable!("u8 layout"),
             }
@@ -306,20 +308,20 @@ async fn out_of_range_settings_are_config_errors_naming_the_setting() {
         ),
         (
             LoaderConfig {
-                augment: AugmentConfig {
-                    size: 100_000,
-                    ..AugmentConfig::default()
+                transform: Transform {
+                    size: Size::square(100_000),
+                    ..Transform::default()
                 },
                 ..LoaderConfig::default()
             },
-            "image size",
+            "image height",
         ),
         (
             LoaderConfig {
                 batch_size: 60_000,
-                augment: AugmentConfig {
-                    size: 4096,
-                    ..AugmentConfig::default()
+                transform: Transform {
+                    size: Size::square(4096),
+                    ..Transform::default()
                 },
                 ..LoaderConfig::default()
             },

@@ -198,8 +198,9 @@ impl RankConfig {
         if self.batch_size == 0 {
             return bad("batch_size must be at least 1".into());
         }
-        if self.loader.augment.size == 0 {
-            return bad("image_size must be at least 1".into());
+        let size = self.loader.transform.size;
+        if size.height == 0 || size.width == 0 {
+            return bad(format!("image_size {size} must be at least 1"));
         }
         if self.epochs == 0 {
             return bad("epochs must be at least 1".into());
@@ -231,13 +232,18 @@ impl RankConfig {
                 "epoch= is for mode=\"sync\"; dynamic members read the job's current epoch".into(),
             );
         }
+        if !self.loader.shuffle && dynamic {
+            return bad(
+                "shuffle=False (evaluation) reads a fixed split by rank: use mode=\"sync\"".into(),
+            );
+        }
         if let Identity::Torchrun { rank, world, .. } = self.identity {
             if world == 0 || rank >= world {
                 return bad(format!(
                     "rank {rank} is outside a world of {world} ranks (world_size must exceed rank)"
                 ));
             }
-            if self.in_process() && world > 1 {
+            if self.in_process() && world > 1 && self.loader.shuffle {
                 return bad(format!(
                     "a world of {world} ranks needs a shared coordinator: pass coordinator=\"host:port\" \
                      (coordinator=None runs one rank alone)"
@@ -300,8 +306,8 @@ mod tests {
         config.batch_size = 0;
         assert!(error(&config).contains("batch_size must be at least 1"));
         let mut config = shared(torchrun(0, 1));
-        config.loader.augment.size = 0;
-        assert!(error(&config).contains("image_size must be at least 1"));
+        config.loader.transform.size = crate::Size::square(0);
+        assert!(error(&config).contains("image_size 0 must be at least 1"));
         let mut config = shared(torchrun(0, 1));
         config.epochs = 0;
         assert!(error(&config).contains("epochs must be at least 1"));

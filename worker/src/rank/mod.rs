@@ -28,6 +28,7 @@
 //! ```
 
 mod config;
+mod ordered;
 #[cfg(test)]
 mod tests;
 
@@ -36,13 +37,16 @@ use std::sync::Arc;
 use tributary_common::proto::v1;
 
 pub use config::{Coordinator, Credentials, InProcess, RankConfig, StartInProcess};
+pub use ordered::OrderedReader;
 
-use crate::coordinated::{self, Client, DynamicLoader, LoaderState, Session, SyncLoader};
+use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
 use crate::{Batch, Dataset, Result, WorkerError};
 
 enum Reader {
     Sync(SyncLoader),
     Dynamic(DynamicLoader),
+    /// `shuffle = false`: no coordinator.
+    Ordered(OrderedReader),
 }
 
 /// Where a rank stands: for a dynamic member, generation 0, rank 0 of 1.
@@ -60,7 +64,8 @@ pub struct Description {
 pub struct Rank {
     // Dropped before the in-process coordinator that serves it.
     reader: Reader,
-    session: Arc<Session>,
+    /// The membership (none for an ordered reader).
+    session: Option<Arc<Session>>,
     _in_process: Option<Box<dyn std::any::Any + Send + Sync>>,
     address: String,
 }
@@ -77,9 +82,14 @@ impl std::fmt::Debug for Rank {
 impl Rank {
     /// Validates `config`, opens the dataset, reaches the coordinator,
     /// creates the job (or checks it against `config`), joins it and starts
-    /// the loader of the job's mode.
+    /// the loader of the job's mode. With `config.loader.shuffle == false`
+    /// it reads its part of the unshuffled split instead, without a
+    /// coordinator (see [`OrderedReader`]).
     pub async fn start(config: RankConfig) -> Result<Self> {
         config.validate()?;
+        if !config.loader.shuffle {
+            return Self::start_ordered(config).await;
+        }
         let job = config.job_config();
         let RankConfig {
             dataset,
@@ -136,9 +146,33 @@ impl Rank {
         };
         Ok(Self {
             reader,
-            session,
+            session: Some(session),
             _in_process: in_process,
             address: addresses.join(","),
+        })
+    }
+
+    async fn start_ordered(config: RankConfig) -> Result<Self> {
+        let Identity::Torchrun { rank, world, .. } = config.identity else {
+            return Err(WorkerError::Config(
+                "shuffle=False reads a fixed split by rank: use mode=\"sync\"".into(),
+            ));
+        };
+        let dataset = Dataset::open(&config.dataset, &config.store).await?;
+        let loader = crate::LoaderConfig {
+            seed: config.seed,
+            epoch: config.epoch.unwrap_or(0),
+            rank: rank as usize,
+            world: world as usize,
+            batch_size: config.batch_size as usize,
+            stripe: config.stripe,
+            ..config.loader
+        };
+        Ok(Self {
+            reader: Reader::Ordered(OrderedReader::start(dataset, loader).await?),
+            session: None,
+            _in_process: None,
+            address: String::new(),
         })
     }
 
@@ -148,6 +182,7 @@ impl Rank {
         match &mut self.reader {
             Reader::Sync(l) => l.next().await,
             Reader::Dynamic(l) => l.next().await,
+            Reader::Ordered(l) => l.next().await,
         }
     }
 
@@ -156,19 +191,21 @@ impl Rank {
         match &mut self.reader {
             Reader::Sync(l) => l.next_epoch().await,
             Reader::Dynamic(l) => l.next_epoch().await,
+            Reader::Ordered(l) => l.next_epoch().await,
         }
     }
 
     /// Starts `epoch` over from its first batch (sync): the epoch of the
     /// rank's generation, or the next one.
     pub async fn set_epoch(&mut self, epoch: u64) -> Result<()> {
-        let Reader::Sync(loader) = &mut self.reader else {
-            return Err(WorkerError::Config(
+        match &mut self.reader {
+            Reader::Sync(loader) => loader.set_epoch(epoch).await,
+            Reader::Ordered(loader) => loader.set_epoch(epoch).await,
+            Reader::Dynamic(_) => Err(WorkerError::Config(
                 "set_epoch() is for mode=\"sync\"; dynamic members read the job's current epoch"
                     .into(),
-            ));
-        };
-        loader.set_epoch(epoch).await
+            )),
+        }
     }
 
     /// Whether every epoch of the job is done.
@@ -176,13 +213,14 @@ impl Rank {
         match &self.reader {
             Reader::Sync(l) => l.finished(),
             Reader::Dynamic(l) => l.finished(),
+            Reader::Ordered(_) => false,
         }
     }
 
     /// The job's mode: sync or dynamic.
     pub fn mode(&self) -> v1::Mode {
         match &self.reader {
-            Reader::Sync(_) => v1::Mode::Sync,
+            Reader::Sync(_) | Reader::Ordered(_) => v1::Mode::Sync,
             Reader::Dynamic(_) => v1::Mode::Dynamic,
         }
     }
@@ -192,6 +230,7 @@ impl Rank {
     pub fn samples(&self) -> Option<u64> {
         match &self.reader {
             Reader::Sync(l) => Some(l.samples()),
+            Reader::Ordered(l) => Some(l.samples()),
             Reader::Dynamic(_) => None,
         }
     }
@@ -210,17 +249,28 @@ impl Rank {
                 rank: 0,
                 world: 1,
             },
+            Reader::Ordered(l) => Description {
+                epoch: l.epoch(),
+                generation: 0,
+                rank: l.rank(),
+                world: l.world(),
+            },
         }
     }
 
-    /// The member's name (a rejoined dynamic member's new one).
+    /// The member's name (a rejoined dynamic member's new one); an
+    /// ordered reader, which joins nothing, is `rank-N`.
     pub fn member(&self) -> String {
-        self.session.member()
+        match &self.session {
+            Some(session) => session.member(),
+            None => format!("rank-{}", self.describe().rank),
+        }
     }
 
-    /// The membership (its client reaches the coordinator).
-    pub fn session(&self) -> &Arc<Session> {
-        &self.session
+    /// The membership (its client reaches the coordinator); none for an
+    /// ordered reader.
+    pub fn session(&self) -> Option<&Arc<Session>> {
+        self.session.as_ref()
     }
 
     /// The coordinator's addresses: those given, or the in-process one's.
@@ -233,6 +283,9 @@ impl Rank {
             Reader::Sync(l) => Ok(l),
             Reader::Dynamic(_) => Err(WorkerError::Config(format!(
                 "{what} is for mode=\"sync\"; dynamic members acknowledge what they read instead"
+            ))),
+            Reader::Ordered(_) => Err(WorkerError::Config(format!(
+                "{what} is for shuffled training reads; a shuffle=False loader reads its whole split on every pass and keeps no progress"
             ))),
         }
     }
@@ -256,6 +309,9 @@ impl Rank {
 
     /// Leaves the job: a dynamic member's unacked units return to the pool.
     pub async fn leave(&self) -> Result<()> {
-        self.session.leave().await
+        match &self.session {
+            Some(session) => session.leave().await,
+            None => Ok(()),
+        }
     }
 }

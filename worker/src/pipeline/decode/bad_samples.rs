@@ -2,7 +2,7 @@
 //! does with them.
 //!
 //! A sample is bad when it has no image field, an unparsable `cls`, an
-//! image that is neither JPEG nor PNG, over the per-image pixel limit, or
+//! image that is not a JPEG, PNG or WebP, over the per-image pixel limit, or
 //! that fails to decode (a decoder panic included). By default
 //! ([`OnError::Raise`]) the first one ends the epoch with
 //! [`WorkerError::BadSample`], which names the shard, the byte offset of the

@@ -22,9 +22,7 @@ use std::ffi::CStr;
 
 use turbojpeg_sys as tj;
 
-use crate::pipeline::decode::augment::{
-    augment_rect_into, crop_params, AugmentConfig, NormLut, Rect, Slot,
-};
+use crate::pipeline::decode::transform::{Plan, Rect};
 
 /// iMCU width by subsampling (TJSAMP_444, 422, 420, GRAY, 440, 411, 441):
 /// libjpeg-turbo's `tjMCUWidth`, copied to avoid reading an extern static.
@@ -64,13 +62,16 @@ pub struct Region {
     pub crop: Rect,
 }
 
-/// The reduced-DCT scale for a `crop` resized to `size x size`: the smallest
-/// of 1, 1/2, 1/4 and 1/8 that keeps both sides of the crop at least `size`.
-pub fn scale_for(crop: Rect, size: u32) -> u32 {
-    let short = crop.width.min(crop.height);
+/// The reduced-DCT scale for a `crop` resized to `width x height`: the
+/// smallest of 1, 1/2, 1/4 and 1/8 that keeps the scaled crop at least the
+/// output on both sides.
+pub fn scale_for(crop: Rect, (width, height): (u32, u32)) -> u32 {
     [8, 4, 2]
         .into_iter()
-        .find(|&denom| short / f64::from(denom) >= f64::from(size))
+        .find(|&denom| {
+            let d = f64::from(denom);
+            crop.width / d >= f64::from(width) && crop.height / d >= f64::from(height)
+        })
         .unwrap_or(1)
 }
 
@@ -128,13 +129,16 @@ impl Decompressor {
     }
 
     /// Decodes the part of `jpeg` (whose header was just read) that holds
-    /// `crop`, at the DCT scale 1/`denom`, into `pixels` (resized to fit).
+    /// `crop` and `margin` (scaled) pixels around it, the resampling
+    /// filter's reach, at the DCT scale 1/`denom`, into `pixels` (resized to
+    /// fit).
     pub fn decode(
         &mut self,
         jpeg: &[u8],
         header: Header,
         crop: Rect,
         denom: u32,
+        margin: f64,
         pixels: &mut Vec<u8>,
     ) -> Result<Region, String> {
         let factor = tj::tjscalingfactor {
@@ -155,9 +159,10 @@ impl Decompressor {
             .map(|w| w.div_ceil(denom));
         let (rx, ry, out_w, out_h, region) = match mcu {
             Some(mcu) => {
-                let (rx, ry) = ((x0 as u32) / mcu * mcu, y0 as u32);
-                let rw = (x1.ceil() as u32).min(full_w) - rx;
-                let rh = (y1.ceil() as u32).min(full_h) - ry;
+                let (mx0, my0) = ((x0 - margin).max(0.0), (y0 - margin).max(0.0));
+                let (rx, ry) = ((mx0 as u32) / mcu * mcu, my0 as u32);
+                let rw = ((x1 + margin).ceil() as u32).min(full_w) - rx;
+                let rh = ((y1 + margin).ceil() as u32).min(full_h) - ry;
                 let region = tj::tjregion {
                     x: rx as libc::c_int,
                     y: ry as libc::c_int,
@@ -229,24 +234,31 @@ fn with_decoder<T>(
     })
 }
 
-/// Decodes the JPEG `bytes` of sample `id` and writes its augmented crop
-/// into `slot`: the crop is drawn from the full-size dimensions (as with any
-/// decoder), then only its region is decoded, at a reduced DCT size where
-/// the crop is at least twice the output.
-pub fn augment_jpeg(
+/// Decodes the JPEG `bytes` for the plan `plan_for(width, height)` makes
+/// from its header, and hands the decoded part and the plan within it to
+/// `then`: only the region holding the plan's source rectangle (and the
+/// filter's reach around it) is decoded, at a reduced DCT size where that
+/// is at least twice the output on both sides.
+pub fn decode_for<T>(
     bytes: &[u8],
-    config: &AugmentConfig,
-    lut: &NormLut,
-    (seed, epoch, id): (u64, u64, u64),
-    slot: Slot<'_>,
-) -> Result<(), String> {
+    plan_for: impl FnOnce(u32, u32) -> Plan,
+    then: impl FnOnce((u32, u32, &[u8]), &Plan) -> Result<T, String>,
+) -> Result<T, String> {
     with_decoder(|decoder, pixels| {
         let header = decoder.header(bytes)?;
-        let crop = crop_params(config, seed, epoch, id, header.width, header.height);
-        let rect = Rect::from(crop);
-        let region = decoder.decode(bytes, header, rect, scale_for(rect, config.size), pixels)?;
+        let plan = plan_for(header.width, header.height);
+        let (_, _, dw, dh) = plan.dst;
+        let denom = scale_for(plan.src, (dw, dh));
+        // Bilinear reaches one output pixel's footprint around each sample.
+        let footprint = (plan.src.width / f64::from(denom.max(1)) / f64::from(dw.max(1)))
+            .max(plan.src.height / f64::from(denom.max(1)) / f64::from(dh.max(1)))
+            .max(1.0);
+        let region = decoder.decode(bytes, header, plan.src, denom, footprint.ceil() + 1.0, pixels)?;
         let view = (region.width, region.height, pixels.as_slice());
-        augment_rect_into(view, region.crop, crop.flip, config, lut, slot)
+        then(view, &Plan {
+            src: region.crop,
+            ..plan
+        })
     })
 }
 
@@ -261,7 +273,7 @@ pub fn decode_whole(bytes: &[u8]) -> Result<(u32, u32), String> {
             width: f64::from(header.width),
             height: f64::from(header.height),
         };
-        decoder.decode(bytes, header, whole, 1, pixels)?;
+        decoder.decode(bytes, header, whole, 1, 0.0, pixels)?;
         Ok((header.width, header.height))
     })
 }
@@ -269,7 +281,8 @@ pub fn decode_whole(bytes: &[u8]) -> Result<(u32, u32), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::decode::augment::{augment_into, decode, Crop, Layout};
+    use crate::pipeline::decode::render::{decode, render, NormLut, Slot};
+    use crate::pipeline::decode::transform::{Crop, Dtype, Layout, Size, Transform};
 
     /// A smooth 4:2:0 JPEG, `width x height`.
     fn jpeg(width: u16, height: u16) -> Vec<u8> {
@@ -299,43 +312,40 @@ mod tests {
             width: w,
             height: h,
         };
-        assert_eq!(scale_for(rect(300.0, 400.0), 224), 1);
-        assert_eq!(scale_for(rect(448.0, 500.0), 224), 2);
-        assert_eq!(scale_for(rect(1000.0, 900.0), 224), 4);
-        assert_eq!(scale_for(rect(4000.0, 1800.0), 224), 8);
-        assert_eq!(scale_for(rect(4000.0, 1700.0), 224), 4);
+        assert_eq!(scale_for(rect(300.0, 400.0), (224, 224)), 1);
+        assert_eq!(scale_for(rect(448.0, 500.0), (224, 224)), 2);
+        assert_eq!(scale_for(rect(1000.0, 900.0), (224, 224)), 4);
+        assert_eq!(scale_for(rect(4000.0, 1800.0), (224, 224)), 8);
+        assert_eq!(scale_for(rect(4000.0, 1700.0), (224, 224)), 4);
     }
 
     /// Mean absolute difference, in u8 levels, between libjpeg-turbo's
     /// region decode and the image crate's whole decode of the same crop.
     fn difference(bytes: &[u8], crop: Crop, size: u32) -> f64 {
-        let config = AugmentConfig {
-            size,
-            layout: Layout::NhwcU8,
-            ..AugmentConfig::default()
+        let config = Transform {
+            size: Size::square(size),
+            dtype: Dtype::U8,
+            layout: Layout::Nhwc,
+            ..Transform::default()
         };
         let lut = NormLut::new(&config);
         let mut turbo = vec![0u8; config.image_len()];
         let mut reference = vec![0u8; config.image_len()];
-        let mut decoder = Decompressor::new().expect("decompressor");
-        let mut pixels = Vec::new();
-        let header = decoder.header(bytes).expect("header");
-        let rect = Rect::from(crop);
-        let region = decoder
-            .decode(bytes, header, rect, scale_for(rect, size), &mut pixels)
-            .expect("decode");
-        let view = (region.width, region.height, pixels.as_slice());
-        augment_rect_into(
-            view,
-            region.crop,
-            crop.flip,
-            &config,
-            &lut,
-            Slot::U8(&mut turbo),
+        let plan = Plan {
+            src: Rect::from(crop),
+            out: (size, size),
+            dst: (0, 0, size, size),
+            flip: crop.flip,
+        };
+        decode_for(
+            bytes,
+            |_, _| plan,
+            |view, plan| render(view, plan, &config, &lut, Slot::U8(&mut turbo)),
         )
-        .expect("augment");
+        .expect("decode");
         let whole = decode(bytes).expect("image crate");
-        augment_into(&whole, crop, &config, &lut, Slot::U8(&mut reference)).expect("augment");
+        let view = (whole.width, whole.height, whole.pixels.as_slice());
+        render(view, &plan, &config, &lut, Slot::U8(&mut reference)).expect("render");
         let sum: f64 = turbo
             .iter()
             .zip(&reference)
@@ -365,7 +375,7 @@ mod tests {
         }
         // Half and quarter scale DCT (crops at least 2x and 4x the output).
         for (c, size) in [(crop(13, 7, 460, 360), 112), (crop(3, 9, 480, 350), 80)] {
-            let denom = scale_for(Rect::from(c), size);
+            let denom = scale_for(Rect::from(c), (size, size));
             assert!(denom > 1);
             let d = difference(&bytes, c, size);
             assert!(d < 3.0, "{c:?} at 1/{denom}: {d:.2} levels");
@@ -386,6 +396,6 @@ mod tests {
             height: 48.0,
         };
         // libjpeg-turbo warns on a truncated stream; either way, no crash.
-        let _ = decoder.decode(&bytes, header, whole, 1, &mut Vec::new());
+        let _ = decoder.decode(&bytes, header, whole, 1, 0.0, &mut Vec::new());
     }
 }

@@ -1,18 +1,28 @@
-//! Decoding: a batch's samples into one image buffer on the rayon pool,
-//! each image decoded (JPEG via libjpeg-turbo, PNG), checked against the
-//! pixel limits, augmented and written into its slot; bad samples raise or
-//! are skipped; and the stage that runs it batch after batch.
+//! Decoding: a batch's samples into its columns on the rayon pool. Each
+//! field of [`Fields`] is decoded by its kind: images (JPEG via
+//! libjpeg-turbo, PNG, WebP) checked against the pixel limits and rendered
+//! through the [`Transform`] into their slot of one buffer; labels, text,
+//! JSON, arrays and raw bytes into values. Bad samples raise or are
+//! skipped; and the stage that runs it batch after batch.
 //!
-//! - [`augment`]: RandomResizedCrop, flip, resize, normalise into a slot.
-//! - [`jpeg`]: libjpeg-turbo decoding with DCT scaling.
+//! - [`transform`]: the presets (`train`, `eval`, `resize`, `none`), output
+//!   size, dtype, layout and normalisation; where each image goes.
+//! - [`render`]: resampling, flipping, padding, normalising into a slot.
+//! - [`jpeg`]: libjpeg-turbo decoding of the region a plan needs, with DCT
+//!   scaling.
+//! - [`fields`]: field names, their decoders and the batch's columns.
+//! - [`npy`]: `.npy` arrays.
 //! - [`pixels`]: formats by magic bytes, header dimensions, pixel limits
 //!   and the pixel budget decode threads share.
 //! - [`bad_samples`]: what a bad sample does and where it is.
 
-pub mod augment;
 pub mod bad_samples;
+pub mod fields;
 pub mod jpeg;
+pub mod npy;
 pub mod pixels;
+pub mod render;
+pub mod transform;
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -25,54 +35,18 @@ use tokio::sync::{mpsc, oneshot};
 use tributary_common::manifest::Manifest;
 use tributary_common::sample::Sample;
 
-use self::augment::{AugmentConfig, Layout, NormLut, Slot};
 use self::bad_samples::{BadTally, OnError};
+use self::fields::{column, decode_value, Decoder, Fields, Value};
 use self::pixels::{DecodeLimits, ImageKind, PixelBudget};
-use super::batch::{Batch, Images};
+use self::render::{NormLut, Slot};
+use self::transform::{Dtype, Layout, Plan, Transform};
+use super::batch::{Batch, Images, SampleBatch};
 use super::buffers::{Buffer, BufferPool};
 use super::config::LoaderConfig;
 use super::metrics::Metrics;
 use crate::error::{Result, WorkerError};
 
-/// Field extensions tried, in order, for a sample's image.
-pub const IMAGE_FIELDS: [&str; 3] = ["jpg", "jpeg", "png"];
-
-/// The image field of a sample: `(extension, bytes)`.
-pub fn image_field(sample: &Sample) -> Result<(&str, &[u8])> {
-    sample
-        .fields
-        .iter()
-        .find(|f| IMAGE_FIELDS.contains(&f.ext.as_str()))
-        .map(|f| (f.ext.as_str(), &f.data[..]))
-        .ok_or_else(|| WorkerError::Sample {
-            key: sample.key.clone(),
-            id: sample.id,
-            reason: format!(
-                "has no image field ({}); its fields are: {}",
-                IMAGE_FIELDS.join(", "),
-                sample
-                    .fields
-                    .iter()
-                    .map(|f| f.ext.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        })
-}
-
-/// The label of a sample: its `cls` field as an integer, or -1 without one.
-/// (The fetch stage has checked it against the manifest's classes.)
-pub fn label(sample: &Sample) -> Result<i64> {
-    tributary_common::sample::parse_label(sample, 0)
-        .map(|label| label.unwrap_or(-1))
-        .map_err(|reason| WorkerError::Sample {
-            key: sample.key.clone(),
-            id: sample.id,
-            reason,
-        })
-}
-
-/// Everything a [`BatchDecoder`] needs besides the augmentation.
+/// Everything a [`BatchDecoder`] needs besides the transform and fields.
 #[derive(Debug, Clone)]
 pub struct DecodeSetup {
     pub seed: u64,
@@ -95,10 +69,11 @@ pub struct Decoded {
     pub skipped: Vec<WorkerError>,
 }
 
-/// Decodes sample batches of one epoch into image batches.
+/// Decodes sample batches of one epoch into batches of columns.
 #[derive(Debug)]
 pub struct BatchDecoder {
-    config: AugmentConfig,
+    transform: Transform,
+    fields: Fields,
     lut: NormLut,
     setup: DecodeSetup,
     f32_buffers: BufferPool<f32>,
@@ -111,119 +86,170 @@ pub struct BatchDecoder {
 pub(crate) const PANIC_KEY: &str = "test/panic-in-decode";
 
 impl BatchDecoder {
-    pub fn new(config: &AugmentConfig, setup: DecodeSetup) -> Self {
+    pub fn new(transform: &Transform, fields: &Fields, setup: DecodeSetup) -> Self {
+        let images = fields.images().max(1);
         Self {
-            config: config.clone(),
-            lut: NormLut::new(config),
-            f32_buffers: BufferPool::new(setup.keep_buffers),
-            u8_buffers: BufferPool::new(setup.keep_buffers),
+            transform: transform.clone(),
+            fields: fields.clone(),
+            lut: NormLut::new(transform),
+            f32_buffers: BufferPool::new(setup.keep_buffers * images),
+            u8_buffers: BufferPool::new(setup.keep_buffers * images),
             setup,
         }
     }
 
-    /// Decodes and augments one sample into `slot`: the format from the
-    /// magic bytes, the size from the header (checked against the limit),
-    /// then pixels from the shared budget, then the decode.
-    fn one(&self, sample: &Sample, mut slot: Slot<'_>) -> Result<(), String> {
+    /// Decodes image `bytes` of sample `id`: the format from the magic
+    /// bytes, the size from the header (checked against the limit), then
+    /// pixels from the shared budget, then the decode of what the plan
+    /// needs, rendered by `then` into the slot it is given.
+    fn image<T>(
+        &self,
+        id: u64,
+        bytes: &[u8],
+        then: &mut dyn FnMut((u32, u32, &[u8]), &Plan) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let (config, setup) = (&self.transform, &self.setup);
+        let kind = ImageKind::of(bytes)?;
+        let pixels = setup.limits.check(kind, kind.dimensions(bytes)?)?;
+        let _permit = setup.budget.acquire(pixels);
+        let plan_for = |w, h| config.plan(setup.seed, setup.epoch, id, w, h);
+        if kind == ImageKind::Jpeg {
+            if let Ok(done) = jpeg::decode_for(bytes, plan_for, &mut *then) {
+                return Ok(done);
+            }
+        }
+        // PNG, WebP, and JPEGs libjpeg-turbo does not take (CMYK): the
+        // image crate.
+        let image = render::decode(bytes)?;
+        let plan = plan_for(image.width, image.height);
+        then((image.width, image.height, &image.pixels), &plan)
+    }
+
+    /// An image of its own size (preset `none`).
+    fn own_image(&self, id: u64, bytes: &[u8]) -> Result<Value, String> {
+        let (config, lut) = (&self.transform, &self.lut);
+        self.image(id, bytes, &mut |view, plan| {
+            let (w, h) = plan.out;
+            let shape = config.image_shape(h as usize, w as usize);
+            let len = 3 * w as usize * h as usize;
+            let images = match config.dtype {
+                Dtype::U8 => {
+                    let mut out = vec![0u8; len];
+                    render::render(view, plan, config, lut, Slot::U8(&mut out))?;
+                    Images::U8(Buffer::unpooled(out))
+                }
+                Dtype::F32 => {
+                    let mut out = vec![0f32; len];
+                    render::render(view, plan, config, lut, Slot::F32(&mut out))?;
+                    Images::F32(Buffer::unpooled(out))
+                }
+            };
+            Ok(Value::Image(images, shape))
+        })
+    }
+
+    /// Decodes one sample's fields: images into `slots` (one per image
+    /// field, in order; none for preset `none`), the rest into values.
+    fn one(&self, sample: &Sample, mut slots: Vec<Slot<'_>>) -> Result<Vec<Value>, String> {
         #[cfg(test)]
         if sample.key == PANIC_KEY {
             panic!("injected decode panic");
         }
-        let (config, lut, setup) = (&self.config, &self.lut, &self.setup);
-        let (_, bytes) = image_field(sample).map_err(|e| match e {
-            WorkerError::Sample { reason, .. } => reason,
-            other => other.to_string(),
-        })?;
-        let kind = ImageKind::of(bytes)?;
-        let pixels = setup.limits.check(kind, kind.dimensions(bytes)?)?;
-        let _permit = setup.budget.acquire(pixels);
-        if kind == ImageKind::Jpeg
-            && jpeg::augment_jpeg(
-                bytes,
-                config,
-                lut,
-                (setup.seed, setup.epoch, sample.id),
-                slot.reborrow(),
-            )
-            .is_ok()
-        {
-            return Ok(());
+        let mut slots = slots.iter_mut();
+        let mut values = Vec::with_capacity(self.fields.0.len());
+        for spec in &self.fields.0 {
+            let field = spec.find(sample);
+            if field.is_none() && !spec.optional {
+                let has: Vec<&str> = sample.fields.iter().map(|f| f.ext.as_str()).collect();
+                return Err(format!(
+                    "has no `{}` field ({}); its fields are: {}",
+                    spec.name,
+                    spec.extensions.join(", "),
+                    has.join(", ")
+                ));
+            }
+            let value = match (spec.decoder, field) {
+                (Decoder::Image, Some(field)) if self.transform.fixed_size() => {
+                    let slot = slots.next().ok_or("an image field without a slot")?;
+                    let (config, lut) = (&self.transform, &self.lut);
+                    self.image(sample.id, &field.data, &mut |view, plan| {
+                        render::render(view, plan, config, lut, slot.reborrow())
+                    })
+                    .map(|()| Value::InSlot)
+                }
+                (Decoder::Image, Some(field)) => self.own_image(sample.id, &field.data),
+                (decoder, field) => decode_value(decoder, field),
+            };
+            values.push(value.map_err(|reason| {
+                if spec.decoder == Decoder::Image && self.fields.images() == 1 {
+                    reason
+                } else {
+                    format!("field `{}`: {reason}", spec.name)
+                }
+            })?);
         }
-        // PNG, and JPEGs libjpeg-turbo does not take (CMYK): the image crate.
-        let image = augment::decode(bytes)?;
-        let crop = augment::crop_params(
-            config,
-            setup.seed,
-            setup.epoch,
-            sample.id,
-            image.width,
-            image.height,
-        );
-        augment::augment_into(&image, crop, config, lut, slot)
+        Ok(values)
     }
 
     /// [`Self::one`] with a panic caught and turned into the sample's error,
     /// so that a decoder bug fails one sample, not the trainer's process.
-    fn one_caught(&self, sample: &Sample, slot: Slot<'_>) -> Result<(), WorkerError> {
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.one(sample, slot)))
-                .unwrap_or_else(|panic| {
-                    Err(format!("the decoder panicked: {}", panic_message(&*panic)))
-                });
-        outcome.map_err(|reason| {
-            bad_samples::bad_sample(&self.setup.manifest, sample.id, &sample.key, reason)
-        })
+    fn one_caught(&self, sample: &Sample, slots: Vec<Slot<'_>>) -> Result<Vec<Value>, WorkerError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.one(sample, slots)))
+            .unwrap_or_else(|panic| {
+                Err(format!("the decoder panicked: {}", panic_message(&*panic)))
+            })
+            .map_err(|reason| {
+                bad_samples::bad_sample(&self.setup.manifest, sample.id, &sample.key, reason)
+            })
     }
 
-    /// Decodes and augments `samples` into batch `index`. Runs on the
-    /// current rayon pool; every sample's randomness comes from
-    /// `(seed, epoch, id)`, so the result does not depend on the number of
-    /// threads. A bad sample fails the batch (`OnError::Raise`: the first
-    /// bad one in sample order) or is left out of it (`OnError::Skip`).
-    pub fn decode(&self, index: u64, samples: &[Sample]) -> Result<Decoded> {
-        let per = self.config.image_len();
-        let s = self.config.size as usize;
-        let labels: Vec<Result<i64>> = samples.iter().map(label).collect();
-        let one = |i: usize, slot: Slot<'_>| -> Result<(), WorkerError> {
-            let sample = &samples[i];
-            match &labels[i] {
-                Err(WorkerError::Sample { reason, .. }) => Err(bad_samples::bad_sample(
-                    &self.setup.manifest,
-                    sample.id,
-                    &sample.key,
-                    reason.clone(),
-                )),
-                _ => self.one_caught(sample, slot),
+    /// Decodes `batch` into batch `batch.index`. Runs on the current rayon
+    /// pool; every sample's randomness comes from `(seed, epoch, id)`, so
+    /// the result does not depend on the number of threads. A bad sample
+    /// fails the batch (`OnError::Raise`: the first bad one in sample order)
+    /// or is left out of it (`OnError::Skip`).
+    pub fn decode(&self, batch: &SampleBatch) -> Result<Decoded> {
+        let samples = &batch.samples;
+        let n = samples.len();
+        let dense = self.transform.fixed_size();
+        let per = if dense { self.transform.image_len() } else { 0 };
+        let image_fields = if dense { self.fields.images() } else { 0 };
+        let mut buffers: Vec<Images> = (0..image_fields)
+            .map(|_| match self.transform.dtype {
+                Dtype::F32 => Images::F32(self.f32_buffers.take(n * per)),
+                Dtype::U8 => Images::U8(self.u8_buffers.take(n * per)),
+            })
+            .collect();
+        // Each sample's slots: its part of every image buffer.
+        let mut slots: Vec<Vec<Slot<'_>>> = (0..n).map(|_| Vec::with_capacity(image_fields)).collect();
+        for buffer in &mut buffers {
+            match buffer {
+                Images::F32(buf) => buf
+                    .chunks_mut(per.max(1))
+                    .zip(&mut slots)
+                    .for_each(|(out, s)| s.push(Slot::F32(out))),
+                Images::U8(buf) => buf
+                    .chunks_mut(per.max(1))
+                    .zip(&mut slots)
+                    .for_each(|(out, s)| s.push(Slot::U8(out))),
             }
-        };
-        let (images, outcomes) = match self.config.layout {
-            Layout::NchwF32 => {
-                let (buf, outcomes) = fill(
-                    &self.f32_buffers,
-                    per,
-                    samples.len(),
-                    |out| Slot::F32(out),
-                    &one,
-                );
-                (Images::F32(buf), outcomes)
-            }
-            Layout::NhwcU8 => {
-                let (buf, outcomes) = fill(
-                    &self.u8_buffers,
-                    per,
-                    samples.len(),
-                    |out| Slot::U8(out),
-                    &one,
-                );
-                (Images::U8(buf), outcomes)
-            }
-        };
-        let mut keep = Vec::with_capacity(samples.len());
+        }
+        let outcomes: Vec<Result<Vec<Value>, WorkerError>> = slots
+            .into_par_iter()
+            .enumerate()
+            .with_max_len(1)
+            .map(|(i, slots)| self.one_caught(&samples[i], slots))
+            .collect();
+        let mut keep = Vec::with_capacity(n);
+        let mut rows = Vec::with_capacity(n);
         let mut skipped = Vec::new();
         let mut skipped_ids = Vec::new();
         for (i, outcome) in outcomes.into_iter().enumerate() {
             match outcome {
-                Ok(()) => keep.push(i),
+                Ok(values) => {
+                    keep.push(i);
+                    rows.push(values);
+                }
                 Err(error) if self.setup.on_error == OnError::Skip => {
                     skipped.push(error);
                     skipped_ids.push(samples[i].id);
@@ -231,35 +257,67 @@ impl BatchDecoder {
                 Err(error) => return Err(error),
             }
         }
-        let images = match images {
-            Images::F32(mut buf) => {
-                compact(&mut buf, per, &keep);
-                Images::F32(buf)
-            }
-            Images::U8(mut buf) => {
-                compact(&mut buf, per, &keep);
-                Images::U8(buf)
-            }
+        let kept = keep.len();
+        let (h, w) = (self.transform.size.height as usize, self.transform.size.width as usize);
+        let shape = match self.transform.layout {
+            Layout::Nchw => [kept, 3, h, w],
+            Layout::Nhwc => [kept, h, w, 3],
         };
-        let n = keep.len();
-        let shape = match self.config.layout {
-            Layout::NchwF32 => [n, 3, s, s],
-            Layout::NhwcU8 => [n, s, s, 3],
-        };
+        let mut dense_columns = buffers.into_iter().map(|images| {
+            let images = match images {
+                Images::F32(mut buf) => {
+                    compact(&mut buf, per, &keep);
+                    Images::F32(buf)
+                }
+                Images::U8(mut buf) => {
+                    compact(&mut buf, per, &keep);
+                    Images::U8(buf)
+                }
+            };
+            (images, shape)
+        });
+        // Transpose the kept samples' values into one column per field.
+        let fields = self.fields.0.len();
+        let mut by_field: Vec<Vec<Value>> = (0..fields).map(|_| Vec::with_capacity(kept)).collect();
+        for row in rows {
+            for (f, value) in row.into_iter().enumerate() {
+                by_field[f].push(value);
+            }
+        }
+        let columns = by_field
+            .into_iter()
+            .zip(&self.fields.0)
+            .map(|(values, spec)| {
+                let dense = (dense && spec.decoder == Decoder::Image)
+                    .then(|| dense_columns.next())
+                    .flatten();
+                column(values, dense)
+            })
+            .collect();
+        let first_pad = n - batch.padded.min(n);
         let batch = Batch {
-            index,
-            images,
-            shape,
-            labels: keep
-                .iter()
-                .map(|&i| *labels[i].as_ref().unwrap_or(&-1))
-                .collect(),
+            index: batch.index,
+            columns,
+            padded: keep.iter().filter(|&&i| i >= first_pad).count(),
             keys: keep.iter().map(|&i| samples[i].key.clone()).collect(),
             ids: keep.iter().map(|&i| samples[i].id).collect(),
             skipped_ids,
         };
         Ok(Decoded { batch, skipped })
     }
+}
+
+/// The image field of a sample (`jpg`, `jpeg`, `png` or `webp`):
+/// `(extension, bytes)`.
+pub fn image_field(sample: &Sample) -> Result<(&str, &[u8])> {
+    let spec: fields::FieldSpec = "image".parse().map_err(WorkerError::Config)?;
+    spec.find(sample)
+        .map(|f| (f.ext.as_str(), &f.data[..]))
+        .ok_or_else(|| WorkerError::Sample {
+            key: sample.key.clone(),
+            id: sample.id,
+            reason: "has no image field (jpg, jpeg, png, webp)".into(),
+        })
 }
 
 /// The text of a caught panic.
@@ -282,26 +340,6 @@ fn compact<T: Copy>(buf: &mut Buffer<T>, per: usize, keep: &[usize]) {
     buf.truncate(keep.len() * per);
 }
 
-/// A buffer from `pool` with each of `n` samples written into its
-/// `per`-element slot by `one`, the samples spread over the current rayon
-/// pool one per task; and each sample's outcome.
-fn fill<T: Copy + Default + Send>(
-    pool: &BufferPool<T>,
-    per: usize,
-    n: usize,
-    slot: fn(&mut [T]) -> Slot<'_>,
-    one: &(impl Fn(usize, Slot<'_>) -> Result<(), WorkerError> + Sync),
-) -> (Buffer<T>, Vec<Result<(), WorkerError>>) {
-    let mut buf = pool.take(n * per);
-    let outcomes = buf
-        .par_chunks_mut(per)
-        .enumerate()
-        .with_max_len(1)
-        .map(|(i, out)| one(i, slot(out)))
-        .collect();
-    (buf, outcomes)
-}
-
 /// Decode sample batches on the rayon pool, in order, into ready batches.
 /// Skipped samples are counted, logged and checked against the bad-sample
 /// cap here, in batch order, so a run fails at the same batch every time.
@@ -311,29 +349,30 @@ pub(super) async fn decode_stage(
     setup: DecodeSetup,
     mut tally: BadTally,
     metrics: Arc<Metrics>,
-    rx: mpsc::Receiver<Result<(u64, Vec<Sample>)>>,
+    rx: mpsc::Receiver<Result<SampleBatch>>,
     tx: mpsc::Sender<Result<Batch>>,
 ) {
-    let decoder = Arc::new(BatchDecoder::new(&config.augment, setup));
-    let decode_one = |item: Result<(u64, Vec<Sample>)>| {
+    let decoder = Arc::new(BatchDecoder::new(&config.transform, &config.fields, setup));
+    let decode_one = |item: Result<SampleBatch>| {
         let pool = Arc::clone(&pool);
         let (decoder, metrics) = (Arc::clone(&decoder), Arc::clone(&metrics));
         async move {
-            let (index, samples) = item?;
+            let batch = item?;
+            let index = batch.index;
             let (done_tx, done_rx) = oneshot::channel();
             pool.spawn(move || {
                 let started = Instant::now();
                 // Samples' panics are caught one by one; this catches the
                 // rest, since a panic escaping a rayon `spawn` aborts.
                 let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    decoder.decode(index, &samples)
+                    decoder.decode(&batch)
                 }))
                 .unwrap_or_else(|_| {
                     Err(WorkerError::Stopped(format!(
                         "decoding batch {index} panicked"
                     )))
                 })
-                .map(|decoded| (decoded, samples.len() as u64));
+                .map(|decoded| (decoded, batch.samples.len() as u64));
                 metrics.record_decode(started.elapsed());
                 let _ = done_tx.send(decoded);
             });

@@ -23,6 +23,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 pub enum ImageKind {
     Jpeg,
     Png,
+    WebP,
 }
 
 impl ImageKind {
@@ -33,6 +34,8 @@ impl ImageKind {
             Some(Self::Jpeg)
         } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
             Some(Self::Png)
+        } else if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
+            Some(Self::WebP)
         } else {
             None
         }
@@ -43,7 +46,7 @@ impl ImageKind {
         Self::sniff(bytes).ok_or_else(|| {
             let head = &bytes[..bytes.len().min(8)];
             format!(
-                "the image is neither JPEG nor PNG (it starts with {head:02x?}, {} bytes in all)",
+                "the image is not a JPEG, PNG or WebP (it starts with {head:02x?}, {} bytes in all)",
                 bytes.len()
             )
         })
@@ -53,6 +56,7 @@ impl ImageKind {
         match self {
             Self::Jpeg => "JPEG",
             Self::Png => "PNG",
+            Self::WebP => "WebP",
         }
     }
 
@@ -60,6 +64,7 @@ impl ImageKind {
         match self {
             Self::Jpeg => image::ImageFormat::Jpeg,
             Self::Png => image::ImageFormat::Png,
+            Self::WebP => image::ImageFormat::WebP,
         }
     }
 
@@ -232,7 +237,7 @@ mod tests {
         assert_eq!(ImageKind::sniff(&jpeg(3, 2)), Some(ImageKind::Jpeg));
         assert_eq!(ImageKind::sniff(b"GIF89a..."), None);
         let error = ImageKind::of(b"GIF89a").expect_err("not an image");
-        assert!(error.contains("neither JPEG nor PNG"), "{error}");
+        assert!(error.contains("not a JPEG, PNG or WebP"), "{error}");
     }
 
     #[test]

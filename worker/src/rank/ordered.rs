@@ -1,0 +1,82 @@
+//! A rank that reads without a coordinator: the unshuffled (evaluation)
+//! split of the whole dataset, the same part on every pass.
+
+use std::sync::Arc;
+
+use rayon::ThreadPool;
+
+use crate::pipeline::decode_pool;
+use crate::{Batch, Dataset, Loader, LoaderConfig, Result};
+
+/// Rank `config.rank` of `config.world` reading its contiguous part of the
+/// dataset in manifest order (see [`crate::pipeline::ordered_assignment`]),
+/// pass after pass. It keeps no progress to checkpoint: a pass is read
+/// whole or read again.
+#[derive(Debug)]
+pub struct OrderedReader {
+    dataset: Dataset,
+    config: LoaderConfig,
+    pool: Arc<ThreadPool>,
+    loader: Loader,
+}
+
+impl OrderedReader {
+    /// Starts pass `config.epoch`.
+    pub async fn start(dataset: Dataset, config: LoaderConfig) -> Result<Self> {
+        config.validate()?;
+        let pool = decode_pool(config.decode_threads)?;
+        let loader = Self::loader(&dataset, &config, &pool).await?;
+        Ok(Self {
+            dataset,
+            config,
+            pool,
+            loader,
+        })
+    }
+
+    async fn loader(dataset: &Dataset, config: &LoaderConfig, pool: &Arc<ThreadPool>) -> Result<Loader> {
+        Loader::builder(dataset.clone())
+            .config(config.clone())
+            .decode_pool(Arc::clone(pool))
+            .build()
+            .await
+    }
+
+    pub async fn next(&mut self) -> Option<Result<Batch>> {
+        self.loader.next().await
+    }
+
+    /// Starts pass `epoch` from its first batch.
+    pub async fn set_epoch(&mut self, epoch: u64) -> Result<()> {
+        let config = LoaderConfig {
+            epoch,
+            ..self.config.clone()
+        };
+        self.loader = Self::loader(&self.dataset, &config, &self.pool).await?;
+        self.config = config;
+        Ok(())
+    }
+
+    /// Starts the next pass; there is always one.
+    pub async fn next_epoch(&mut self) -> Result<bool> {
+        self.set_epoch(self.config.epoch + 1).await?;
+        Ok(true)
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.config.epoch
+    }
+
+    /// Samples of this rank's part (with `tail = pad`, padding included).
+    pub fn samples(&self) -> u64 {
+        self.loader.samples()
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.config.rank as u32
+    }
+
+    pub fn world(&self) -> u32 {
+        self.config.world as u32
+    }
+}
