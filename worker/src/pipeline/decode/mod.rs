@@ -12,6 +12,7 @@
 pub mod augment;
 pub mod bad_samples;
 pub mod jpeg;
+pub mod npy;
 pub mod pixels;
 
 use std::pin::pin;
