@@ -44,9 +44,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     while let Some(batch) = loader.next().await {
         let batch = batch?;
-        let labels = batch.labels().map(<[i64]>::to_vec).unwrap_or_else(|| vec![-1; batch.len()]);
+        let labels = batch
+            .labels()
+            .map(<[i64]>::to_vec)
+            .unwrap_or_else(|| vec![-1; batch.len()]);
         let valid = batch.valid();
-        for (((id, key), label), valid) in batch.ids.iter().zip(&batch.keys).zip(&labels).zip(valid) {
+        for (((id, key), label), valid) in batch.ids.iter().zip(&batch.keys).zip(&labels).zip(valid)
+        {
             // Padding (`--tail pad`) is marked, never counted as a sample.
             let pad = if valid { "" } else { "\tpad" };
             writeln!(out, "{id}\t{key}\t{label}{pad}")?;

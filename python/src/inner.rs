@@ -7,9 +7,11 @@ use std::collections::HashMap;
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
 use tributary_worker::coordinated::{DynamicOptions, Identity, LoaderState, OnLeaseLost};
-use tributary_worker::pipeline::decode::augment::AugmentConfig;
 use tributary_worker::rank::{self, Coordinator, Credentials, Description, InProcess, RankConfig};
-use tributary_worker::{Batch, LoaderConfig, OnError, Result, StoreOptions, Stripe, WorkerError};
+use tributary_worker::{
+    Batch, Fields, LoaderConfig, OnError, Result, StoreOptions, Stripe, Tail, Transform,
+    WorkerError,
+};
 
 /// Everything the Python constructor takes, kept to rebuild after `fork()`.
 #[derive(Debug, Clone)]
@@ -18,7 +20,13 @@ pub struct Args {
     pub coordinator: Option<String>,
     pub job: String,
     pub batch_size: u32,
-    pub image_size: u32,
+    /// What images become.
+    pub transform: Transform,
+    /// What a batch carries.
+    pub fields: Fields,
+    /// `false`: the unshuffled (evaluation) split, no coordinator.
+    pub shuffle: bool,
+    pub tail: Tail,
     pub seed: u64,
     pub mode: v1::Mode,
     pub epochs: u64,
@@ -115,10 +123,10 @@ impl Args {
             })),
         };
         let mut loader = LoaderConfig {
-            augment: AugmentConfig {
-                size: self.image_size,
-                ..AugmentConfig::default()
-            },
+            transform: self.transform.clone(),
+            fields: self.fields.clone(),
+            shuffle: self.shuffle,
+            tail: self.tail,
             on_error: self.on_error,
             max_bad_fraction: self.max_bad_fraction,
             ..LoaderConfig::default()

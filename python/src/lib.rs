@@ -12,6 +12,7 @@
 //! - Errors become `ValueError`, `FileNotFoundError`, `ConnectionError` or
 //!   `RuntimeError` carrying the Rust message.
 
+mod columns;
 mod images;
 mod inner;
 
@@ -19,8 +20,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use numpy::ndarray::Array1;
-use numpy::PyArray1;
 use pyo3::exceptions::{
     PyConnectionError, PyFileNotFoundError, PyRuntimeError, PyStopIteration, PyValueError,
 };
@@ -29,7 +28,9 @@ use pyo3::types::PyDict;
 use tributary_common::proto::v1;
 use tributary_io::IoError;
 use tributary_worker::coordinated::{Code, LoaderState, OnLeaseLost};
-use tributary_worker::{Batch, OnError, Stripe, WorkerError};
+use tributary_worker::{
+    Dtype, Fields, Layout, OnError, Preset, Size, Stripe, Tail, Transform, WorkerError,
+};
 
 use crate::inner::{Args, Inner, Rank, Runtime};
 
@@ -125,14 +126,73 @@ impl Drop for Loader {
     }
 }
 
-fn batch_to_py(py: Python<'_>, batch: Batch, ids: bool) -> PyResult<Py<PyAny>> {
-    let images = images::images_to_py(py, batch.images, batch.shape)?;
-    let labels = PyArray1::from_owned_array(py, Array1::from_vec(batch.labels));
-    if ids {
-        let ids = PyArray1::from_owned_array(py, Array1::from_vec(batch.ids));
-        return Ok((images, labels, ids).into_pyobject(py)?.into_any().unbind());
+/// `image_size=`: an int or `(height, width)`; 224 by default.
+fn image_size(value: Option<&Bound<'_, PyAny>>) -> PyResult<Size> {
+    let Some(value) = value else {
+        return Ok(Transform::default().size);
+    };
+    if let Ok(side) = value.extract::<u32>() {
+        return Ok(Size::square(side));
     }
-    Ok((images, labels).into_pyobject(py)?.into_any().unbind())
+    let (height, width) = value.extract::<(u32, u32)>().map_err(|_| {
+        PyValueError::new_err(format!(
+            "image_size must be an int or (height, width), not {value}"
+        ))
+    })?;
+    Ok(Size { height, width })
+}
+
+/// `fields=`: a list of names, or one comma-separated string.
+fn fields(value: Option<&Bound<'_, PyAny>>) -> PyResult<Fields> {
+    let Some(value) = value else {
+        return Ok(Fields::default());
+    };
+    let parsed = if let Ok(text) = value.extract::<String>() {
+        text.parse()
+    } else {
+        let names: Vec<String> = value.extract().map_err(|_| {
+            PyValueError::new_err(
+                "fields must be a list of field names (\"image\", \"cls\", \"txt\", ...)",
+            )
+        })?;
+        Fields::parse(names.iter().map(String::as_str))
+    };
+    parsed.map_err(|e| PyValueError::new_err(format!("fields: {e}")))
+}
+
+/// The transform keyword arguments, parsed and checked.
+#[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+fn transform(
+    preset: &str,
+    size: Size,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+    flip: bool,
+    crop_fraction: f64,
+    keep_aspect: bool,
+    fill: u8,
+    dtype: &str,
+    layout: &str,
+    mean: [f32; 3],
+    std: [f32; 3],
+) -> PyResult<Transform> {
+    let value = |e: String| PyValueError::new_err(e);
+    let transform = Transform {
+        preset: preset.parse::<Preset>().map_err(value)?,
+        size,
+        scale,
+        ratio,
+        flip,
+        crop_fraction,
+        keep_aspect,
+        fill,
+        dtype: dtype.parse::<Dtype>().map_err(value)?,
+        layout: layout.parse::<Layout>().map_err(value)?,
+        mean,
+        std,
+    };
+    transform.validate().map_err(value)?;
+    Ok(transform)
 }
 
 fn state_from(dict: &Bound<'_, PyDict>) -> PyResult<LoaderState> {
@@ -153,11 +213,15 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         dataset, *, coordinator=None, job="default".to_owned(), batch_size=64,
-        image_size=224, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
+        image_size=None, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
         decode_threads=None, rank=None, world_size=None, run_id=None,
         restart_count=None, name=None, storage_options=None, timeout_s=60.0,
         return_ids=false, worker=None, epoch=None, auth_token=None, lookahead=None,
-        on_lease_lost="rejoin", on_error="raise", max_bad_fraction=0.01, member_secret=None
+        on_lease_lost="rejoin", on_error="raise", max_bad_fraction=0.01, member_secret=None,
+        transform="train", scale=(0.08, 1.0), ratio=(0.75, 4.0 / 3.0), flip=true,
+        crop_fraction=0.875, keep_aspect=false, fill=0, dtype="float32", layout="NCHW",
+        mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
+        tail="uneven"
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -166,7 +230,7 @@ impl Loader {
         coordinator: Option<String>,
         job: String,
         batch_size: u32,
-        image_size: u32,
+        image_size: Option<&Bound<'_, PyAny>>,
         seed: u64,
         mode: &str,
         epochs: u64,
@@ -188,7 +252,37 @@ impl Loader {
         on_error: &str,
         max_bad_fraction: f64,
         member_secret: Option<String>,
+        transform: &str,
+        scale: (f64, f64),
+        ratio: (f64, f64),
+        flip: bool,
+        crop_fraction: f64,
+        keep_aspect: bool,
+        fill: u8,
+        dtype: &str,
+        layout: &str,
+        mean: (f32, f32, f32),
+        std: (f32, f32, f32),
+        fields: Option<&Bound<'_, PyAny>>,
+        shuffle: bool,
+        tail: &str,
     ) -> PyResult<Self> {
+        let transform = self::transform(
+            transform,
+            self::image_size(image_size)?,
+            scale,
+            ratio,
+            flip,
+            crop_fraction,
+            keep_aspect,
+            fill,
+            dtype,
+            layout,
+            mean.into(),
+            std.into(),
+        )?;
+        let fields = self::fields(fields)?;
+        let tail: Tail = tail.parse().map_err(PyValueError::new_err)?;
         let on_lease_lost = on_lease_lost.parse::<OnLeaseLost>().map_err(to_py)?;
         let on_error: OnError = on_error.parse().map_err(PyValueError::new_err)?;
         let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
@@ -208,7 +302,10 @@ impl Loader {
             coordinator,
             job,
             batch_size,
-            image_size,
+            transform,
+            fields,
+            shuffle,
+            tail,
             seed,
             mode,
             epochs,
@@ -253,15 +350,18 @@ impl Loader {
         Ok(slf)
     }
 
-    /// `(images, labels)`: float32 `N x 3 x S x S` (normalised) and int64 `N`.
+    /// One value per field (by default `(images, labels)`: float32
+    /// `N x 3 x S x S`, normalised, and int64 `N`), then the sample ids
+    /// with `return_ids=True`, then the validity mask with `tail="pad"`.
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let ids = self.args.return_ids;
+        let valid = self.args.tail == Tail::Pad;
         let Inner { runtime, rank } = self.inner(py)?;
         if rank.exhausted || rank.finished() {
             return Err(PyStopIteration::new_err(()));
         }
         match block(py, runtime, rank.next())? {
-            Some(Ok(batch)) => batch_to_py(py, batch, ids),
+            Some(Ok(batch)) => columns::batch_to_py(py, batch, ids, valid),
             Some(Err(error)) => Err(to_py(error)),
             None => Err(PyStopIteration::new_err(())),
         }

@@ -29,3 +29,44 @@ def dataset(tmp_path_factory) -> str:
     run("synth", str(images), "--images", "40", "--classes", "4", "--seed", "3")
     run("pack", str(images), str(shards), "--max-samples", "16")
     return str(shards)
+
+
+def write_webdataset(directory: pathlib.Path, shards, index: bool = True) -> str:
+    """Writes `shards` (each a list of `(key, {ext: bytes})`) as WebDataset
+    tar files in `directory` and indexes them with `tributary index`."""
+    import io
+    import tarfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for number, samples in enumerate(shards):
+        with tarfile.open(directory / f"part-{number:04d}.tar", "w") as tar:
+            for key, fields in samples:
+                for ext, data in fields.items():
+                    info = tarfile.TarInfo(f"{key}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    if index:
+        subprocess.run([tributary_bin(), "index", str(directory)], check=True, capture_output=True)
+    return str(directory)
+
+
+def image_folder(root: pathlib.Path, sizes, fmt: str = "PNG", seed: int = 0) -> pathlib.Path:
+    """An ImageFolder tree of smooth, textured images of the given sizes in
+    two classes, written by PIL in `fmt`."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    suffix = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp"}[fmt]
+    for i, (width, height) in enumerate(sizes):
+        y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+        phase = rng.uniform(0, 6.28, size=3)
+        pixels = np.stack(
+            [127 + 120 * np.sin(x / (7 + c * 3) + y / (11 + c) + phase[c]) for c in range(3)], axis=-1
+        )
+        pixels += rng.normal(0, 6, size=pixels.shape)  # texture: resampling must matter
+        image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+        directory = root / f"class{i % 2}"
+        directory.mkdir(parents=True, exist_ok=True)
+        image.save(directory / f"{i:04d}.{suffix}", fmt, **({"quality": 90} if fmt == "JPEG" else {}))
+    return root

@@ -1,4 +1,4 @@
-from typing import Iterator, Mapping, Optional, Tuple, TypedDict
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -13,12 +13,24 @@ class LoaderState(TypedDict):
 class Loader:
     """A rank's data loader.
 
-    Iterating yields ``(images, labels)``: float32 ``N x 3 x S x S`` images,
-    normalised with the ImageNet mean and std after RandomResizedCrop(S) and a
-    random flip, and int64 labels (-1 where a sample has none). Both arrays own
-    the Rust buffers they were decoded into: nothing is copied. Iterating again
-    after an epoch ends starts the next epoch; iteration ends at once when the
-    job's epochs are done.
+    Iterating yields one value per field of ``fields`` (by default
+    ``("image", "cls?")``, so ``(images, labels)``: float32 ``N x 3 x S x S``
+    images, normalised with the ImageNet mean and std after
+    RandomResizedCrop(S) and a random flip, and int64 labels, -1 where a
+    sample has none), then the sample ids with ``return_ids=True``, then a
+    bool validity mask with ``tail="pad"``. Arrays own the Rust buffers they
+    were decoded into: nothing is copied. Iterating again after an epoch ends
+    starts the next epoch; iteration ends at once when the job's epochs are
+    done (an unshuffled loader reads its split again on every pass).
+
+    Fields, by extension: images (``jpg``, ``jpeg``, ``png``, ``webp``,
+    ``image`` for any of them; the format is read from the bytes) become one
+    array through the transform (a list of arrays with ``transform="none"``);
+    ``cls`` an int64 array; ``txt`` a list of str; ``json`` a list of parsed
+    values; ``npy`` one stacked array when every dtype and shape agree, else a
+    list of arrays; anything else a list of read-only ``memoryview``s sharing
+    the bytes as read. ``"a;b"`` takes the first of two extensions a sample
+    has; ``"name?"`` allows samples without it (None, or -1 for ``cls``).
 
     Raises ``ValueError`` for bad arguments, ``FileNotFoundError`` for a
     dataset or job that does not exist, ``ConnectionError`` when the
@@ -32,7 +44,7 @@ class Loader:
         coordinator: Optional[str] = None,
         job: str = "default",
         batch_size: int = 64,
-        image_size: int = 224,
+        image_size: Union[int, Tuple[int, int]] = 224,
         seed: int = 0,
         mode: str = "sync",
         epochs: int = 1,
@@ -54,6 +66,22 @@ class Loader:
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
         member_secret: Optional[str] = None,
+        transform: str = "train",
+        scale: Tuple[float, float] = (0.08, 1.0),
+        ratio: Tuple[float, float] = (0.75, 4.0 / 3.0),
+        flip: bool = True,
+        crop_fraction: float = 0.875,
+        keep_aspect: bool = False,
+        fill: int = 0,
+        dtype: str = "float32",
+        layout: str = "NCHW",
+        mean: Tuple[float, float, float] = (0.485, 0.456, 0.406),
+        std: Tuple[float, float, float] = (0.229, 0.224, 0.225),
+        fields: Optional[Union[Sequence[str], str]] = None,
+        shuffle: bool = True,
+        tail: str = "uneven",
+        map: Optional[Callable[[tuple], Any]] = None,
+        batch_map: Optional[Callable[[Any], Any]] = None,
     ) -> None:
         """``coordinator``: "host:port[,host:port...]" of the replicas, or None
         for an in-process one (one rank); "https://host:port" speaks TLS,
@@ -84,7 +112,7 @@ class Loader:
         read it) and joins again as a new member, going on with the job's
         current epoch; ``"raise"`` raises ``RuntimeError``.
         ``on_error``: what a sample that cannot be decoded does (no image
-        field, neither JPEG nor PNG by its bytes, over the pixel limit, a
+        field, not a JPEG, PNG or WebP by its bytes, a field that does not parse, over the pixel limit, a
         decoder failure): ``"raise"`` raises ``RuntimeError`` naming its
         shard, the byte offset of its chunk and its key; ``"skip"`` leaves it
         out of its batch (which comes out one sample short: every rank still
@@ -94,9 +122,37 @@ class Loader:
         ``member_secret``: 32 hex digits or more that processes sharing one
         identity (a rank's DataLoader workers) join with, so each may replace
         the others' membership; ``tributary.torch`` passes one. By default the
-        coordinator chooses the secret."""
-    def __iter__(self) -> Iterator[Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]: ...
-    def __next__(self) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
+        coordinator chooses the secret.
+        ``transform``: what images become. ``"train"``: RandomResizedCrop
+        (``scale``, ``ratio``) to ``image_size`` and, with ``flip``, a
+        horizontal flip with probability 1/2, all seeded by (seed, epoch,
+        sample id). ``"eval"``: torchvision's ``Resize(int(min(image_size) /
+        crop_fraction))`` then ``CenterCrop(image_size)``, antialiased.
+        ``"resize"``: the whole image to ``image_size`` (with
+        ``keep_aspect``, fitted inside it and padded with ``fill``).
+        ``"none"``: as decoded, a list of arrays of their own sizes.
+        ``image_size``: an int (square) or ``(height, width)``.
+        ``dtype``: ``"float32"`` (``(v / 255 - mean) / std``) or ``"uint8"``
+        (raw pixels, 4x less to copy to the GPU: normalise there with
+        ``tributary.torch.normalize``). ``layout``: ``"NCHW"`` or ``"NHWC"``
+        (channels last).
+        ``fields``: the fields a batch carries, in order (see above).
+        ``shuffle=False``: evaluation reading. The dataset is read in
+        manifest order, with no shuffle buffer and no coordinator (a
+        ``coordinator`` argument is not used): rank r of W (torchrun's, or
+        ``rank``/``world_size``) reads the r-th contiguous part, and every
+        sample is read exactly once across the ranks on every pass.
+        ``tail``: how the parts even out when W does not divide the samples:
+        ``"uneven"`` (default: the first N % W ranks read one sample more, so
+        their last batch may differ) or ``"pad"`` (every rank reads
+        ceil(N / W); the short ones repeat their last sample, and a bool mask
+        after the fields marks it invalid, so equal batch counts never count a
+        sample twice).
+        ``map``/``batch_map``: Python callables applied to each sample (a
+        tuple in field order; the results are collated) and to each batch,
+        in this process. The native path does not pay for them when absent."""
+    def __iter__(self) -> Iterator[Any]: ...
+    def __next__(self) -> Any: ...
     def __len__(self) -> int:
         """Batches of this rank's part of the current generation."""
     def state_dict(self) -> LoaderState:
@@ -122,3 +178,10 @@ class Loader:
     def world_size(self) -> int: ...
     @property
     def member(self) -> str: ...
+
+def collate(values: Sequence[Any]) -> Any:
+    """A batch of per-sample results: tuples by position, dicts by key,
+    same-shape arrays stacked, numbers into an array, else a list."""
+def apply_maps(batch: tuple, map: Optional[Callable[[tuple], Any]],
+               batch_map: Optional[Callable[[Any], Any]],
+               collate_fn: Callable[[Sequence[Any]], Any] = ...) -> Any: ...

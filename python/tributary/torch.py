@@ -11,6 +11,14 @@
 
 `torch.from_numpy` wraps the numpy arrays, which own the Rust buffers: no
 copy on the way to the trainer (pinning, when asked for, is the one copy).
+With ``dtype="uint8", layout="NHWC"`` the batch is 4x smaller; turn it into
+normalised float32 on the GPU with :func:`normalize`.
+
+``map=`` and ``batch_map=`` (see :class:`tributary.Loader`) run in the
+process that reads: the trainer's with ``num_workers=0``, each worker
+process otherwise (so they must pickle under the ``spawn`` start method).
+Here they see tensors, and ``map``'s results are collated with torch's
+``default_collate``.
 
 Tributary batches, shuffles and decodes on its own threads, so
 ``num_workers=0`` is the fast default. With ``num_workers=N`` worker
@@ -26,14 +34,19 @@ import multiprocessing
 import multiprocessing.context
 import os
 import secrets
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 import torch.utils.data
 
+from . import apply_maps
 from ._tributary import Loader
 
-__all__ = ["DataLoader", "IterableDataset", "tensors"]
+__all__ = ["DataLoader", "IterableDataset", "normalize", "tensors"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 # Slots of the array shared with worker processes.
 _NEXT_EPOCH = 0  # the epoch the next pass reads; -1: the generation's first
@@ -42,9 +55,62 @@ _DONE = 2  # bit w: worker w read its stripe of _DONE_EPOCH to the end
 _WORKERS = 3  # 1 once worker processes have read batches
 
 
-def tensors(batch: Tuple[Any, ...]) -> Tuple[torch.Tensor, ...]:
-    """``(images, labels[, ids])`` numpy arrays to tensors sharing their memory."""
-    return tuple(torch.from_numpy(array) for array in batch)
+def _tensor(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value)
+    if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+        return [torch.from_numpy(v) if isinstance(v, np.ndarray) else v for v in value]
+    return value
+
+
+def tensors(batch: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """A batch's numpy arrays (and lists of arrays) as tensors sharing their
+    memory; strings, JSON values and bytes stay as they are."""
+    return tuple(_tensor(column) for column in batch)
+
+
+def normalize(
+    images: torch.Tensor,
+    mean: Sequence[float] = IMAGENET_MEAN,
+    std: Sequence[float] = IMAGENET_STD,
+    *,
+    device: Optional[Union[str, torch.device]] = None,
+    layout: str = "NHWC",
+    dtype: torch.dtype = torch.float32,
+    non_blocking: bool = True,
+) -> torch.Tensor:
+    """A uint8 batch (``N x H x W x 3``, or ``N x 3 x H x W`` with
+    ``layout="NCHW"``) moved to ``device`` and normalised there:
+    ``(v / 255 - mean) / std`` per channel, as ``dtype``, shaped
+    ``N x 3 x H x W``. From NHWC the result is in ``channels_last`` memory
+    format, what a channels-last model wants; the copy to the device moves
+    a quarter of the bytes float32 would (pin the batch for an asynchronous
+    copy: ``DataLoader(..., pin_memory=True)``)."""
+    if images.dtype != torch.uint8:
+        raise TypeError(f"normalize takes a uint8 batch, not {images.dtype}")
+    if images.dim() != 4:
+        raise ValueError(f"normalize takes a 4-D batch, not shape {tuple(images.shape)}")
+    layout = layout.upper()
+    if layout not in ("NHWC", "NCHW"):
+        raise ValueError(f'layout must be "NHWC" or "NCHW", not {layout!r}')
+    if device is not None:
+        images = images.to(device, non_blocking=non_blocking)
+    if layout == "NHWC":
+        images = images.permute(0, 3, 1, 2)  # a view: channels_last memory
+    if images.shape[1] != 3:
+        raise ValueError(f"normalize takes 3 channels, not shape {tuple(images.shape)}")
+    scale = torch.tensor(std, dtype=dtype, device=images.device).mul_(255).view(1, 3, 1, 1)
+    shift = torch.tensor(mean, dtype=dtype, device=images.device).mul_(255).view(1, 3, 1, 1)
+    return images.to(dtype).sub_(shift).div_(scale)
+
+
+def _batch_len(batch: Any) -> int:
+    """Samples in a batch as the DataLoader hands it on (its first column)."""
+    first = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+    try:
+        return len(first)
+    except TypeError:
+        return 0
 
 
 def _cores() -> int:
@@ -63,8 +129,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, dataset: str, **kwargs: Any) -> None:
         super().__init__()
+        self._map: Optional[Callable[[tuple], Any]] = kwargs.pop("map", None)
+        self._batch_map: Optional[Callable[[Any], Any]] = kwargs.pop("batch_map", None)
         self._args = (dataset, kwargs)
         self._sync = kwargs.get("mode", "sync") == "sync"
+        # shuffle=False reads a fixed split with no coordinator at all.
+        self._ordered = kwargs.get("shuffle", True) is False
         self._loader: Optional[Loader] = None
         self._worker: Optional[Tuple[int, Loader]] = None  # (pid, loader) in a worker
         self._shared = multiprocessing.Array("q", [-1, -1, 0, 0])
@@ -73,7 +143,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         if self._sync:
             kwargs.setdefault("member_secret", secrets.token_hex(16))
         self._address: Optional[str] = kwargs.get("coordinator")
-        if self._sync and self._address is None:
+        if self._sync and self._address is None and not self._ordered:
             # Worker processes must share the in-process coordinator: start
             # it here (the loader fetches nothing until iterated).
             self._address = self.loader.coordinator
@@ -90,7 +160,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         # A copy starts loaders of its own; the shared array travels only to
         # spawned worker processes (forked ones inherit it).
         dataset, kwargs = self._args
-        state = {"_args": (dataset, dict(kwargs, coordinator=self._address))}
+        kwargs = dict(kwargs, coordinator=self._address, map=self._map, batch_map=self._batch_map)
+        state = {"_args": (dataset, kwargs)}
         if multiprocessing.context.get_spawning_popen() is not None:
             state["_shared"] = self._shared
         return state
@@ -104,13 +175,19 @@ class IterableDataset(torch.utils.data.IterableDataset):
         worker = torch.utils.data.get_worker_info()
         if worker is None:
             for batch in self.loader:
-                yield tensors(batch)
+                yield self._apply(tensors(batch))
             return
         loader = self._worker_loader(worker.id, worker.num_workers)
         for batch in loader:
-            yield tensors(batch)
+            yield self._apply(tensors(batch))
         if self._sync:
             self._stripe_done(worker.id, worker.num_workers, loader.epoch)
+
+    def _apply(self, batch: Tuple[Any, ...]) -> Any:
+        if self._map is None and self._batch_map is None:
+            return batch
+        return apply_maps(batch, self._map, self._batch_map,
+                          collate_fn=torch.utils.data.default_collate)
 
     def _worker_loader(self, index: int, count: int) -> Loader:
         """The loader of worker process `index` of `count`, at the pass's epoch."""
@@ -206,7 +283,7 @@ class DataLoader(torch.utils.data.DataLoader):
             return
         position = self._position = [self.dataset._pass_epoch(), 0]
         for batch in super().__iter__():
-            position[1] += len(batch[1])
+            position[1] += _batch_len(batch)
             yield batch
 
     def state_dict(self) -> Dict[str, int]:

@@ -9,8 +9,8 @@ use tributary_common::manifest::Manifest;
 use tributary_common::span::SpanSet;
 use tributary_worker::tools::pack::{pack, PackOptions};
 use tributary_worker::tools::progress::NoProgress;
-use tributary_worker::{Size, Transform};
 use tributary_worker::{LoaderConfig, Location, StoreOptions};
+use tributary_worker::{Size, Transform};
 
 use crate::cli::{tributary_ok, Scratch};
 use crate::s3::S3Server;

@@ -46,10 +46,10 @@ pub mod rank;
 pub mod tools;
 
 pub use error::{Result, WorkerError};
-pub use pipeline::decode::fields::{Column, Fields};
-pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::decode::bad_samples::OnError;
+pub use pipeline::decode::fields::{Column, Fields};
 pub use pipeline::decode::pixels::DecodeLimits;
+pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::fetch::FetchConfig;
 pub use pipeline::{Batch, Images, Loader, LoaderBuilder, LoaderConfig, Stripe, Tail};
 /// The object-store layer this crate reads through (`tributary-io`).

@@ -10,11 +10,11 @@ use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMe
 use tributary_common::shard::ShardWriter;
 use tributary_common::tar;
 use tributary_io::testing::CountingStore;
-use tributary_worker::{Size, Transform};
 use tributary_worker::tools::index::{index, INDEX_READ_BYTES};
 use tributary_worker::tools::inspect::{inspect, INSPECT_READ_BYTES};
 use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{Dataset, Loader, LoaderConfig, Location, StoreOptions};
+use tributary_worker::{Size, Transform};
 
 fn jpeg(seed: u8) -> Vec<u8> {
     let pixels: Vec<u8> = (0..24 * 16 * 3)

@@ -10,13 +10,13 @@ use tributary_common::manifest::Compression;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::CountingStore;
 use tributary_tests::dataset::pack_local;
-use tributary_worker::{Dtype, Layout, Size, Transform};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{
     Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, Stripe, WorkerError,
 };
+use tributary_worker::{Dtype, Layout, Preset, Size, Tail, Transform};
 
 /// A small ImageFolder tree: `classes` classes of `per_class` JPEG images
 /// (and one PNG), each with distinct content.
@@ -185,9 +185,10 @@ async fn u8_layout_matches_the_f32_layout_before_normalisation() {
     u8_config.transform.layout = Layout::Nhwc;
     let u8_batches = read_with(dataset.clone(), u8_config).await.expect("read");
     let f32_batches = read_with(dataset, config(2)).await.expect("read");
-    let (tributary_worker::Images::U8(raw), tributary_worker::Images::F32(norm)) =
-        (u8_batches[0].images().expect("images").0, f32_batches[0].images().expect("images").0)
-    else {
+    let (tributary_worker::Images::U8(raw), tributary_worker::Images::F32(norm)) = (
+        u8_batches[0].images().expect("images").0,
+        f32_batches[0].images().expect("images").0,
+    ) else {
         panic!("unexpected layouts");
     };
     assert_eq!(u8_batches[0].images().expect("images").1, [8, 32, 32, 3]);
@@ -393,4 +394,56 @@ async fn reads_start_small_and_double_up_to_the_largest() {
     assert!(reads.windows(2).all(
         |w| w[0].want.end == w[1].want.start && w[0].range.bytes.end == w[1].range.bytes.start
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unshuffled_reading_gives_every_sample_once_across_ranks_with_either_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 60 samples in shards of 16: 7 ranks do not divide them.
+    let dataset = packed(dir.path(), Compression::NONE, 16).await;
+    for world in [1usize, 2, 3, 7] {
+        for tail in [Tail::Uneven, Tail::Pad] {
+            let mut real = Vec::new();
+            let mut lengths = Vec::new();
+            for rank in 0..world {
+                let batches = read_with(
+                    dataset.clone(),
+                    LoaderConfig {
+                        rank,
+                        world,
+                        shuffle: false,
+                        tail,
+                        transform: Transform {
+                            preset: Preset::Eval,
+                            ..config(2).transform
+                        },
+                        ..config(2)
+                    },
+                )
+                .await
+                .expect("read");
+                let mut mine = Vec::new();
+                let mut count = 0;
+                for batch in &batches {
+                    count += batch.len();
+                    for (id, valid) in batch.ids.iter().zip(batch.valid()) {
+                        if valid {
+                            mine.push(*id);
+                        }
+                    }
+                    // Padding only ever trails the real samples.
+                    assert!(batch.padded <= batch.len());
+                }
+                assert!(mine.windows(2).all(|w| w[0] < w[1]), "manifest order");
+                lengths.push(count);
+                real.extend(mine);
+            }
+            real.sort_unstable();
+            assert_eq!(real, (0..60).collect::<Vec<u64>>(), "{world} ranks, {tail}");
+            match tail {
+                Tail::Pad => assert!(lengths.iter().all(|&l| l == 60usize.div_ceil(world))),
+                Tail::Uneven => assert_eq!(lengths.iter().sum::<usize>(), 60),
+            }
+        }
+    }
 }

@@ -7,8 +7,8 @@ use std::str::FromStr;
 
 use super::decode::bad_samples::{self, OnError};
 use super::decode::fields::Fields;
-use super::decode::transform::Transform;
 use super::decode::pixels::DecodeLimits;
+use super::decode::transform::Transform;
 use super::fetch::FetchConfig;
 use crate::error::{Result, WorkerError};
 
@@ -168,8 +168,16 @@ impl LoaderConfig {
             MAX_READ_BYTES,
         )?;
         let size = self.transform.size;
-        ranged("image height", u64::from(size.height), u64::from(MAX_IMAGE_SIZE))?;
-        ranged("image width", u64::from(size.width), u64::from(MAX_IMAGE_SIZE))?;
+        ranged(
+            "image height",
+            u64::from(size.height),
+            u64::from(MAX_IMAGE_SIZE),
+        )?;
+        ranged(
+            "image width",
+            u64::from(size.width),
+            u64::from(MAX_IMAGE_SIZE),
+        )?;
         if self.transform.fixed_size() {
             let images = self.fields.images() as u64;
             let batch_bytes = self.batch_size as u64

@@ -94,7 +94,8 @@ impl LoaderBuilder {
                 spans
             }
             None if !config.shuffle => {
-                let (spans, pad) = ordered_assignment(manifest, config.rank, config.world, config.tail);
+                let (spans, pad) =
+                    ordered_assignment(manifest, config.rank, config.world, config.tail);
                 padding = pad;
                 spans
             }

@@ -10,9 +10,9 @@ use object_store::memory::InMemory;
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
 use tributary_common::shard::ShardWriter;
 
-use crate::pipeline::decode::transform::{Dtype, Layout, Size, Transform};
 use crate::pipeline::decode::bad_samples::OnError;
 use crate::pipeline::decode::pixels::DecodeLimits;
+use crate::pipeline::decode::transform::{Dtype, Layout, Size, Transform};
 use crate::pipeline::decode::PANIC_KEY;
 use crate::{Batch, Dataset, Loader, LoaderConfig, Location, WorkerError};
 

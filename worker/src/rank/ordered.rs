@@ -34,7 +34,11 @@ impl OrderedReader {
         })
     }
 
-    async fn loader(dataset: &Dataset, config: &LoaderConfig, pool: &Arc<ThreadPool>) -> Result<Loader> {
+    async fn loader(
+        dataset: &Dataset,
+        config: &LoaderConfig,
+        pool: &Arc<ThreadPool>,
+    ) -> Result<Loader> {
         Loader::builder(dataset.clone())
             .config(config.clone())
             .decode_pool(Arc::clone(pool))

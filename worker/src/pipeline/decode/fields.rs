@@ -78,7 +78,10 @@ impl FromStr for FieldSpec {
         if text.len() > MAX_NAME {
             return bad(&format!("is longer than {MAX_NAME} bytes"));
         }
-        if text.chars().any(|c| c.is_control() || c.is_whitespace() || c == ',') {
+        if text
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || c == ',')
+        {
             return bad("holds a space, comma or control character");
         }
         let (body, optional) = match text.strip_suffix('?') {
@@ -104,7 +107,9 @@ impl FromStr for FieldSpec {
             ));
         }
         if optional && decoder == Decoder::Image {
-            return bad("is an image and cannot be optional (`?`): every sample of a batch needs its image");
+            return bad(
+                "is an image and cannot be optional (`?`): every sample of a batch needs its image",
+            );
         }
         Ok(Self {
             name: text.to_owned(),
@@ -207,7 +212,9 @@ pub enum Arrays {
     /// array.
     Stacked {
         dtype: DType,
+        /// Of one array; the stack is `[count, shape...]`.
         shape: Vec<usize>,
+        count: usize,
         data: Vec<u8>,
     },
     /// Dtypes or shapes differ, or a sample lacks the field.
@@ -356,7 +363,12 @@ fn stack(arrays: Vec<Option<Array>>) -> Arrays {
     for array in arrays.iter().flatten() {
         data.extend_from_slice(&array.data);
     }
-    Arrays::Stacked { dtype, shape, data }
+    Arrays::Stacked {
+        dtype,
+        shape,
+        count: arrays.len(),
+        data,
+    }
 }
 
 #[cfg(test)]
@@ -379,14 +391,19 @@ mod tests {
 
     #[test]
     fn names_parse_into_alternatives_decoders_and_optionality() {
-        let fields: Fields = "image,cls?,seg.png,txt,meta.json?,tokens.npy,wav".parse().expect("valid");
+        let fields: Fields = "image,cls?,seg.png,txt,meta.json?,tokens.npy,wav"
+            .parse()
+            .expect("valid");
         let decoders: Vec<Decoder> = fields.0.iter().map(|f| f.decoder).collect();
         use Decoder::*;
         assert_eq!(decoders, [Image, Label, Image, Text, Json, Npy, Bytes]);
         assert_eq!(fields.0[0].extensions, IMAGE_EXTENSIONS);
         assert!(fields.0[1].optional && !fields.0[3].optional);
         assert_eq!(fields.images(), 2);
-        assert_eq!(fields.to_string(), "image,cls?,seg.png,txt,meta.json?,tokens.npy,wav");
+        assert_eq!(
+            fields.to_string(),
+            "image,cls?,seg.png,txt,meta.json?,tokens.npy,wav"
+        );
         for (bad, why) in [
             ("jpg;txt", "mixes decoders"),
             ("jpg?", "cannot be optional"),
@@ -409,26 +426,45 @@ mod tests {
         assert_eq!(&image.find(&s).expect("found").data[..], b"x");
         let png: FieldSpec = "png;jpg".parse().expect("valid");
         assert_eq!(&png.find(&s).expect("found").data[..], b"y");
-        assert!("txt".parse::<FieldSpec>().expect("valid").find(&s).is_none());
+        assert!("txt"
+            .parse::<FieldSpec>()
+            .expect("valid")
+            .find(&s)
+            .is_none());
     }
 
     #[test]
     fn values_decode_by_extension_and_bad_bytes_say_why() {
-        let s = sample(&[("cls", b" 7\n"), ("txt", "héllo".as_bytes()), ("json", b"{\"a\": [1, 2]}"), ("bin", b"\x00\x01")]);
-        let value = |ext: &str, decoder| decode_value(decoder, s.fields.iter().find(|f| f.ext == ext));
+        let s = sample(&[
+            ("cls", b" 7\n"),
+            ("txt", "héllo".as_bytes()),
+            ("json", b"{\"a\": [1, 2]}"),
+            ("bin", b"\x00\x01"),
+        ]);
+        let value =
+            |ext: &str, decoder| decode_value(decoder, s.fields.iter().find(|f| f.ext == ext));
         assert!(matches!(value("cls", Decoder::Label), Ok(Value::Label(7))));
         assert!(matches!(value("txt", Decoder::Text), Ok(Value::Text(Some(t))) if t == "héllo"));
         assert!(matches!(value("json", Decoder::Json), Ok(Value::Json(Some(j))) if j["a"][1] == 2));
-        assert!(matches!(value("bin", Decoder::Bytes), Ok(Value::Bytes(Some(b))) if b[..] == [0, 1]));
-        assert!(matches!(value("none", Decoder::Label), Ok(Value::Label(-1))));
-        assert!(matches!(value("none", Decoder::Text), Ok(Value::Text(None))));
+        assert!(
+            matches!(value("bin", Decoder::Bytes), Ok(Value::Bytes(Some(b))) if b[..] == [0, 1])
+        );
+        assert!(matches!(
+            value("none", Decoder::Label),
+            Ok(Value::Label(-1))
+        ));
+        assert!(matches!(
+            value("none", Decoder::Text),
+            Ok(Value::Text(None))
+        ));
         let bad = sample(&[("txt", b"\xff\xfe"), ("json", b"{oops"), ("cls", b"seven")]);
         for (ext, decoder, why) in [
             ("txt", Decoder::Text, "not UTF-8"),
             ("json", Decoder::Json, "not JSON"),
             ("cls", Decoder::Label, "not an integer"),
         ] {
-            let error = decode_value(decoder, bad.fields.iter().find(|f| f.ext == ext)).expect_err(ext);
+            let error =
+                decode_value(decoder, bad.fields.iter().find(|f| f.ext == ext)).expect_err(ext);
             assert!(error.contains(why), "{error}");
         }
     }

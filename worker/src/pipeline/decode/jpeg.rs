@@ -253,12 +253,22 @@ pub fn decode_for<T>(
         let footprint = (plan.src.width / f64::from(denom.max(1)) / f64::from(dw.max(1)))
             .max(plan.src.height / f64::from(denom.max(1)) / f64::from(dh.max(1)))
             .max(1.0);
-        let region = decoder.decode(bytes, header, plan.src, denom, footprint.ceil() + 1.0, pixels)?;
+        let region = decoder.decode(
+            bytes,
+            header,
+            plan.src,
+            denom,
+            footprint.ceil() + 1.0,
+            pixels,
+        )?;
         let view = (region.width, region.height, pixels.as_slice());
-        then(view, &Plan {
-            src: region.crop,
-            ..plan
-        })
+        then(
+            view,
+            &Plan {
+                src: region.crop,
+                ..plan
+            },
+        )
     })
 }
 

@@ -180,11 +180,13 @@ impl BatchDecoder {
                 (Decoder::Image, Some(field)) => self.own_image(sample.id, &field.data),
                 (decoder, field) => decode_value(decoder, field),
             };
+            // Value errors name their extension; an image's names the field
+            // only where there are several.
             values.push(value.map_err(|reason| {
-                if spec.decoder == Decoder::Image && self.fields.images() == 1 {
-                    reason
-                } else {
+                if spec.decoder == Decoder::Image && self.fields.images() > 1 {
                     format!("field `{}`: {reason}", spec.name)
+                } else {
+                    reason
                 }
             })?);
         }
@@ -221,7 +223,8 @@ impl BatchDecoder {
             })
             .collect();
         // Each sample's slots: its part of every image buffer.
-        let mut slots: Vec<Vec<Slot<'_>>> = (0..n).map(|_| Vec::with_capacity(image_fields)).collect();
+        let mut slots: Vec<Vec<Slot<'_>>> =
+            (0..n).map(|_| Vec::with_capacity(image_fields)).collect();
         for buffer in &mut buffers {
             match buffer {
                 Images::F32(buf) => buf
@@ -258,7 +261,10 @@ impl BatchDecoder {
             }
         }
         let kept = keep.len();
-        let (h, w) = (self.transform.size.height as usize, self.transform.size.width as usize);
+        let (h, w) = (
+            self.transform.size.height as usize,
+            self.transform.size.width as usize,
+        );
         let shape = match self.transform.layout {
             Layout::Nchw => [kept, 3, h, w],
             Layout::Nhwc => [kept, h, w, 3],

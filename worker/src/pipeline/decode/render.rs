@@ -112,7 +112,10 @@ pub fn render(
                     }
                 }),
                 Layout::Nchw => {
-                    for (c, plane) in out.chunks_exact_mut(out_w as usize * out_h as usize).enumerate() {
+                    for (c, plane) in out
+                        .chunks_exact_mut(out_w as usize * out_h as usize)
+                        .enumerate()
+                    {
                         plane.fill(lut.0[c][usize::from(config.fill)]);
                     }
                 }
@@ -189,7 +192,11 @@ fn place<'a, T: Copy>(
     value: impl Fn(usize, u8) -> T,
 ) {
     let (out_w, out_h) = (plan.out.0 as usize, plan.out.1 as usize);
-    let (dx, dy, dw) = (plan.dst.0 as usize, plan.dst.1 as usize, plan.dst.2 as usize);
+    let (dx, dy, dw) = (
+        plan.dst.0 as usize,
+        plan.dst.1 as usize,
+        plan.dst.2 as usize,
+    );
     // With a flip, destination column x holds source column dw - 1 - x of
     // the placed part, mirrored about the output's centre.
     let dx = if plan.flip { out_w - dx - dw } else { dx };
@@ -284,8 +291,22 @@ mod tests {
         let view = (image.width, image.height, image.pixels.as_slice());
         let mut plain = vec![0u8; config.image_len()];
         let mut flipped = vec![0u8; config.image_len()];
-        render(view, &plan(src, 16, false), &config, &lut, Slot::U8(&mut plain)).expect("render");
-        render(view, &plan(src, 16, true), &config, &lut, Slot::U8(&mut flipped)).expect("render");
+        render(
+            view,
+            &plan(src, 16, false),
+            &config,
+            &lut,
+            Slot::U8(&mut plain),
+        )
+        .expect("render");
+        render(
+            view,
+            &plan(src, 16, true),
+            &config,
+            &lut,
+            Slot::U8(&mut flipped),
+        )
+        .expect("render");
         for y in 0..16 {
             for x in 0..16 {
                 let a = &plain[(y * 16 + x) * 3..][..3];
@@ -332,7 +353,10 @@ mod tests {
             let mut out = vec![0u8; base.image_len()];
             render(view, &p, &u8s, &lut, Slot::U8(&mut out)).expect("render");
             let mut f32s = vec![0f32; base.image_len()];
-            let floats = Transform { layout, ..base.clone() };
+            let floats = Transform {
+                layout,
+                ..base.clone()
+            };
             render(view, &p, &floats, &lut, Slot::F32(&mut f32s)).expect("render");
             for y in 0..12 {
                 for x in 0..20 {

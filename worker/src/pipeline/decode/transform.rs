@@ -296,8 +296,10 @@ impl Transform {
             }
             Preset::Resize if !self.keep_aspect => full(whole, false),
             Preset::Resize => {
-                let scale = (f64::from(ow) / f64::from(width)).min(f64::from(oh) / f64::from(height));
-                let fit = |side: u32, out: u32| ((f64::from(side) * scale).round() as u32).clamp(1, out);
+                let scale =
+                    (f64::from(ow) / f64::from(width)).min(f64::from(oh) / f64::from(height));
+                let fit =
+                    |side: u32, out: u32| ((f64::from(side) * scale).round() as u32).clamp(1, out);
                 let (w, h) = (fit(width, ow), fit(height, oh));
                 Plan {
                     src: whole,
@@ -513,13 +515,19 @@ mod tests {
         assert_eq!("eval".parse::<Preset>(), Ok(Preset::Eval));
         assert_eq!("uint8".parse::<Dtype>(), Ok(Dtype::U8));
         assert_eq!("channels_last".parse::<Layout>(), Ok(Layout::Nhwc));
-        assert_eq!("224x320".parse::<Size>().map(|s| (s.height, s.width)), Ok((224, 320)));
+        assert_eq!(
+            "224x320".parse::<Size>().map(|s| (s.height, s.width)),
+            Ok((224, 320))
+        );
         let error = "crop".parse::<Preset>().expect_err("no such preset");
         assert!(error.contains("train, eval, resize, none"), "{error}");
         let bad = Transform {
             crop_fraction: 1.5,
             ..Transform::default()
         };
-        assert!(bad.validate().expect_err("crop_fraction").contains("crop_fraction"));
+        assert!(bad
+            .validate()
+            .expect_err("crop_fraction")
+            .contains("crop_fraction"));
     }
 }
