@@ -216,8 +216,11 @@ pub fn read_jsonl(src: &Path, mut reader: impl BufRead) -> Result<Vec<Row>> {
         if text.is_empty() {
             continue;
         }
-        let row: JsonRow = serde_json::from_str(text)
-            .map_err(|e| at(src, number, format!("not a listing object ({e})")))?;
+        let row: JsonRow = serde_json::from_str(text).map_err(|e| {
+            // Its line is always 1: the position that helps is the column.
+            let reason = e.to_string().replace(" at line 1 column ", " at column ");
+            at(src, number, format!("not a listing object ({reason})"))
+        })?;
         rows.push(Row {
             line: number,
             path: row.path,
