@@ -451,6 +451,7 @@ fn every_source_is_checked_for_duplicate_keys_and_field_order() {
         ),
         (source(vec![one("a.b", &["txt"])]), "a `.` in the file name"),
         (source(vec![one("a", &[])]), "has 0 fields"),
+        (source(vec![one("a", &["t\nxt"])]), "has field `t\\nxt`"),
         (source(Vec::new()), "no samples to pack"),
     ] {
         let error = bad.check(src).expect_err(words).to_string();

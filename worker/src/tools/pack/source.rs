@@ -193,6 +193,15 @@ impl Source {
                     sample.fields.len()
                 )));
             }
+            if let Some(field) = sample.fields.iter().find(|f| {
+                f.ext.is_empty() || f.ext.contains('/') || f.ext.chars().any(char::is_control)
+            }) {
+                return Err(bad(format!(
+                    "has field `{}` ({}): an extension must be non-empty, without `/` or control characters",
+                    field.ext.escape_debug(),
+                    field.origin()
+                )));
+            }
             if let Some(pair) = sample.fields.windows(2).find(|w| w[0].ext >= w[1].ext) {
                 return Err(bad(format!(
                     "has fields `{}` and `{}` out of order or twice",
@@ -258,6 +267,29 @@ pub(super) fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf, std::fs
     Ok(entries)
 }
 
+/// The names of the non-hidden files in `dir`, unsorted, from the directory
+/// listing alone where it gives the type (no `stat` per file).
+fn file_names(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
+        let entry = entry.map_err(|e| io_err(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let kind = entry.file_type().map_err(|e| io_err(&entry.path(), e))?;
+        let is_file = if kind.is_symlink() {
+            std::fs::metadata(entry.path()).is_ok_and(|meta| meta.is_file())
+        } else {
+            kind.is_file()
+        };
+        if is_file {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
 /// `jpg` or `png` for a file name with an ImageFolder image extension.
 fn image_ext(file_name: &str) -> Option<&'static str> {
     let (_, extension) = file_name.rsplit_once('.')?;
@@ -311,10 +343,7 @@ pub fn detect(src: &Path) -> Result<SourceFormat> {
     for (_, dir, _) in &dirs {
         let mut image_keys = std::collections::HashSet::new();
         let mut other_keys = Vec::new();
-        for (name, _, meta) in sorted_entries(dir)? {
-            if !meta.is_file() {
-                continue;
-            }
+        for name in file_names(dir)? {
             let key = name.split('.').next().unwrap_or("").to_owned();
             if image_ext(&name).is_some() {
                 image_keys.insert(key);
