@@ -4,9 +4,9 @@
 //! [`source`] and [`listing`] say how each is read into samples; this module
 //! packs them, whatever their fields.
 //!
-//! Shards are planned from the fields' sizes alone (so planning is instant and the
-//! result deterministic), built in parallel on rayon, and uploaded with
-//! several uploads in flight, each retried on transient errors. The manifest
+//! Shards are planned from the fields' sizes alone (so planning is instant
+//! and the result deterministic), built in parallel on rayon, and uploaded
+//! with several uploads in flight, each retried on transient errors. The manifest
 //! is written last: a run that fails leaves no manifest pointing at missing
 //! shards.
 //!
