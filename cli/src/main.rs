@@ -25,7 +25,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tributary_common::manifest::Compression;
-use tributary_worker::tools::pack::PackOptions;
+use tributary_worker::tools::pack::{PackOptions, SourceFormat};
 use tributary_worker::tools::synth;
 use tributary_worker::{Dataset, Location};
 
@@ -67,10 +67,19 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Pack an ImageFolder tree into shards and a manifest at URL.
+    /// Pack SRC into shards and a manifest at URL. SRC is an ImageFolder
+    /// tree (SRC/CLASS/IMAGE.jpg), a directory of WebDataset-style files
+    /// (KEY.EXT; files sharing a key form a sample, any extension a field),
+    /// or a .csv/.jsonl listing of path,label[,caption].
     Pack {
         src: PathBuf,
         url: String,
+        /// What SRC is: auto, imagefolder, webdataset or listing. auto: a
+        /// .csv or .jsonl file is a listing; a directory holding only
+        /// subdirectories of images is an ImageFolder tree; any other
+        /// directory holds WebDataset files.
+        #[arg(long, default_value = "auto")]
+        format: SourceFormat,
         /// Close a shard before it exceeds this many bytes.
         #[arg(long, default_value_t = 64 << 20, value_parser = u64_in(1, MAX_SHARD_BYTES))]
         max_bytes: u64,
@@ -208,6 +217,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Pack {
             src,
             url,
+            format,
             max_bytes,
             max_samples,
             compression,
@@ -221,6 +231,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 max_samples,
                 compression,
                 force,
+                format,
                 ..PackOptions::default()
             };
             let bar = bar::Bar::new("pack", 0);
@@ -230,12 +241,13 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("packing {} into {url}", src.display()))?;
             bar.finish();
             println!(
-                "packed {} samples of {} classes into {} shards ({:.1} MB, {compression}) at {url} in {:.1} s",
+                "packed {} samples of {} classes into {} shards ({:.1} MB, {compression}) at {url} in {:.1} s ({} source)",
                 summary.samples,
                 summary.classes,
                 summary.shards,
                 summary.bytes as f64 / 1e6,
-                started.elapsed().as_secs_f64()
+                started.elapsed().as_secs_f64(),
+                summary.format
             );
         }
         Command::Index { url, force, store } => {

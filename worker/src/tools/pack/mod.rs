@@ -1,9 +1,12 @@
-//! The packer: an ImageFolder tree (`SRC/<class>/<image>`) to shards plus a
-//! manifest in any object store.
+//! The packer: an ImageFolder tree (`SRC/<class>/<image>`), a directory of
+//! WebDataset-style files (`KEY.EXT`) or a CSV/JSONL listing of
+//! `path,label[,caption]` to shards plus a manifest in any object store.
+//! [`source`] and [`listing`] say how each is read into samples; this module
+//! packs them, whatever their fields.
 //!
-//! Shards are planned from file sizes alone (so planning is instant and the
-//! result deterministic), built in parallel on rayon, and uploaded with
-//! several uploads in flight, each retried on transient errors. The manifest
+//! Shards are planned from the fields' sizes alone (so planning is instant
+//! and the result deterministic), built in parallel on rayon, and uploaded
+//! with several uploads in flight, each retried on transient errors. The manifest
 //! is written last: a run that fails leaves no manifest pointing at missing
 //! shards.
 //!
@@ -21,8 +24,12 @@
 //! fails with "not found": finish (or stop) jobs on a dataset before
 //! repacking it in place.
 
+mod csv;
+pub mod listing;
+pub mod source;
+
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -30,11 +37,15 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use tokio::sync::mpsc;
 use tributary_common::manifest::{Compression, Manifest, ShardMeta, MANIFEST_NAME};
 use tributary_common::shard::{ShardWriter, DEFAULT_BLOCK_BYTES};
-use tributary_common::tar;
 
 use crate::error::{Result, WorkerError};
 use crate::tools::progress::Progress;
 use tributary_io::Location;
+
+pub use source::{
+    detect, scan, scan_image_folder, scan_webdataset, FieldData, Source, SourceField, SourceFormat,
+    SourceSample,
+};
 
 /// Packer settings.
 #[derive(Debug, Clone)]
@@ -51,6 +62,8 @@ pub struct PackOptions {
     pub uploads_in_flight: usize,
     /// Replace a dataset already at the destination (see the module docs).
     pub force: bool,
+    /// What the source is (`Auto`: decided from it, see [`SourceFormat`]).
+    pub format: SourceFormat,
 }
 
 impl Default for PackOptions {
@@ -62,136 +75,29 @@ impl Default for PackOptions {
             block_bytes: DEFAULT_BLOCK_BYTES,
             uploads_in_flight: 4,
             force: false,
+            format: SourceFormat::Auto,
         }
     }
-}
-
-/// One image found in the source tree.
-#[derive(Debug, Clone)]
-pub struct SourceImage {
-    pub path: PathBuf,
-    pub class: u32,
-    pub key: String,
-    /// Field extension: `jpg` or `png`.
-    pub ext: &'static str,
-    pub size: u64,
-}
-
-/// What [`scan_image_folder`] found.
-#[derive(Debug, Clone)]
-pub struct ImageFolder {
-    pub classes: Vec<String>,
-    pub images: Vec<SourceImage>,
-    /// Files skipped because they are not JPEG or PNG.
-    pub skipped: usize,
 }
 
 /// What a pack run wrote.
 #[derive(Debug, Clone)]
 pub struct PackSummary {
+    /// The format the source was read as (never `Auto`).
+    pub format: SourceFormat,
     pub shards: usize,
     pub samples: u64,
     pub bytes: u64,
     pub classes: usize,
 }
 
-fn io_err(path: &Path, error: std::io::Error) -> WorkerError {
-    WorkerError::File {
-        path: path.display().to_string(),
-        error,
-    }
-}
-
-fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>> {
-    let mut entries = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
-        let entry = entry.map_err(|e| io_err(dir, e))?;
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let meta = std::fs::metadata(&path).map_err(|e| io_err(&path, e))?;
-        entries.push((name, path, meta));
-    }
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(entries)
-}
-
-/// Lists an ImageFolder tree: classes are the sorted subdirectories, images
-/// the JPEG and PNG files in each, sorted by name.
-pub fn scan_image_folder(src: &Path) -> Result<ImageFolder> {
-    let mut classes = Vec::new();
-    let mut images = Vec::new();
-    let mut skipped = 0;
-    for (class_name, class_dir, meta) in sorted_entries(src)? {
-        if !meta.is_dir() {
-            skipped += 1;
-            continue;
-        }
-        let class = classes.len() as u32;
-        for (file_name, path, meta) in sorted_entries(&class_dir)? {
-            let (stem, extension) = file_name.rsplit_once('.').unwrap_or((&file_name, ""));
-            let ext = match extension.to_ascii_lowercase().as_str() {
-                "jpg" | "jpeg" => "jpg",
-                "png" => "png",
-                _ => {
-                    skipped += 1;
-                    continue;
-                }
-            };
-            if !meta.is_file() {
-                skipped += 1;
-                continue;
-            }
-            // WebDataset keys must not contain dots in their file name part.
-            let key = format!(
-                "{}/{}",
-                class_name.replace('.', "_"),
-                stem.replace('.', "_")
-            );
-            images.push(SourceImage {
-                path,
-                class,
-                key,
-                ext,
-                size: meta.len(),
-            });
-        }
-        classes.push(class_name);
-    }
-    if images.is_empty() {
-        return Err(WorkerError::Config(format!(
-            "{}: no JPEG or PNG images in class subdirectories (expected SRC/<class>/<image>.jpg)",
-            src.display()
-        )));
-    }
-    let mut keys: Vec<(&str, &Path)> = images
-        .iter()
-        .map(|i| (i.key.as_str(), i.path.as_path()))
-        .collect();
-    keys.sort_unstable();
-    if let Some(pair) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(WorkerError::Config(format!(
-            "{} and {} would both be sample `{}`: rename one",
-            pair[0].1.display(),
-            pair[1].1.display(),
-            pair[0].0
-        )));
-    }
-    Ok(ImageFolder {
-        classes,
-        images,
-        skipped,
-    })
-}
-
-/// Splits images into shards by estimated tar size and sample count.
-pub fn plan_shards(images: &[SourceImage], options: &PackOptions) -> Vec<Range<usize>> {
+/// Splits samples into shards by their size as tar entries (every field's)
+/// and by sample count.
+pub fn plan_shards(samples: &[SourceSample], options: &PackOptions) -> Vec<Range<usize>> {
     let mut shards = Vec::new();
     let (mut start, mut bytes) = (0, 0u64);
-    for (i, image) in images.iter().enumerate() {
-        let sample = (tar::entry_len(image.size as usize) + tar::entry_len(8)) as u64;
+    for (i, sample) in samples.iter().enumerate() {
+        let sample = sample.tar_bytes();
         let count = (i - start) as u64;
         if count > 0
             && (bytes + sample > options.max_bytes || count >= u64::from(options.max_samples))
@@ -202,7 +108,7 @@ pub fn plan_shards(images: &[SourceImage], options: &PackOptions) -> Vec<Range<u
         }
         bytes += sample;
     }
-    shards.push(start..images.len());
+    shards.push(start..samples.len());
     shards
 }
 
@@ -265,7 +171,7 @@ async fn delete_all(dest: &Location, names: &[String], what: &str) {
 fn build_shard(
     version: Option<&str>,
     index: usize,
-    images: &[SourceImage],
+    samples: &[SourceSample],
     options: &PackOptions,
     progress: &dyn Progress,
 ) -> Result<(Vec<u8>, ShardMeta)> {
@@ -274,17 +180,26 @@ fn build_shard(
         options.compression,
     )
     .block_bytes(options.block_bytes);
-    for image in images {
-        let data = std::fs::read(&image.path).map_err(|e| io_err(&image.path, e))?;
-        let class = image.class.to_string();
-        writer.push(&image.key, &[("cls", class.as_bytes()), (image.ext, &data)])?;
-        progress.advance(1, data.len() as u64);
+    for sample in samples {
+        let data = sample
+            .fields
+            .iter()
+            .map(source::read_field)
+            .collect::<Result<Vec<_>>>()?;
+        let fields: Vec<(&str, &[u8])> = sample
+            .fields
+            .iter()
+            .zip(&data)
+            .map(|(field, data)| (field.ext.as_str(), &data[..]))
+            .collect();
+        writer.push(&sample.key, &fields)?;
+        progress.advance(1, data.iter().map(|d| d.len() as u64).sum());
     }
     let shard = writer.finish()?;
     Ok((shard.data, shard.meta))
 }
 
-/// Packs the ImageFolder tree `src` into `dest`.
+/// Packs `src` (read as [`PackOptions::format`]) into `dest`.
 pub async fn pack(
     src: &Path,
     dest: &Location,
@@ -296,28 +211,31 @@ pub async fn pack(
             "max_bytes, max_samples and uploads_in_flight must be at least 1".into(),
         ));
     }
-    let folder = {
-        let src = src.to_owned();
-        tokio::task::spawn_blocking(move || scan_image_folder(&src))
+    let source = {
+        let (src, format) = (src.to_owned(), options.format);
+        tokio::task::spawn_blocking(move || scan(&src, format))
             .await
             .map_err(|e| WorkerError::Stopped(format!("scan panicked: {e}")))??
     };
     let old_shards = existing(dest, options.force).await?;
     let version = old_shards.as_ref().map(|_| new_version());
-    let total_bytes: u64 = folder.images.iter().map(|i| i.size).sum();
-    progress.total(folder.images.len() as u64, total_bytes);
-    if folder.skipped > 0 {
-        tracing::warn!(
-            skipped = folder.skipped,
-            "skipped files that are not JPEG or PNG images"
-        );
+    let total_bytes: u64 = source.samples.iter().map(SourceSample::bytes).sum();
+    progress.total(source.samples.len() as u64, total_bytes);
+    if source.skipped > 0 {
+        let what = match source.format {
+            SourceFormat::ImageFolder => {
+                "files that are not JPEG or PNG images in class directories"
+            }
+            _ => "files without an extension",
+        };
+        tracing::warn!(skipped = source.skipped, src = %src.display(), "skipped {what}");
     }
-    let plan = plan_shards(&folder.images, options);
-    let images = Arc::new(folder.images);
+    let plan = plan_shards(&source.samples, options);
+    let samples = Arc::new(source.samples);
     let (tx, rx) = mpsc::channel::<Result<(usize, Vec<u8>, ShardMeta)>>(options.uploads_in_flight);
     let builder = {
-        let (images, options, progress, plan, version) = (
-            Arc::clone(&images),
+        let (samples, options, progress, plan, version) = (
+            Arc::clone(&samples),
             options.clone(),
             Arc::clone(&progress),
             plan.clone(),
@@ -329,7 +247,7 @@ pub async fn pack(
                 let built = build_shard(
                     version.as_deref(),
                     index,
-                    &images[range.clone()],
+                    &samples[range.clone()],
                     &options,
                     progress.as_ref(),
                 );
@@ -381,10 +299,12 @@ pub async fn pack(
     };
     uploaded.sort_by_key(|(index, _)| *index);
     let shards: Vec<ShardMeta> = uploaded.into_iter().map(|(_, meta)| meta).collect();
-    let fields: std::collections::BTreeSet<&str> =
-        images.iter().map(|i| i.ext).chain(["cls"]).collect();
+    let fields: std::collections::BTreeSet<&str> = samples
+        .iter()
+        .flat_map(|s| s.fields.iter().map(|f| f.ext.as_str()))
+        .collect();
     let fields = fields.into_iter().map(str::to_owned).collect();
-    let manifest = Manifest::new(options.compression.kind, fields, folder.classes, shards)
+    let manifest = Manifest::new(options.compression.kind, fields, source.classes, shards)
         .map_err(|error| WorkerError::manifest(dest.url_of(MANIFEST_NAME), error))?;
     // The switch from the old version to the new one: a single PUT.
     dest.put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
@@ -399,6 +319,7 @@ pub async fn pack(
         delete_all(dest, &stale, "a shard of the replaced dataset").await;
     }
     Ok(PackSummary {
+        format: source.format,
         shards: manifest.shards.len(),
         samples: manifest.samples,
         bytes: manifest.bytes,
