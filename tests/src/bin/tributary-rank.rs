@@ -30,7 +30,7 @@ use clap::Parser;
 use tributary_common::proto::v1;
 use tributary_io::S3Settings;
 use tributary_worker::coordinated::{self, DynamicOptions, Identity, OnLeaseLost};
-use tributary_worker::pipeline::decode::augment::AugmentConfig;
+use tributary_worker::{Size, Transform};
 use tributary_worker::rank::{Coordinator, Credentials, Rank, RankConfig};
 use tributary_worker::{LoaderConfig, StoreOptions};
 
@@ -157,9 +157,9 @@ async fn main() -> anyhow::Result<()> {
         member_ttl_s: args.member_ttl_s,
         loader: LoaderConfig {
             decode_threads: 1,
-            augment: AugmentConfig {
-                size: 16,
-                ..AugmentConfig::default()
+            transform: Transform {
+                size: Size::square(16),
+                ..Transform::default()
             },
             ..LoaderConfig::default()
         },

@@ -1,7 +1,7 @@
 //! Pack, inspect and read through a real S3-compatible HTTP server, and
 //! compare with the same dataset on the local file system.
 
-use tributary_worker::pipeline::decode::augment::AugmentConfig;
+use tributary_worker::{Size, Transform};
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, StoreOptions};
 
 use tributary_tests::cli::{tributary, tributary_ok, Scratch};
@@ -17,9 +17,9 @@ async fn read_all(url: &str, options: &StoreOptions) -> (Dataset, Vec<Batch>) {
             world: 2,
             batch_size: 8,
             shuffle_buffer: 32,
-            augment: AugmentConfig {
-                size: 48,
-                ..AugmentConfig::default()
+            transform: Transform {
+                size: Size::square(48),
+                ..Transform::default()
             },
             ..LoaderConfig::default()
         };

@@ -19,7 +19,7 @@ use tributary_io::{IoError, RetryPolicy};
 use tributary_tests::dataset::pack_local;
 use tributary_tests::faulty_s3::{Fault, FaultyS3};
 use tributary_tests::s3::s3_options;
-use tributary_worker::pipeline::decode::augment::AugmentConfig;
+use tributary_worker::{Size, Transform};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
 use tributary_worker::pipeline::parse::span_samples;
@@ -219,9 +219,9 @@ async fn s3_reads_under_mixed_faults_give_the_batches_of_a_clean_run() {
             seed: 11,
             batch_size: 8,
             shuffle_buffer: 16,
-            augment: AugmentConfig {
-                size: 32,
-                ..AugmentConfig::default()
+            transform: Transform {
+                size: Size::square(32),
+                ..Transform::default()
             },
             decode_threads: 2,
             fetch: fetch_config(),
