@@ -187,3 +187,22 @@ def test_webp_and_a_png_stored_as_jpg_decode_by_their_bytes(tmp_path):
     for image, value in zip(images, (10, 20, 30)):
         assert image.shape == (10, 20, 3)
         assert (image == [value, 2 * value, 3 * value]).all()
+
+
+def test_eval_on_jpegs_matches_pils_decode_and_torchvision(tmp_path):
+    # Large images to a small crop: a reduced-DCT decode would be 10 levels
+    # off here; eval decodes at full scale, as torchvision's pipeline sees it.
+    from PIL import Image
+
+    image_folder(tmp_path / "images", [(333, 257), (500, 375), (257, 333)], "JPEG", seed=2)
+    subprocess.run([tributary_bin(), "pack", str(tmp_path / "images"), str(tmp_path / "s")],
+                   check=True, capture_output=True)
+    files = sorted((tmp_path / "images").glob("*/*.jpg"))
+    pixels = {i: np.asarray(Image.open(f).convert("RGB")) for i, f in enumerate(files)}
+    for size in (32, 224):
+        ours = read_all(str(tmp_path / "s"), transform="eval", image_size=size, dtype="uint8",
+                        layout="NCHW")
+        for sample, image in ours.items():
+            reference = F.center_crop(F.resize(chw(pixels[sample]), int(size / 0.875), antialias=True),
+                                      [size, size]).numpy()
+            assert np.abs(image.astype(int) - reference.astype(int)).max() <= MAX_LEVELS, size

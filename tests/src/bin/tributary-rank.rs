@@ -30,9 +30,9 @@ use clap::Parser;
 use tributary_common::proto::v1;
 use tributary_io::S3Settings;
 use tributary_worker::coordinated::{self, DynamicOptions, Identity, OnLeaseLost};
-use tributary_worker::{Size, Transform};
 use tributary_worker::rank::{Coordinator, Credentials, Rank, RankConfig};
 use tributary_worker::{LoaderConfig, StoreOptions};
+use tributary_worker::{Size, Transform};
 
 #[derive(Debug, Parser)]
 struct Args {

@@ -1,8 +1,8 @@
 //! Pack, inspect and read through a real S3-compatible HTTP server, and
 //! compare with the same dataset on the local file system.
 
-use tributary_worker::{Size, Transform};
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, StoreOptions};
+use tributary_worker::{Size, Transform};
 
 use tributary_tests::cli::{tributary, tributary_ok, Scratch};
 use tributary_tests::s3::{S3Server, S3_ENV};

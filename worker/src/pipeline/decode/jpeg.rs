@@ -237,10 +237,12 @@ fn with_decoder<T>(
 /// Decodes the JPEG `bytes` for the plan `plan_for(width, height)` makes
 /// from its header, and hands the decoded part and the plan within it to
 /// `then`: only the region holding the plan's source rectangle (and the
-/// filter's reach around it) is decoded, at a reduced DCT size where that
-/// is at least twice the output on both sides.
+/// filter's reach around it) is decoded, with `dct_scaling` at a reduced
+/// DCT size where that is at least twice the output on both sides (a few
+/// levels off a full decode: for random training crops, not for evaluation).
 pub fn decode_for<T>(
     bytes: &[u8],
+    dct_scaling: bool,
     plan_for: impl FnOnce(u32, u32) -> Plan,
     then: impl FnOnce((u32, u32, &[u8]), &Plan) -> Result<T, String>,
 ) -> Result<T, String> {
@@ -248,7 +250,11 @@ pub fn decode_for<T>(
         let header = decoder.header(bytes)?;
         let plan = plan_for(header.width, header.height);
         let (_, _, dw, dh) = plan.dst;
-        let denom = scale_for(plan.src, (dw, dh));
+        let denom = if dct_scaling {
+            scale_for(plan.src, (dw, dh))
+        } else {
+            1
+        };
         // Bilinear reaches one output pixel's footprint around each sample.
         let footprint = (plan.src.width / f64::from(denom.max(1)) / f64::from(dw.max(1)))
             .max(plan.src.height / f64::from(denom.max(1)) / f64::from(dh.max(1)))
@@ -349,6 +355,7 @@ mod tests {
         };
         decode_for(
             bytes,
+            true,
             |_, _| plan,
             |view, plan| render(view, plan, &config, &lut, Slot::U8(&mut turbo)),
         )

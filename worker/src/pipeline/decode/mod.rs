@@ -46,6 +46,10 @@ use super::config::LoaderConfig;
 use super::metrics::Metrics;
 use crate::error::{Result, WorkerError};
 
+/// What is done with a decoded view `(width, height, RGB8 pixels)` and
+/// the plan within it.
+type Renderer<'a, T> = dyn FnMut((u32, u32, &[u8]), &Plan) -> Result<T, String> + 'a;
+
 /// Everything a [`BatchDecoder`] needs besides the transform and fields.
 #[derive(Debug, Clone)]
 pub struct DecodeSetup {
@@ -102,19 +106,17 @@ impl BatchDecoder {
     /// bytes, the size from the header (checked against the limit), then
     /// pixels from the shared budget, then the decode of what the plan
     /// needs, rendered by `then` into the slot it is given.
-    fn image<T>(
-        &self,
-        id: u64,
-        bytes: &[u8],
-        then: &mut dyn FnMut((u32, u32, &[u8]), &Plan) -> Result<T, String>,
-    ) -> Result<T, String> {
+    fn image<T>(&self, id: u64, bytes: &[u8], then: &mut Renderer<'_, T>) -> Result<T, String> {
         let (config, setup) = (&self.transform, &self.setup);
         let kind = ImageKind::of(bytes)?;
         let pixels = setup.limits.check(kind, kind.dimensions(bytes)?)?;
         let _permit = setup.budget.acquire(pixels);
         let plan_for = |w, h| config.plan(setup.seed, setup.epoch, id, w, h);
         if kind == ImageKind::Jpeg {
-            if let Ok(done) = jpeg::decode_for(bytes, plan_for, &mut *then) {
+            // Reduced-DCT decoding for random training crops only: eval and
+            // resize match a full decode, as torchvision's pipelines see it.
+            let dct_scaling = config.preset == transform::Preset::Train;
+            if let Ok(done) = jpeg::decode_for(bytes, dct_scaling, plan_for, &mut *then) {
                 return Ok(done);
             }
         }

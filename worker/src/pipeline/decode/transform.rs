@@ -498,10 +498,19 @@ mod tests {
         assert!((plan.src.y - 16.0 * sy).abs() < 1e-9, "{plan:?}");
         assert!((plan.src.width - 224.0 * sx).abs() < 1e-9);
         assert!((plan.src.height - 224.0 * sy).abs() < 1e-9);
-        // Smaller than the crop: centred, padded.
-        let tiny = eval.plan(0, 0, 0, 100, 50);
-        assert!(!tiny.fills());
-        assert_eq!(tiny.dst.3, 224, "{tiny:?}");
+        // A resized side shorter than the crop (a wide crop of a square
+        // image): centred, padded, as CenterCrop pads.
+        let wide = Transform {
+            size: Size {
+                height: 224,
+                width: 400,
+            },
+            ..eval.clone()
+        };
+        let padded = wide.plan(0, 0, 0, 100, 100);
+        assert!(!padded.fills());
+        assert_eq!(padded.dst, (72, 0, 256, 224), "{padded:?}");
+        assert_eq!(padded.src.width, 100.0);
         let letterbox = Transform {
             keep_aspect: true,
             ..Transform::preset(Preset::Resize)
