@@ -127,7 +127,7 @@ impl Drop for Loader {
 }
 
 /// `image_size=`: an int or `(height, width)`; 224 by default.
-fn image_size(value: Option<&Bound<'_, PyAny>>) -> PyResult<Size> {
+fn image_size_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Size> {
     let Some(value) = value else {
         return Ok(Transform::default().size);
     };
@@ -143,7 +143,7 @@ fn image_size(value: Option<&Bound<'_, PyAny>>) -> PyResult<Size> {
 }
 
 /// `fields=`: a list of names, or one comma-separated string.
-fn fields(value: Option<&Bound<'_, PyAny>>) -> PyResult<Fields> {
+fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Fields> {
     let Some(value) = value else {
         return Ok(Fields::default());
     };
@@ -158,41 +158,6 @@ fn fields(value: Option<&Bound<'_, PyAny>>) -> PyResult<Fields> {
         Fields::parse(names.iter().map(String::as_str))
     };
     parsed.map_err(|e| PyValueError::new_err(format!("fields: {e}")))
-}
-
-/// The transform keyword arguments, parsed and checked.
-#[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
-fn transform(
-    preset: &str,
-    size: Size,
-    scale: (f64, f64),
-    ratio: (f64, f64),
-    flip: bool,
-    crop_fraction: f64,
-    keep_aspect: bool,
-    fill: u8,
-    dtype: &str,
-    layout: &str,
-    mean: [f32; 3],
-    std: [f32; 3],
-) -> PyResult<Transform> {
-    let value = |e: String| PyValueError::new_err(e);
-    let transform = Transform {
-        preset: preset.parse::<Preset>().map_err(value)?,
-        size,
-        scale,
-        ratio,
-        flip,
-        crop_fraction,
-        keep_aspect,
-        fill,
-        dtype: dtype.parse::<Dtype>().map_err(value)?,
-        layout: layout.parse::<Layout>().map_err(value)?,
-        mean,
-        std,
-    };
-    transform.validate().map_err(value)?;
-    Ok(transform)
 }
 
 fn state_from(dict: &Bound<'_, PyDict>) -> PyResult<LoaderState> {
@@ -267,21 +232,23 @@ impl Loader {
         shuffle: bool,
         tail: &str,
     ) -> PyResult<Self> {
-        let transform = self::transform(
-            transform,
-            self::image_size(image_size)?,
+        let value = |e: String| PyValueError::new_err(e);
+        let transform = Transform {
+            preset: transform.parse::<Preset>().map_err(value)?,
+            size: image_size_arg(image_size)?,
             scale,
             ratio,
             flip,
             crop_fraction,
             keep_aspect,
             fill,
-            dtype,
-            layout,
-            mean.into(),
-            std.into(),
-        )?;
-        let fields = self::fields(fields)?;
+            dtype: dtype.parse::<Dtype>().map_err(value)?,
+            layout: layout.parse::<Layout>().map_err(value)?,
+            mean: mean.into(),
+            std: std.into(),
+        };
+        transform.validate().map_err(value)?;
+        let fields = fields_arg(fields)?;
         let tail: Tail = tail.parse().map_err(PyValueError::new_err)?;
         let on_lease_lost = on_lease_lost.parse::<OnLeaseLost>().map_err(to_py)?;
         let on_error: OnError = on_error.parse().map_err(PyValueError::new_err)?;
