@@ -108,8 +108,10 @@ def main() -> None:
         print(f"\nTributary's RSS budget: shuffle buffer {1024 * args.sample_bytes / 2**20:.0f} MiB "
               f"+ in flight 128 MiB + 7 batches {7 * batch / 2**20:.0f} MiB = {budget / 2**20:.0f} MiB; "
               f"+ 150 MB = {(budget + 150e6) / 2**20:.0f} MiB")
-    print(f"\nremote / local, all cores: {ratio('remote', 'local'):.0%} (median of {rounds} rounds); "
-          f"remote / per-image GETs: {statistics.median(rate('remote')) / rate('torch-s3')[0]:.1f}x")
+    print()
+    if rows["remote"] and rows["torch-s3"]:  # absent from a partial run's results
+        print(f"remote / local, all cores: {ratio('remote', 'local'):.0%} (median of {rounds} rounds); "
+              f"remote / per-image GETs: {statistics.median(rate('remote')) / rate('torch-s3')[0]:.1f}x")
     if rows["torch-eval"] and rows["local-eval"]:
         print(f"eval preset, Tributary / DataLoader: {ratio('local-eval', 'torch-eval'):.2f}x "
               f"(median of {len(rows['local-eval'])} rounds)")
