@@ -7,10 +7,16 @@ server and the delaying proxy, which share this machine's cores).
     python bench/contenders.py torch-folder  --images DIR  [--workers N]
     python bench/contenders.py torch-s3      --bucket B --keys FILE --endpoint URL [--workers N]
     python bench/contenders.py tributary     --dataset URL [--endpoint URL] [--threads N] [--epochs E]
+                                             [--dtype uint8]
+    ... [--transform eval]    (torch-folder, tributary)
 
-Every contender makes RandomResizedCrop(224) + horizontal flip + normalise,
-float32 N x 3 x 224 x 224, batches of 64, and reads every image once per
-epoch. Peak RSS is the largest sum, over the process and its children (the
+Every contender makes the `train` preset, RandomResizedCrop(224) +
+horizontal flip + normalise, float32 N x 3 x 224 x 224, batches of 64, and
+reads every image once per epoch. `--transform eval` makes torchvision's
+evaluation preset instead, Resize(256) + CenterCrop(224) + normalise, read
+in order (an unshuffled DataLoader; Tributary's `shuffle=False` reading).
+`--dtype uint8` (Tributary only) yields raw uint8 pixels N x 224 x 224 x 3
+(NHWC), left for the GPU to normalise. Peak RSS is the largest sum, over the process and its children (the
 DataLoader's workers), of the resident sets sampled every 20 ms.
 """
 
@@ -99,12 +105,15 @@ def cpu_seconds(pids: list) -> float:
     return total
 
 
-def transforms():
+def transforms(kind: str = "train"):
     import torchvision.transforms as T
 
+    if kind == "eval":
+        crop = [T.Resize(256), T.CenterCrop(224)]
+    else:
+        crop = [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
     return T.Compose([
-        T.RandomResizedCrop(224),
-        T.RandomHorizontalFlip(),
+        *crop,
         T.ToTensor(),
         T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
     ])
@@ -143,9 +152,12 @@ def epochs(args):
         options = {}
         if args.endpoint:
             options = dict(aws_endpoint=args.endpoint, aws_allow_http="true")
+        layout = "NHWC" if args.dtype == "uint8" else "NCHW"
         loader = tributary.Loader(args.dataset, batch_size=64, image_size=224,
                                   epochs=args.epochs, decode_threads=args.threads,
-                                  storage_options=options)
+                                  storage_options=options, transform=args.transform,
+                                  shuffle=args.transform == "train",
+                                  dtype=args.dtype, layout=layout)
         for _ in range(args.epochs):
             yield loader
         return
@@ -154,11 +166,11 @@ def epochs(args):
 
     torch.set_num_threads(1)
     if args.contender == "torch-folder":
-        dataset = torchvision.datasets.ImageFolder(args.images, transform=transforms())
+        dataset = torchvision.datasets.ImageFolder(args.images, transform=transforms(args.transform))
     else:
         with open(args.keys) as f:
             dataset = S3Images(args.bucket, f.read().split(), args.endpoint)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True,
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=args.transform == "train",
                                          num_workers=args.workers, persistent_workers=True)
     for _ in range(args.epochs):
         yield loader
@@ -175,10 +187,20 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count())
     p.add_argument("--threads", type=int, default=None, help="Tributary decode threads")
     p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--transform", choices=["train", "eval"], default="train",
+                   help="the preset: train (random crop, flip, shuffled) or eval "
+                        "(resize 256, center crop 224, in order); not torch-s3")
+    p.add_argument("--dtype", choices=["float32", "uint8"], default="float32",
+                   help="Tributary's output: float32 NCHW normalised, or uint8 NHWC")
     p.add_argument("--label", default="", help="name of the row, copied to the output")
     p.add_argument("--watch", type=int, nargs="*", default=[],
                    help="other processes (the S3 server, the proxy) whose CPU time to report")
     args = p.parse_args()
+    if args.transform != "train" and args.contender == "torch-s3":
+        p.error("--transform eval: torch-folder or tributary")
+    if args.dtype != "float32" and args.contender != "tributary":
+        p.error("--dtype uint8: tributary only")
+    shape = (224, 224, 3) if args.dtype == "uint8" else (3, 224, 224)
 
     rss = PeakRss()
     watched = cpu_seconds(args.watch)
@@ -187,7 +209,7 @@ def main() -> None:
     first, samples, rss_after_epoch, progress = None, 0, [], []
     for epoch in epochs(args):
         for images, labels in epoch:
-            assert tuple(images.shape[1:]) == (3, 224, 224), images.shape
+            assert tuple(images.shape[1:]) == shape, images.shape
             samples += len(labels)
             if first is None:
                 first = time.perf_counter() - started
@@ -197,7 +219,8 @@ def main() -> None:
     seconds = time.perf_counter() - started
     steady = window_rate(progress, 0.5, 0.8)
     print(json.dumps({
-        "label": args.label, "contender": args.contender, "samples": samples, "seconds": round(seconds, 2),
+        "label": args.label, "contender": args.contender, "transform": args.transform,
+        "dtype": str(images.dtype), "samples": samples, "seconds": round(seconds, 2),
         "samples_per_s": round(steady, 1), "overall_samples_per_s": round(samples / seconds, 1),
         "first_batch_s": round(first, 3),
         "peak_rss_mib": round(rss.stop()), "peak_rss_each_epoch_mib": rss_after_epoch,

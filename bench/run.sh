@@ -12,9 +12,14 @@
 # (+20 ms per round trip) in front of it, and the same images as one object
 # each for the per-image-GET baseline.
 #
+# Besides the train preset it measures the eval preset (Resize(256) +
+# CenterCrop(224), read in order: Tributary's transform="eval" against
+# torchvision's under the DataLoader) and Tributary's uint8 NHWC output
+# against its float32 NCHW one (the train preset).
+#
 # This machine's speed drifts from minute to minute, so the rows every ratio
-# rests on (decode-only, the DataLoader, Tributary local and remote) run
-# ROUNDS times, interleaved; the table shows each figure's median and each
+# rests on (decode-only, the DataLoader, Tributary local and remote, both
+# sides of the eval and uint8 comparisons) run ROUNDS times, interleaved; the table shows each figure's median and each
 # ratio's median over the rounds (each ratio taken within one round).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -99,6 +104,9 @@ for round in $(seq "$ROUNDS"); do
     run torch-folder --label torch --images "$WORK/images" --workers "$CORES"
     run tributary --label local --dataset "$WORK/shards"
     run tributary --label remote "${remote[@]}"
+    run torch-folder --label torch-eval --transform eval --images "$WORK/images" --workers "$CORES"
+    run tributary --label local-eval --transform eval --dataset "$WORK/shards"
+    run tributary --label local-uint8 --dtype uint8 --dataset "$WORK/shards"
 done
 run torch-s3 --label torch-s3 --bucket bench --keys "$WORK/keys.txt" \
     --endpoint "http://127.0.0.1:$SLOW" --workers 2
