@@ -6,6 +6,7 @@ discarded with it)."""
 
 import collections
 import os
+import re
 import pathlib
 import shutil
 import signal
@@ -121,10 +122,17 @@ def images(tmp_path):
 def test_killed_worker_restart_resumes_from_checkpoint_exactly_once(images, tmp_path):
     coordinator, address = start_coordinator()
     log = tmp_path / "train.log"
+    # A held-out split of 31 samples (2 ranks: 16 and 15), read with an
+    # unshuffled eval loader after the epoch.
+    val = tmp_path / "val"
+    subprocess.run([tributary_bin(), "synth", str(tmp_path / "val-img"), "--images", "31",
+                    "--classes", "4", "--seed", "1"], check=True, capture_output=True)
+    subprocess.run([tributary_bin(), "pack", str(tmp_path / "val-img"), str(val)], check=True,
+                   capture_output=True)
     # The elastic launch of the example's docstring; one node joins, so the
     # rendezvous need not wait its default 30 s for more.
     command = train_command(["--nnodes=1:3", "--nproc-per-node=2"], images, address, tmp_path,
-                            checkpoint_every=10)
+                            checkpoint_every=10) + ["--val-dataset", str(val)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     trainer = subprocess.Popen(command, cwd=tmp_path, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -143,6 +151,8 @@ def test_killed_worker_restart_resumes_from_checkpoint_exactly_once(images, tmp_
             trainer.kill()
         coordinator.kill()
     assert trainer.returncode == 0, output
+    # The restarted group validated on every sample of the held-out split.
+    assert re.search(r"epoch 0 val_accuracy [0-9.]+ \(31 samples\)", output), output
     print(output)
 
     first, second = groups(log)
