@@ -70,7 +70,7 @@ enum Command {
     /// Pack SRC into shards and a manifest at URL. SRC is an ImageFolder
     /// tree (SRC/CLASS/IMAGE.jpg), a directory of WebDataset-style files
     /// (KEY.EXT; files sharing a key form a sample, any extension a field),
-    /// or a .csv/.jsonl listing of path,label[,caption].
+    /// or a .csv/.jsonl listing of `path,label[,caption]`.
     Pack {
         src: PathBuf,
         url: String,

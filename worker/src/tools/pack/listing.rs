@@ -1,6 +1,6 @@
 //! Listings: a CSV or JSONL file naming one sample per row.
 //!
-//! - **CSV** (RFC 4180, see [`super::csv`]): a header row naming the
+//! - **CSV** (RFC 4180, see `pack::csv`): a header row naming the
 //!   columns, `path` and optionally `label` and `caption` in any order
 //!   (`path,label` or `path,label,caption` say), then one row per sample
 //!   with exactly as many fields. An empty `label` is no label; a `caption`
