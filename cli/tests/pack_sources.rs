@@ -2,15 +2,10 @@
 //! `--format` flag.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn tributary(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run tributary")
-}
+mod common;
+
+use common::tributary;
 
 fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");

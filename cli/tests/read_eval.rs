@@ -4,15 +4,10 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn tributary(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run tributary")
-}
+mod common;
+
+use common::tributary;
 
 fn ok(args: &[&str]) -> String {
     let output = tributary(args);

@@ -45,16 +45,7 @@ fn column_to_py(py: Python<'_>, column: Column) -> PyResult<Py<PyAny>> {
         }
         Column::Labels(labels) => PyArray1::from_vec(py, labels).into_any().unbind(),
         Column::Text(texts) => texts.into_pyobject(py)?.into_any().unbind(),
-        Column::Json(values) => {
-            let list = PyList::empty(py);
-            for value in values {
-                match value {
-                    Some(value) => list.append(json_to_py(py, value)?)?,
-                    None => list.append(py.None())?,
-                }
-            }
-            list.into_any().unbind()
-        }
+        Column::Json(values) => list(py, values, json_to_py)?,
         Column::Arrays(Arrays::Stacked {
             dtype,
             shape,
@@ -65,29 +56,27 @@ fn column_to_py(py: Python<'_>, column: Column) -> PyResult<Py<PyAny>> {
             full.extend(&shape);
             typed_to_py(py, dtype.descr(), &full, &data)?
         }
-        Column::Arrays(Arrays::List(arrays)) => {
-            let list = PyList::empty(py);
-            for array in arrays {
-                match array {
-                    Some(Array { dtype, shape, data }) => {
-                        list.append(typed_to_py(py, dtype.descr(), &shape, &data)?)?;
-                    }
-                    None => list.append(py.None())?,
-                }
-            }
-            list.into_any().unbind()
-        }
-        Column::Bytes(fields) => {
-            let list = PyList::empty(py);
-            for field in fields {
-                match field {
-                    Some(bytes) => list.append(bytes_to_py(py, bytes)?)?,
-                    None => list.append(py.None())?,
-                }
-            }
-            list.into_any().unbind()
-        }
+        Column::Arrays(Arrays::List(arrays)) => list(py, arrays, |py, array: Array| {
+            typed_to_py(py, array.dtype.descr(), &array.shape, &array.data)
+        })?,
+        Column::Bytes(fields) => list(py, fields, bytes_to_py)?,
     })
+}
+
+/// A Python list of `items` converted by `convert`, `None` where missing.
+fn list<T>(
+    py: Python<'_>,
+    items: Vec<Option<T>>,
+    convert: impl Fn(Python<'_>, T) -> PyResult<Py<PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let list = PyList::empty(py);
+    for item in items {
+        match item {
+            Some(item) => list.append(convert(py, item)?)?,
+            None => list.append(py.None())?,
+        }
+    }
+    Ok(list.into_any().unbind())
 }
 
 /// A parsed JSON value as the Python value `json.loads` gives.

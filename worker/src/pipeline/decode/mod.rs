@@ -318,8 +318,14 @@ impl BatchDecoder {
 /// The image field of a sample (`jpg`, `jpeg`, `png` or `webp`):
 /// `(extension, bytes)`.
 pub fn image_field(sample: &Sample) -> Result<(&str, &[u8])> {
-    let spec: fields::FieldSpec = "image".parse().map_err(WorkerError::Config)?;
-    spec.find(sample)
+    fields::IMAGE_EXTENSIONS
+        .iter()
+        .find_map(|ext| {
+            sample
+                .fields
+                .iter()
+                .find(|f| f.ext.eq_ignore_ascii_case(ext))
+        })
         .map(|f| (f.ext.as_str(), &f.data[..]))
         .ok_or_else(|| WorkerError::Sample {
             key: sample.key.clone(),
