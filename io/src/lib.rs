@@ -14,6 +14,8 @@
 //! - [`dataset`]: [`Dataset::open`]: a location plus its manifest, read
 //!   within [`dataset::MAX_MANIFEST_BYTES`] and validated.
 //! - [`error`]: [`IoError`], naming the URL of every failure.
+//! - [`metrics`]: Prometheus metrics over plain HTTP (`GET /metrics`), for
+//!   the coordinator and for ranks.
 //! - `testing` (feature `testing`, off by default): a store wrapper that
 //!   counts requests and injects faults, for tests.
 //!
@@ -32,6 +34,7 @@
 pub mod dataset;
 pub mod error;
 pub mod location;
+pub mod metrics;
 pub mod read;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -39,4 +42,5 @@ pub mod testing;
 pub use dataset::Dataset;
 pub use error::{IoError, Result};
 pub use location::{Location, S3Settings, StoreOptions};
+pub use metrics::MetricsServer;
 pub use read::{retry, ReadError, RetryPolicy};
