@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! /tributary/<job>/config                        StoredJob
+//! /tributary/<job>/finished                      when it finished (Unix ms)
 //! /tributary/<job>/members/<member>              MemberRecord (under its lease)
 //! /tributary/<job>/sync/gen/<generation:020>     GenMeta
 //! /tributary/<job>/sync/commit                   CommitPoint
@@ -37,6 +38,9 @@ pub const MAX_MEMBER_NAME: usize = 192;
 pub enum Key {
     /// The job's stored record (config, manifest digests).
     Config { job: JobId },
+    /// When the job finished, in Unix milliseconds: its retention counts
+    /// from there, on whichever replica leads.
+    Finished { job: JobId },
     /// A member, under its lease.
     Member { job: JobId, member: MemberId },
     /// A sync generation.
@@ -68,6 +72,7 @@ impl Key {
     pub fn job(&self) -> &JobId {
         match self {
             Key::Config { job }
+            | Key::Finished { job }
             | Key::Member { job, .. }
             | Key::Generation { job, .. }
             | Key::Commit { job }
@@ -97,6 +102,7 @@ impl Key {
         let parts: Vec<&str> = rest.split('/').collect();
         let parsed = match parts.as_slice() {
             ["config"] => Key::Config { job },
+            ["finished"] => Key::Finished { job },
             ["members", member] => {
                 if !valid_member(member) {
                     return Err(error("the member name is not a valid name"));
@@ -147,6 +153,7 @@ impl fmt::Display for Key {
         let job = self.job();
         match self {
             Key::Config { .. } => write!(f, "{ROOT}{job}/config"),
+            Key::Finished { .. } => write!(f, "{ROOT}{job}/finished"),
             Key::Member { member, .. } => write!(f, "{ROOT}{job}/members/{member}"),
             Key::Generation { generation, .. } => {
                 write!(f, "{ROOT}{job}/sync/gen/{:020}", generation.get())
@@ -229,7 +236,7 @@ mod tests {
             name(MAX_MEMBER_NAME),
             any::<u64>(),
             any::<u32>(),
-            0..8u8,
+            0..9u8,
         )
             .prop_map(|(job, member, n, unit, kind)| match kind {
                 0 => Key::Config { job },
@@ -244,6 +251,7 @@ mod tests {
                 3 => Key::Commit { job },
                 4 => Key::Progress { job },
                 5 => Key::DynEpoch { job },
+                7 => Key::Finished { job },
                 6 => Key::Leased {
                     job,
                     epoch: Epoch(n),

@@ -30,10 +30,14 @@ use tributary_io::{Dataset as StoredDataset, StoreOptions};
 
 use crate::error::{CoordError, Result};
 use crate::keys;
-use crate::model::{Dataset, Effects, Event, Job, LeaseGrant, Outcome, StoredJob};
+use crate::metrics::Metrics;
+use crate::model::{Dataset, Effects, Event, Job, LeaseGrant, Outcome, StoredJob, Tally};
+use crate::server::ServerConfig;
 use crate::store::{KeyValue, Leadership, LeaseId, MetaStore};
 use crate::writer::{Pending, Reserved, Writer};
 use tasks::{load_job, watch_members};
+
+pub use lifecycle::{housekeeping, unix_ms, DeleteReason};
 
 /// The longest a manifest read may take while a job loads or is created.
 const MANIFEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -90,6 +94,9 @@ pub struct Leader {
     pub jobs: Mutex<HashMap<JobId, Slot>>,
     /// True once a write failed: the replica must step down.
     pub failed: watch::Receiver<bool>,
+    pub metrics: Metrics,
+    /// How long a finished job is kept before it is deleted.
+    pub finished_job_ttl: Duration,
     pub _leadership: Leadership,
 }
 
@@ -165,20 +172,26 @@ impl Leader {
     pub async fn load(
         store: Arc<dyn MetaStore>,
         leadership: Leadership,
-        address: String,
-        options: StoreOptions,
-        flush_interval: Duration,
+        config: &ServerConfig,
     ) -> Result<Arc<Self>> {
         let fence = (leadership.revision != 0).then(|| leadership.fence());
         let (failed_tx, failed) = watch::channel(false);
-        let writer = Writer::spawn(Arc::clone(&store), fence, flush_interval, failed_tx);
+        let writer = Writer::spawn(
+            Arc::clone(&store),
+            fence,
+            config.flush_interval,
+            failed_tx,
+            config.metrics.clone(),
+        );
         let leader = Arc::new(Self {
             store: Arc::clone(&store),
             writer,
-            address,
-            options,
+            address: config.advertise.clone(),
+            options: config.store_options.clone(),
             jobs: Mutex::new(HashMap::new()),
             failed,
+            metrics: config.metrics.clone(),
+            finished_job_ttl: config.finished_job_ttl,
             _leadership: leadership,
         });
         let (kvs, revision) = store.range(keys::ROOT).await?;
@@ -234,6 +247,7 @@ impl Leader {
         });
         let task = tokio::spawn(watch_members(
             Arc::clone(&self.store),
+            self.metrics.clone(),
             Arc::downgrade(&handle),
             name,
             from_revision,
@@ -332,7 +346,14 @@ impl Leader {
     ) -> Result<T> {
         let room = self.writer.reserve().await?;
         let mut job = handle.job.lock().await;
-        let (answer, effects) = change(&mut job);
+        if job.deleted {
+            return Err(CoordError::UnknownJob(job.name.clone()));
+        }
+        let (answer, mut effects) = change(&mut job);
+        if let Some(op) = job.mark_finished(unix_ms()) {
+            tracing::info!(job = job.name.as_str(), "job finished");
+            effects.ops.push(op);
+        }
         let staged = self.stage(handle, room, effects);
         drop(job);
         self.apply(staged).await?;
@@ -353,12 +374,13 @@ impl Leader {
             revoke: effects.revoke,
             events: effects.events,
             wake: effects.wake,
+            tally: effects.tally,
         }
     }
 
     /// Applies a change's effects: see [`apply`].
     pub async fn apply(&self, staged: Staged) -> Result<()> {
-        apply(self.store.as_ref(), staged).await
+        apply(self.store.as_ref(), &self.metrics, staged).await
     }
 
     /// Waits until every write submitted so far is durable.
@@ -370,17 +392,20 @@ impl Leader {
 /// Applies a change's effects, the one place that does: waits for its
 /// writes to be durable, then revokes the leases it gave up and tells the
 /// job's watchers; wakes waiting Acquires either way. A lease that cannot
-/// be revoked expires by itself: logged, not an error.
-pub async fn apply(store: &dyn MetaStore, staged: Staged) -> Result<()> {
+/// be revoked expires by itself: logged, not an error. What the change
+/// did is counted once it is durable.
+pub async fn apply(store: &dyn MetaStore, metrics: &Metrics, staged: Staged) -> Result<()> {
     let Staged {
         write,
         revoke,
         events,
         wake,
+        tally,
     } = staged;
     let handle = Arc::clone(&write.handle);
     let written = write.wait().await;
     if written.is_ok() {
+        metrics.count(&tally);
         for lease in revoke {
             if let Err(error) = store.revoke(lease).await {
                 tracing::warn!(lease, %error, "cannot revoke a lease; it will expire");
@@ -406,6 +431,7 @@ pub struct Staged {
     revoke: Vec<LeaseId>,
     events: Vec<Event>,
     wake: bool,
+    tally: Tally,
 }
 
 impl Staged {
@@ -421,6 +447,7 @@ impl Staged {
             revoke: effects.revoke,
             events: effects.events,
             wake: effects.wake,
+            tally: effects.tally,
         }
     }
 }
@@ -449,6 +476,7 @@ impl JobWrite {
     }
 }
 
+mod lifecycle;
 mod tasks;
 #[cfg(test)]
 mod tests;

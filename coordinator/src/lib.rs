@@ -29,6 +29,7 @@
 //! - [`server`]: one replica: server, health, election loop.
 //! - [`local`]: a coordinator inside the calling process, on the in-memory
 //!   store, for single-node runs.
+//! - [`metrics`]: the replica's Prometheus metrics (`docs/METRICS.md`).
 //! - [`error`]: errors and their mapping to gRPC status codes.
 
 pub mod auth;
@@ -37,6 +38,7 @@ pub mod error;
 pub mod keys;
 pub mod leader;
 pub mod local;
+pub mod metrics;
 pub mod model;
 pub mod server;
 pub mod service;
@@ -46,4 +48,7 @@ pub mod writer;
 pub use config::{JobConfig, Mode};
 pub use error::CoordError;
 pub use local::LocalCoordinator;
-pub use server::{run, Listeners, ServerConfig, HEALTH_LEADER, HEALTH_READY};
+pub use metrics::Metrics;
+pub use server::{
+    run, Listeners, ServerConfig, DEFAULT_FINISHED_JOB_TTL, HEALTH_LEADER, HEALTH_READY,
+};

@@ -26,7 +26,8 @@ use tributary_common::proto::v1::coordinator_server::CoordinatorServer;
 use tributary_io::StoreOptions;
 
 use crate::auth::{DatasetPolicy, TokenCheck};
-use crate::leader::Leader;
+use crate::leader::{housekeeping, Leader};
+use crate::metrics::Metrics;
 use crate::service::{Role, Service};
 use crate::store::{Election, MetaStore};
 
@@ -47,7 +48,14 @@ pub struct ServerConfig {
     pub auth_token: Option<String>,
     /// Which manifests CreateJob may name.
     pub datasets: DatasetPolicy,
+    /// This replica's metrics (serve `metrics.registry()` to expose them).
+    pub metrics: Metrics,
+    /// How long a finished job is kept before it is deleted.
+    pub finished_job_ttl: Duration,
 }
+
+/// How long a finished job is kept by default: a week.
+pub const DEFAULT_FINISHED_JOB_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Health service name that is SERVING while a replica can answer calls:
 /// it leads, or knows a live leader to redirect to.
@@ -81,6 +89,8 @@ impl ServerConfig {
             tls: None,
             auth_token: None,
             datasets: DatasetPolicy::any(),
+            metrics: Metrics::new(),
+            finished_job_ttl: DEFAULT_FINISHED_JOB_TTL,
         }
     }
 }
@@ -110,6 +120,7 @@ pub async fn run(
         role: Arc::clone(&role),
         election: Arc::clone(&election),
         datasets: config.datasets.clone(),
+        metrics: config.metrics.clone(),
     };
     let token = TokenCheck::new(config.auth_token.as_deref());
     let mut main = Server::builder();
@@ -204,15 +215,7 @@ async fn lead(
         };
         let mut lost = leadership.lost.clone();
         let started = std::time::Instant::now();
-        let leader = match Leader::load(
-            Arc::clone(&store),
-            leadership,
-            config.advertise.clone(),
-            config.store_options.clone(),
-            config.flush_interval,
-        )
-        .await
-        {
+        let leader = match Leader::load(Arc::clone(&store), leadership, &config).await {
             Ok(leader) => leader,
             Err(error) => {
                 tracing::error!(%error, "cannot load the jobs as leader; stepping down");
@@ -226,6 +229,8 @@ async fn lead(
             "leading"
         );
         let mut failed = leader.failed.clone();
+        let tidy = tokio::spawn(housekeeping(Arc::downgrade(&leader)));
+        config.metrics.set_leader(true);
         *role.write().await = Role::Leader(leader);
         health
             .set_service_status(HEALTH_LEADER, ServingStatus::Serving)
@@ -237,9 +242,15 @@ async fn lead(
             _ = lost.wait_for(|lost| *lost) => tracing::warn!("leadership lost"),
             _ = failed.wait_for(|failed| *failed) => tracing::warn!("a write failed; stepping down"),
         }
+        tidy.abort();
         health
             .set_service_status(HEALTH_LEADER, ServingStatus::NotServing)
             .await;
         *role.write().await = Role::Follower;
+        config.metrics.set_leader(false);
+        let m = &config.metrics;
+        for gauge in [&m.jobs, &m.job_members, &m.job_epoch, &m.job_leased_units] {
+            gauge.reset();
+        }
     }
 }

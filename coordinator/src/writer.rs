@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use crate::metrics::Metrics;
 use crate::store::{Compare, MetaStore, Op, StoreError, StoreResult, MAX_TXN_OPS};
 
 struct Request {
@@ -86,9 +87,10 @@ impl Writer {
         fence: Option<Compare>,
         interval: Duration,
         failed: watch::Sender<bool>,
+        metrics: Metrics,
     ) -> Self {
         let (tx, rx) = mpsc::channel(1024);
-        tokio::spawn(run(store, fence, interval, rx, failed));
+        tokio::spawn(run(store, fence, interval, rx, failed, metrics));
         Self { tx }
     }
 
@@ -133,8 +135,10 @@ async fn run(
     interval: Duration,
     mut rx: mpsc::Receiver<Request>,
     failed: watch::Sender<bool>,
+    metrics: Metrics,
 ) {
     let fence: Vec<Compare> = fence.into_iter().collect();
+    let apply = |ops| apply(store.as_ref(), &metrics, &fence, ops);
     while let Some(first) = rx.recv().await {
         let deadline = Instant::now() + interval;
         let mut batch = vec![first];
@@ -149,7 +153,7 @@ async fn run(
             continue;
         }
         let window = batch.iter().flat_map(|r| r.ops.iter().cloned());
-        let results = match apply(store.as_ref(), &fence, window).await {
+        let results = match apply(window.collect()).await {
             Ok(()) => batch.iter().map(|_| Ok(())).collect(),
             Err(error) if steps_down(&error) => batch.iter().map(|_| Err(copy(&error))).collect(),
             Err(error) => {
@@ -161,7 +165,7 @@ async fn run(
                 for request in &batch {
                     let result = match results.last() {
                         Some(Err(e)) if steps_down(e) => Err(copy(e)),
-                        _ => apply(store.as_ref(), &fence, request.ops.iter().cloned()).await,
+                        _ => apply(request.ops.clone()).await,
                     };
                     if let Err(error) = &result {
                         if !steps_down(error) {
@@ -205,13 +209,21 @@ fn copy(error: &StoreError) -> StoreError {
 /// Writes `ops` as the fenced transactions [`transactions`] makes of them.
 async fn apply(
     store: &dyn MetaStore,
+    metrics: &Metrics,
     fence: &[Compare],
-    ops: impl IntoIterator<Item = Op>,
+    ops: Vec<Op>,
 ) -> StoreResult<()> {
     for txn in transactions(ops) {
         for chunk in txn.chunks(MAX_TXN_OPS) {
-            let outcome = store.txn(fence.to_vec(), chunk.to_vec()).await?;
+            metrics.group_commit_ops.observe(chunk.len() as f64);
+            let started = std::time::Instant::now();
+            let outcome = store.txn(fence.to_vec(), chunk.to_vec()).await;
+            metrics
+                .txn_duration
+                .observe(started.elapsed().as_secs_f64());
+            let outcome = outcome.inspect_err(|_| metrics.txn_failures.inc())?;
             if !outcome.succeeded {
+                metrics.txn_failures.inc();
                 return Err(StoreError::Unavailable(
                     "leadership lost: the election key changed".into(),
                 ));
@@ -402,6 +414,7 @@ mod tests {
             None,
             Duration::from_millis(20),
             failed_tx,
+            Metrics::new(),
         );
         let expired = Op::Put {
             key: "member".into(),

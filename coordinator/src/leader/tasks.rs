@@ -11,6 +11,7 @@ use tributary_common::ids::{JobId, MemberId};
 use super::{apply, JobHandle, Leader, Slot, Staged, RETRY_INTERVAL};
 use crate::error::CoordError;
 use crate::keys::{self, Key};
+use crate::metrics::Metrics;
 use crate::model::Effects;
 use crate::store::{KeyValue, MetaStore, WatchEvent};
 
@@ -89,6 +90,7 @@ pub(super) async fn retry_job(leader: std::sync::Weak<Leader>, name: JobId) {
 /// to the pool at once. Re-reads and re-watches when the watch breaks.
 pub(super) async fn watch_members(
     store: Arc<dyn MetaStore>,
+    metrics: Metrics,
     handle: std::sync::Weak<JobHandle>,
     job: JobId,
     mut from_revision: i64,
@@ -128,7 +130,7 @@ pub(super) async fn watch_members(
                     "member lease expired; its units return to the pool"
                 );
             }
-            expired(store.as_ref(), &handle, effects).await;
+            expired(store.as_ref(), &metrics, &handle, effects).await;
         }
         // The watch broke: reconcile with what the store holds, then resume.
         let Some(handle) = handle.upgrade() else {
@@ -150,7 +152,7 @@ pub(super) async fn watch_members(
                 }
                 drop(model);
                 effects.wake = true;
-                expired(store.as_ref(), &handle, effects).await;
+                expired(store.as_ref(), &metrics, &handle, effects).await;
                 from_revision = revision + 1;
             }
             Err(error) => {
@@ -163,8 +165,13 @@ pub(super) async fn watch_members(
 
 /// Applies the effects of expired leases: nothing to write, so nothing that
 /// can fail; logged if it does.
-async fn expired(store: &dyn MetaStore, handle: &Arc<JobHandle>, effects: Effects) {
-    if let Err(error) = apply(store, Staged::unwritten(handle, effects)).await {
+async fn expired(
+    store: &dyn MetaStore,
+    metrics: &Metrics,
+    handle: &Arc<JobHandle>,
+    effects: Effects,
+) {
+    if let Err(error) = apply(store, metrics, Staged::unwritten(handle, effects)).await {
         tracing::warn!(%error, "cannot apply an expired lease's effects");
     }
 }

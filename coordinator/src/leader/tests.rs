@@ -13,6 +13,7 @@ use super::*;
 use crate::config::JobConfig;
 use crate::keys::Key;
 use crate::model::{Caller, Identity};
+use crate::server::ServerConfig;
 use crate::store::{Compare, MemoryStore, StoreResult, TxnOutcome, WatchEvent};
 
 /// A memory store whose transactions wait while the gate is shut.
@@ -94,9 +95,10 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
     let leader = Leader::load(
         Arc::clone(&store) as Arc<dyn MetaStore>,
         leadership(),
-        "here".into(),
-        Default::default(),
-        interval,
+        &ServerConfig {
+            flush_interval: interval,
+            ..ServerConfig::new("here")
+        },
     )
     .await
     .expect("leader");
@@ -235,9 +237,11 @@ async fn a_job_whose_manifest_hangs_never_holds_up_another() {
     let leader = Leader::load(
         Arc::new(store),
         leadership(),
-        "here".into(),
-        options,
-        Duration::from_millis(1),
+        &ServerConfig {
+            store_options: options,
+            flush_interval: Duration::from_millis(1),
+            ..ServerConfig::new("here")
+        },
     )
     .await
     .expect("leader");

@@ -175,6 +175,7 @@ impl Job {
                     effects
                         .events
                         .push(Event::Generation(gen.record.generation));
+                    effects.tally.generations = 1;
                 }
                 effects.ops.extend(ops);
                 response.generation = gen.record.generation.get();
@@ -233,6 +234,7 @@ impl Job {
         let mut effects = self.remove_member(member);
         // The member's key and its leased units went with the lease.
         effects.ops.clear();
+        effects.tally.leases_expired = 1;
         effects
     }
 
@@ -268,6 +270,7 @@ impl Job {
         if !effects.ops.is_empty() {
             let generation = Generation(assignment.generation);
             effects.events.push(Event::Generation(generation));
+            effects.tally.generations = 1;
         }
         Ok((assignment, effects))
     }
@@ -288,7 +291,9 @@ impl Job {
         if units.is_empty() {
             return Ok((Acquired::Empty(epoch), Effects::ops(ops)));
         }
-        Ok((Acquired::Units { units, epoch }, Effects::ops(ops)))
+        let mut effects = Effects::ops(ops);
+        effects.tally.units_leased = units.len() as u64;
+        Ok((Acquired::Units { units, epoch }, effects))
     }
 
     /// The calling member's progress: a sync rank's samples of
@@ -322,8 +327,9 @@ impl Job {
                 Ok((None, Effects::ops(ops)))
             }
             State::Dynamic(model) => {
-                let (ops, error) = model.ack(job.name, &caller.member, acked)?;
+                let (ops, error, tally) = model.ack(job.name, &caller.member, acked)?;
                 let mut effects = Effects::ops(ops);
+                effects.tally = tally;
                 if let Some(advanced) = advance(model, job.name, job.dataset)? {
                     effects.extend(advanced);
                 }
@@ -351,7 +357,9 @@ impl Job {
             generation,
             samples,
         )?;
-        Ok(((), Effects::ops(ops)))
+        let mut effects = Effects::ops(ops);
+        effects.tally.commits = u64::from(!effects.ops.is_empty());
+        Ok(((), effects))
     }
 
     /// The calling member leaves: forgotten, its lease revoked, its units

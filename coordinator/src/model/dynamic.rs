@@ -12,7 +12,7 @@ use tributary_common::lease::{units, LeasePool};
 use tributary_common::proto::v1;
 use tributary_common::span::Span;
 
-use super::effects::{leased_put, put};
+use super::effects::{leased_put, put, Tally};
 use super::Dataset;
 use crate::config::JobConfig;
 use crate::error::{CoordError, Result};
@@ -90,6 +90,11 @@ impl DynModel {
         self.pool.restore_leased(unit, member)
     }
 
+    /// How many units `member` holds.
+    pub fn leased_by(&self, member: &MemberId) -> u32 {
+        self.pool.leased_by(member).len() as u32
+    }
+
     /// Returns `member`'s unacked units to the pool.
     pub fn release(&mut self, member: &MemberId) -> Vec<u32> {
         self.pool.release(member)
@@ -155,21 +160,23 @@ impl DynModel {
     }
 
     /// Acks units in order, stopping at the first that cannot be acked;
-    /// returns the ops of those acked and the error, if any.
+    /// returns the ops of those acked, the error, if any, and what was
+    /// acked (units and their samples).
     pub fn ack(
         &mut self,
         job: &JobId,
         member: &MemberId,
         acked: &[UnitRef],
-    ) -> Result<(Vec<Op>, Option<CoordError>)> {
+    ) -> Result<(Vec<Op>, Option<CoordError>, Tally)> {
         let mut ops = Vec::with_capacity(acked.len() * 2);
+        let mut tally = Tally::default();
         for &UnitRef { epoch, unit } in acked {
             if epoch != self.epoch {
                 let error = CoordError::Precondition(format!(
                     "unit {unit} of epoch {epoch} cannot be acked: the job is at epoch {}",
                     self.epoch
                 ));
-                return Ok((ops, Some(error)));
+                return Ok((ops, Some(error), tally));
             }
             match self.pool.ack(member, unit) {
                 // A retried ack (its answer was lost) is already done.
@@ -179,10 +186,12 @@ impl DynModel {
                         PoolError::UnknownUnit { .. } => CoordError::Invalid(e.to_string()),
                         _ => CoordError::Precondition(e.to_string()),
                     };
-                    return Ok((ops, Some(error)));
+                    return Ok((ops, Some(error), tally));
                 }
                 Ok(()) => {}
             }
+            tally.units_acked += 1;
+            tally.samples_acked += self.units[unit as usize].len();
             let key = |kind: fn(JobId, Epoch, u32) -> Key| kind(job.clone(), self.epoch, unit);
             ops.push(Op::Delete {
                 key: key(|job, epoch, unit| Key::Leased { job, epoch, unit }).into(),
@@ -192,13 +201,14 @@ impl DynModel {
                 member,
             )?);
         }
-        Ok((ops, None))
+        Ok((ops, None, tally))
     }
 
     pub fn fill_status(&self, status: &mut v1::JobStatus) {
         status.epoch = self.epoch.get();
         status.acked_units = self.pool.acked_count() as u64;
         status.total_units = self.units.len() as u64;
+        status.leased_units = self.pool.leased_count() as u64;
         status.finished = self.finished();
     }
 }
@@ -230,13 +240,19 @@ mod tests {
             epoch: Epoch(0),
             unit: units[0].id,
         };
-        let (ops, error) = model.ack(&job, &a, &[unit]).expect("ack");
+        let (ops, error, tally) = model.ack(&job, &a, &[unit]).expect("ack");
         assert!(error.is_none() && ops.len() == 2, "{error:?}");
-        // The answer was lost and the member retries: nothing more to do.
-        let (ops, error) = model.ack(&job, &a, &[unit]).expect("ack");
+        assert_eq!(
+            (tally.units_acked, tally.samples_acked),
+            (1, units[0].span.map_or(0, |s| u64::from(s.end - s.start)))
+        );
+        // The answer was lost and the member retries: nothing more to do,
+        // and nothing counted twice.
+        let (ops, error, again) = model.ack(&job, &a, &[unit]).expect("ack");
         assert!(error.is_none() && ops.is_empty(), "{error:?}");
+        assert_eq!(again.units_acked, 0);
         // Another member cannot ack it.
-        let (_, error) = model.ack(&job, &b, &[unit]).expect("ack");
+        let (_, error, _) = model.ack(&job, &b, &[unit]).expect("ack");
         assert!(
             matches!(&error, Some(CoordError::Precondition(m)) if m.contains("already")),
             "{error:?}"

@@ -57,6 +57,33 @@ pub struct Effects {
     pub events: Vec<Event>,
     /// Whether Acquires waiting for units should look again.
     pub wake: bool,
+    /// What the change did, for the metrics.
+    pub tally: Tally,
+}
+
+/// What a change did, counted ([`crate::metrics::Metrics::count`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub generations: u64,
+    pub commits: u64,
+    pub units_leased: u64,
+    pub units_acked: u64,
+    /// Samples in the units acked.
+    pub samples_acked: u64,
+    pub units_reassigned: u64,
+    pub leases_expired: u64,
+}
+
+impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.generations += other.generations;
+        self.commits += other.commits;
+        self.units_leased += other.units_leased;
+        self.units_acked += other.units_acked;
+        self.samples_acked += other.samples_acked;
+        self.units_reassigned += other.units_reassigned;
+        self.leases_expired += other.leases_expired;
+    }
 }
 
 impl Effects {
@@ -82,10 +109,15 @@ impl Effects {
         self.revoke.extend(other.revoke);
         self.events.extend(other.events);
         self.wake |= other.wake;
+        self.tally.add(other.tally);
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.revoke.is_empty() && self.events.is_empty() && !self.wake
+        self.ops.is_empty()
+            && self.revoke.is_empty()
+            && self.events.is_empty()
+            && !self.wake
+            && self.tally == Tally::default()
     }
 }
 

@@ -14,6 +14,7 @@
 mod calls;
 mod dynamic;
 pub mod effects;
+mod lifecycle;
 pub mod sync;
 
 use std::collections::BTreeMap;
@@ -30,7 +31,8 @@ use crate::store::{KeyValue, LeaseId, Op};
 
 pub use calls::{Acquired, Caller, Joiner};
 pub use dynamic::{DynModel, UnitRef};
-pub use effects::{outcome, Effects, Event, LeaseGrant, Outcome};
+pub use effects::{outcome, Effects, Event, LeaseGrant, Outcome, Tally};
+pub use lifecycle::{Progress, Seen, SeenMembers};
 pub use sync::{GenMeta, SyncModel};
 pub use tributary_common::identity::Identity;
 
@@ -75,6 +77,12 @@ pub struct Job {
     pub dataset: Dataset,
     pub members: BTreeMap<MemberId, MemberRecord>,
     pub state: State,
+    /// When the job finished (Unix ms), once recorded.
+    pub finished_at: Option<u64>,
+    /// What this leader has seen of each member (not stored).
+    pub seen: SeenMembers,
+    /// Deleted: every change is refused; the handle is on its way out.
+    pub deleted: bool,
 }
 
 #[derive(Debug)]
@@ -112,6 +120,9 @@ impl Job {
             dataset,
             members: BTreeMap::new(),
             state,
+            finished_at: None,
+            seen: SeenMembers::new(),
+            deleted: false,
         }
     }
 
@@ -144,6 +155,7 @@ impl Job {
         let mut dyn_epoch = Epoch(0);
         let mut leased = Vec::new();
         let mut acked = Vec::new();
+        let mut finished_at = None;
         for kv in kvs {
             let key = Key::parse(&kv.key).map_err(|e| CoordError::Corrupt(e.to_string()))?;
             if key.job() != name {
@@ -155,6 +167,7 @@ impl Job {
             }
             match key {
                 Key::Config { .. } | Key::Progress { .. } => {}
+                Key::Finished { .. } => finished_at = Some(parse::<u64>(kv)?),
                 Key::Member { member, .. } => {
                     members.insert(member, parse::<MemberRecord>(kv)?);
                 }
@@ -197,6 +210,10 @@ impl Job {
         };
         let mut job = Self::new(name.clone(), stored, dataset, state);
         job.members = members;
+        job.finished_at = finished_at;
+        if let (Some(_), State::Sync(model)) = (finished_at, &mut job.state) {
+            model.finished = true;
+        }
         Ok(job)
     }
 
@@ -248,6 +265,7 @@ impl Job {
         if self.members.remove(member).is_none() {
             return Effects::default();
         }
+        self.seen.remove(member);
         let mut effects = Effects::ops(vec![Op::Delete {
             key: Key::Member {
                 job: self.name.clone(),
@@ -271,6 +289,7 @@ impl Job {
             if !returned.is_empty() {
                 effects.events.push(Event::PoolChanged(model.epoch()));
             }
+            effects.tally.units_reassigned = returned.len() as u64;
         }
         effects
     }
@@ -280,6 +299,8 @@ impl Job {
             config: Some(self.stored.config.to_proto()),
             members: self.members.keys().map(MemberId::to_string).collect(),
             leader: leader.to_owned(),
+            member_status: self.member_status(std::time::Instant::now()),
+            finished_at_ms: self.finished_at.unwrap_or(0),
             ..v1::JobStatus::default()
         };
         match &self.state {

@@ -78,7 +78,11 @@ impl<'a> Rank<'a> {
 
 #[derive(Debug, Default)]
 pub struct SyncModel {
+    /// Generations in order of their numbers; those no longer needed to
+    /// plan (see [`SyncModel::compact`]) are dropped, so numbers may skip.
     gens: Vec<GenMeta>,
+    /// A rank asked for the epoch after the last: the job is done.
+    pub finished: bool,
     commit: Option<CommitPoint>,
     cuts: HashMap<u64, Arc<SpanSet>>,
     /// Each rank's last report: its generation and samples.
@@ -97,10 +101,14 @@ impl SyncModel {
     pub fn load(mut gens: Vec<GenMeta>, commit: Option<CommitPoint>) -> Result<Self> {
         gens.sort_by_key(|g| g.record.generation.0);
         let corrupt = |why: String| Err(CoordError::Corrupt(why));
+        let stored = |g: u64| {
+            gens.binary_search_by_key(&g, |m| m.record.generation.0)
+                .is_ok()
+        };
         for (i, gen) in gens.iter().enumerate() {
             let g = gen.record.generation.0;
-            if g != i as u64 {
-                return corrupt(format!("stored generations skip from {} to {g}", i));
+            if i > 0 && gens[i - 1].record.generation.0 == g {
+                return corrupt(format!("generation {g} is stored twice"));
             }
             if !(1..=MAX_WORLD).contains(&gen.record.world) {
                 return corrupt(format!(
@@ -115,14 +123,19 @@ impl SyncModel {
                         from.generation.0
                     ));
                 }
+                if !stored(from.generation.0) {
+                    return corrupt(format!(
+                        "generation {g} resumes from generation {}, which is not stored",
+                        from.generation.0
+                    ));
+                }
             }
         }
         if let Some(commit) = commit {
-            if commit.generation.0 >= gens.len() as u64 {
+            if !stored(commit.generation.0) {
                 return corrupt(format!(
-                    "the commit names generation {}, but {} are stored",
-                    commit.generation.0,
-                    gens.len()
+                    "the commit names generation {}, which is not stored",
+                    commit.generation.0
                 ));
             }
         }
@@ -135,6 +148,74 @@ impl SyncModel {
 
     fn current(&self) -> Option<&GenMeta> {
         self.gens.last()
+    }
+
+    /// Generation `g`, if stored.
+    fn gen(&self, g: u64) -> Option<&GenMeta> {
+        self.gens
+            .binary_search_by_key(&g, |m| m.record.generation.0)
+            .ok()
+            .map(|i| &self.gens[i])
+    }
+
+    /// Generation `g`, which the caller knows is stored.
+    fn known(&self, g: u64) -> Result<&GenMeta> {
+        self.gen(g)
+            .ok_or_else(|| CoordError::Precondition(format!("generation {g} is not stored")))
+    }
+
+    /// The number the next generation gets.
+    fn next_generation(&self) -> u64 {
+        self.current().map_or(0, |g| g.record.generation.0 + 1)
+    }
+
+    /// How many generations the model holds.
+    pub fn generations(&self) -> usize {
+        self.gens.len()
+    }
+
+    /// Drops the generations no plan needs any more and returns the ops
+    /// that delete them. Kept: the last commit's generation (a restart
+    /// resumes from it), the current generation and the one before it (a
+    /// rank finishing an epoch may still speak of the previous epoch's
+    /// generation while another began the next), and each of their chains
+    /// back to the start of its epoch (a cut is recomputed through them).
+    /// Everything else is history no member or restart can ask for, so
+    /// a job holds a bounded number of generations however long it runs.
+    pub fn compact(&mut self, job: &JobId) -> Vec<Op> {
+        let mut keep: std::collections::BTreeSet<u64> = self
+            .gens
+            .iter()
+            .rev()
+            .take(2)
+            .map(|m| m.record.generation.0)
+            .chain(self.commit.map(|c| c.generation.0))
+            .collect();
+        let mut walk: Vec<u64> = keep.iter().copied().collect();
+        while let Some(g) = walk.pop() {
+            if let Some(from) = self.gen(g).and_then(|m| m.record.from) {
+                if keep.insert(from.generation.0) {
+                    walk.push(from.generation.0);
+                }
+            }
+        }
+        let mut ops = Vec::new();
+        self.gens.retain(|m| {
+            let g = m.record.generation;
+            let kept = keep.contains(&g.0);
+            if !kept {
+                ops.push(Op::Delete {
+                    key: Key::Generation {
+                        job: job.clone(),
+                        generation: g,
+                    }
+                    .into(),
+                });
+            }
+            kept
+        });
+        self.cuts.retain(|g, _| keep.contains(g));
+        ops
     }
 
     /// The cut generation `g` splits (cached; recomputed from the history).
@@ -164,7 +245,7 @@ impl SyncModel {
         g: u64,
         rank: u32,
     ) -> Result<SpanSet> {
-        let world = self.gens[g as usize].record.world;
+        let world = self.known(g)?.record.world;
         let cut = self.cut(config, dataset, g)?;
         Ok(rank_part(
             &cut,
@@ -245,11 +326,11 @@ impl SyncModel {
                 .ok_or_else(|| CoordError::Precondition("no generation yet".into()))?;
             return Ok((current, Vec::new()));
         }
-        let generation = self.gens.len() as u64;
+        let generation = self.next_generation();
         let (epoch, from) = match self.commit {
             None => (0, None),
             Some(commit) => {
-                let committed = self.gens[commit.generation.0 as usize].record;
+                let committed = self.known(commit.generation.0)?.record;
                 let part = self.part(config, dataset, commit.generation.0, 0)?.len();
                 if commit.samples >= part {
                     (committed.epoch.0 + 1, None)
@@ -283,7 +364,9 @@ impl SyncModel {
         let op = put(key, &meta)?;
         self.gens.push(meta.clone());
         self.progress.clear();
-        Ok((meta, vec![op]))
+        let mut ops = vec![op];
+        ops.extend(self.compact(job));
+        Ok((meta, ops))
     }
 
     /// Checks that `rank` belongs to the current generation.
@@ -318,6 +401,7 @@ impl SyncModel {
             current
         } else if epoch == current.record.epoch.0 + 1 {
             if epoch >= config.epochs {
+                self.finished = true;
                 return Ok((
                     v1::Assignment {
                         epoch,
@@ -329,7 +413,7 @@ impl SyncModel {
             }
             let meta = GenMeta {
                 record: GenerationRecord {
-                    generation: Generation(self.gens.len() as u64),
+                    generation: Generation(self.next_generation()),
                     epoch: Epoch(epoch),
                     world: current.record.world,
                     from: None,
@@ -348,6 +432,7 @@ impl SyncModel {
             };
             ops.push(put(key, &meta)?);
             self.gens.push(meta.clone());
+            ops.extend(self.compact(job));
             meta
         } else {
             return Err(CoordError::Precondition(format!(
@@ -415,7 +500,9 @@ impl SyncModel {
         };
         let op = put(Key::Commit { job: job.clone() }, &commit)?;
         self.commit = Some(commit);
-        Ok(vec![op])
+        let mut ops = vec![op];
+        ops.extend(self.compact(job));
+        Ok(ops)
     }
 
     /// Checks that `rank` is current and `generation` one of its restart's
@@ -423,10 +510,7 @@ impl SyncModel {
     /// previous epoch's generation while another rank began the next).
     fn check_generation(&self, rank: Rank<'_>, generation: Generation) -> Result<()> {
         let current = self.check_current(rank)?;
-        let found = usize::try_from(generation.get())
-            .ok()
-            .and_then(|g| self.gens.get(g));
-        let Some(gen) = found else {
+        let Some(gen) = self.gen(generation.get()) else {
             return Err(CoordError::Stale(format!(
                 "generation {generation} does not exist (current: {})",
                 current.record.generation.0
@@ -477,7 +561,8 @@ impl SyncModel {
         status.epoch = self.current().map_or(0, |g| g.record.epoch.0);
         status.commit_generation = self.commit.map(|c| c.generation.0);
         status.commit_samples = self.commit.map_or(0, |c| c.samples);
-        status.finished = status.epoch >= epochs;
+        status.finished = self.finished || status.epoch >= epochs;
+        status.generation = self.current().map(|g| g.record.generation.0);
         status.progress = self
             .progress
             .iter()

@@ -7,8 +7,10 @@
 
 mod convert;
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant as StdInstant;
 
 use futures::{Stream, StreamExt};
 use tokio::sync::RwLock;
@@ -22,8 +24,10 @@ use crate::auth::{new_secret, DatasetPolicy};
 use crate::config::JobConfig;
 use crate::error::{CoordError, Result};
 use crate::keys;
+use crate::leader::DeleteReason;
 use crate::leader::{open_dataset, JobHandle, Leader, Slot};
-use crate::model::{outcome, Acquired, Job, StoredJob};
+use crate::metrics::Metrics;
+use crate::model::{outcome, Acquired, Caller, Effects, Job, Outcome, Progress, State, StoredJob};
 use crate::store::{Election, StoreError};
 use convert::{Acquire, Call, Commit, CreateJob, Join, Report};
 
@@ -44,6 +48,7 @@ pub struct Service {
     pub election: Arc<dyn Election>,
     /// Which manifests CreateJob may name.
     pub datasets: DatasetPolicy,
+    pub metrics: Metrics,
 }
 
 impl Service {
@@ -162,13 +167,29 @@ impl Service {
     }
 }
 
+/// `answer`, having recorded the call as the member's when it was
+/// answered (a caller refused, for another member's secret or any other
+/// reason, is not seen: its call changed nothing).
+fn seen<T>(
+    job: &mut Job,
+    caller: &Caller,
+    (answer, effects): Outcome<T>,
+    progress: impl FnOnce(&Effects) -> Progress,
+) -> Outcome<T> {
+    if answer.is_ok() || effects.tally.units_acked > 0 {
+        job.touch(&caller.member, StdInstant::now(), progress(&effects));
+    }
+    (answer, effects)
+}
+
 type EventStream = Pin<Box<dyn Stream<Item = std::result::Result<v1::JobEvent, Status>> + Send>>;
 
 type Answer<T> = std::result::Result<Response<T>, Status>;
 
-#[tonic::async_trait]
-impl Coordinator for Service {
-    async fn create_job(
+/// The calls, each answered by the method of the same name in
+/// `impl Coordinator for Service`, which times and counts it.
+impl Service {
+    async fn answer_create_job(
         &self,
         request: Request<v1::CreateJobRequest>,
     ) -> Answer<v1::CreateJobResponse> {
@@ -176,7 +197,7 @@ impl Coordinator for Service {
         Ok(Response::new(self.create(create).await?))
     }
 
-    async fn join(&self, request: Request<v1::JoinRequest>) -> Answer<v1::JoinResponse> {
+    async fn answer_join(&self, request: Request<v1::JoinRequest>) -> Answer<v1::JoinResponse> {
         let Join { job, joiner } = Join::try_from(request.into_inner())?;
         let (leader, handle) = self.job(&job).await?;
         let fresh_secret = new_secret()?;
@@ -198,12 +219,17 @@ impl Coordinator for Service {
         Ok(Response::new(response))
     }
 
-    async fn keep_alive(
+    async fn answer_keep_alive(
         &self,
         request: Request<v1::MemberRequest>,
     ) -> Answer<v1::KeepAliveResponse> {
         let (call, leader, handle) = self.call::<_, ()>(request).await?;
-        let lease = handle.job.lock().await.lease_of(&call.caller)?;
+        let lease = {
+            let mut job = handle.job.lock().await;
+            let lease = job.lease_of(&call.caller)?;
+            job.touch(&call.caller.member, StdInstant::now(), Progress::None);
+            lease
+        };
         match leader.store.keep_alive(lease).await {
             Ok(ttl) => Ok(Response::new(v1::KeepAliveResponse {
                 ttl_ms: ttl.as_millis() as u32,
@@ -222,22 +248,21 @@ impl Coordinator for Service {
         }
     }
 
-    async fn get_assignment(
+    async fn answer_get_assignment(
         &self,
         request: Request<v1::AssignmentRequest>,
     ) -> Answer<v1::Assignment> {
         let (call, leader, handle) = self.call::<_, Epoch>(request).await?;
         let assignment = leader
             .change(&handle, |job| {
-                outcome(job.assignment(&call.caller, call.args))
+                let answer = outcome(job.assignment(&call.caller, call.args));
+                seen(job, &call.caller, answer, |_| Progress::None)
             })
             .await?;
         Ok(Response::new(assignment))
     }
 
-    type WatchStream = EventStream;
-
-    async fn watch(&self, request: Request<v1::MemberRequest>) -> Answer<Self::WatchStream> {
+    async fn answer_watch(&self, request: Request<v1::MemberRequest>) -> Answer<EventStream> {
         let (call, _, handle) = self.call::<_, ()>(request).await?;
         handle.job.lock().await.lease_of(&call.caller)?;
         let events = BroadcastStream::new(handle.events.subscribe())
@@ -245,12 +270,18 @@ impl Coordinator for Service {
         Ok(Response::new(Box::pin(events)))
     }
 
-    async fn acquire(&self, request: Request<v1::AcquireRequest>) -> Answer<v1::AcquireResponse> {
+    async fn answer_acquire(
+        &self,
+        request: Request<v1::AcquireRequest>,
+    ) -> Answer<v1::AcquireResponse> {
         let (call, leader, handle) = self.call::<_, Acquire>(request).await?;
         let deadline = Instant::now() + call.args.wait;
         loop {
             let notified = handle.notify.notified();
-            let look = |job: &mut Job| outcome(job.acquire(&call.caller, call.args.max));
+            let look = |job: &mut Job| {
+                let answer = outcome(job.acquire(&call.caller, call.args.max));
+                seen(job, &call.caller, answer, |_| Progress::None)
+            };
             let epoch = match leader.change(&handle, look).await? {
                 Acquired::Advanced => continue,
                 Acquired::Units { units, epoch } => {
@@ -279,7 +310,10 @@ impl Coordinator for Service {
         }
     }
 
-    async fn report(&self, request: Request<v1::ReportRequest>) -> Answer<v1::ReportResponse> {
+    async fn answer_report(
+        &self,
+        request: Request<v1::ReportRequest>,
+    ) -> Answer<v1::ReportResponse> {
         let (call, leader, handle) = self.call::<_, Report>(request).await?;
         let Report {
             generation,
@@ -290,13 +324,21 @@ impl Coordinator for Service {
         // after its lock is released.
         leader
             .change(&handle, |job| {
-                job.report(&call.caller, *generation, *samples, acked)
+                let answer = job.report(&call.caller, *generation, *samples, acked);
+                let sync = acked.is_empty() && matches!(job.state, State::Sync(_));
+                seen(job, &call.caller, answer, |effects| match sync {
+                    true => Progress::Consumed(*samples),
+                    false => Progress::Acked(effects.tally.samples_acked),
+                })
             })
             .await?;
         Ok(Response::new(v1::ReportResponse {}))
     }
 
-    async fn commit(&self, request: Request<v1::CommitRequest>) -> Answer<v1::CommitResponse> {
+    async fn answer_commit(
+        &self,
+        request: Request<v1::CommitRequest>,
+    ) -> Answer<v1::CommitResponse> {
         let (call, leader, handle) = self.call::<_, Commit>(request).await?;
         let Commit {
             generation,
@@ -304,7 +346,8 @@ impl Coordinator for Service {
         } = call.args;
         leader
             .change(&handle, |job| {
-                outcome(job.commit(&call.caller, generation, samples))
+                let answer = outcome(job.commit(&call.caller, generation, samples));
+                seen(job, &call.caller, answer, |_| Progress::None)
             })
             .await?;
         tracing::info!(
@@ -316,7 +359,7 @@ impl Coordinator for Service {
         Ok(Response::new(v1::CommitResponse {}))
     }
 
-    async fn leave(&self, request: Request<v1::MemberRequest>) -> Answer<v1::LeaveResponse> {
+    async fn answer_leave(&self, request: Request<v1::MemberRequest>) -> Answer<v1::LeaveResponse> {
         let (call, leader, handle) = self.call::<_, ()>(request).await?;
         leader
             .change(&handle, |job| outcome(job.leave(&call.caller)))
@@ -324,7 +367,44 @@ impl Coordinator for Service {
         Ok(Response::new(v1::LeaveResponse {}))
     }
 
-    async fn get_status(&self, request: Request<v1::JobRequest>) -> Answer<v1::JobStatus> {
+    async fn answer_list_jobs(
+        &self,
+        _request: Request<v1::ListJobsRequest>,
+    ) -> Answer<v1::ListJobsResponse> {
+        let leader = self.leader().await?;
+        let jobs = leader.list().await;
+        Ok(Response::new(v1::ListJobsResponse {
+            jobs,
+            leader: leader.address.clone(),
+        }))
+    }
+
+    async fn answer_delete_job(
+        &self,
+        request: Request<v1::JobRequest>,
+    ) -> Answer<v1::DeleteJobResponse> {
+        let job = convert::job("job", request.into_inner().job)?;
+        let leader = self.leader().await?;
+        leader.delete_job(&job, DeleteReason::Request).await?;
+        Ok(Response::new(v1::DeleteJobResponse {}))
+    }
+
+    /// Runs one call's answer, counting it by method and status code.
+    async fn timed<T>(
+        &self,
+        method: &'static str,
+        answer: impl Future<Output = Answer<T>>,
+    ) -> Answer<T> {
+        let started = StdInstant::now();
+        let answer = answer.await;
+        let code = answer
+            .as_ref()
+            .map_or_else(Status::code, |_| tonic::Code::Ok);
+        self.metrics.rpc(method, code, started.elapsed());
+        answer
+    }
+
+    async fn answer_get_status(&self, request: Request<v1::JobRequest>) -> Answer<v1::JobStatus> {
         let job = convert::job("job", request.into_inner().job)?;
         let leader = self.leader().await?;
         let handle = match leader.job(&job).await {
@@ -344,5 +424,75 @@ impl Coordinator for Service {
         // durable, so a status never shows what a crash could lose.
         leader.flush().await?;
         Ok(Response::new(status))
+    }
+}
+
+#[tonic::async_trait]
+impl Coordinator for Service {
+    type WatchStream = EventStream;
+
+    async fn create_job(
+        &self,
+        request: Request<v1::CreateJobRequest>,
+    ) -> Answer<v1::CreateJobResponse> {
+        self.timed("CreateJob", self.answer_create_job(request))
+            .await
+    }
+
+    async fn join(&self, request: Request<v1::JoinRequest>) -> Answer<v1::JoinResponse> {
+        self.timed("Join", self.answer_join(request)).await
+    }
+
+    async fn keep_alive(
+        &self,
+        request: Request<v1::MemberRequest>,
+    ) -> Answer<v1::KeepAliveResponse> {
+        self.timed("KeepAlive", self.answer_keep_alive(request))
+            .await
+    }
+
+    async fn get_assignment(
+        &self,
+        request: Request<v1::AssignmentRequest>,
+    ) -> Answer<v1::Assignment> {
+        self.timed("GetAssignment", self.answer_get_assignment(request))
+            .await
+    }
+
+    async fn watch(&self, request: Request<v1::MemberRequest>) -> Answer<Self::WatchStream> {
+        self.timed("Watch", self.answer_watch(request)).await
+    }
+
+    async fn acquire(&self, request: Request<v1::AcquireRequest>) -> Answer<v1::AcquireResponse> {
+        self.timed("Acquire", self.answer_acquire(request)).await
+    }
+
+    async fn report(&self, request: Request<v1::ReportRequest>) -> Answer<v1::ReportResponse> {
+        self.timed("Report", self.answer_report(request)).await
+    }
+
+    async fn commit(&self, request: Request<v1::CommitRequest>) -> Answer<v1::CommitResponse> {
+        self.timed("Commit", self.answer_commit(request)).await
+    }
+
+    async fn leave(&self, request: Request<v1::MemberRequest>) -> Answer<v1::LeaveResponse> {
+        self.timed("Leave", self.answer_leave(request)).await
+    }
+
+    async fn get_status(&self, request: Request<v1::JobRequest>) -> Answer<v1::JobStatus> {
+        self.timed("GetStatus", self.answer_get_status(request))
+            .await
+    }
+
+    async fn list_jobs(
+        &self,
+        request: Request<v1::ListJobsRequest>,
+    ) -> Answer<v1::ListJobsResponse> {
+        self.timed("ListJobs", self.answer_list_jobs(request)).await
+    }
+
+    async fn delete_job(&self, request: Request<v1::JobRequest>) -> Answer<v1::DeleteJobResponse> {
+        self.timed("DeleteJob", self.answer_delete_job(request))
+            .await
     }
 }

@@ -1,0 +1,214 @@
+//! Jobs' end: deletion (on request, or once a finished job's retention has
+//! passed), and the housekeeping that expires finished jobs and rebuilds
+//! the job-labelled metrics while this replica leads.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tributary_common::ids::JobId;
+use tributary_common::proto::v1;
+
+use super::{Leader, Slot};
+use crate::error::{CoordError, Result};
+use crate::keys;
+use crate::metrics::JOB_GAUGES_INTERVAL;
+use crate::model::{Effects, Job};
+use crate::store::Op;
+
+/// Milliseconds since the Unix epoch (0 on a clock before it).
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Why a job is deleted (the metric's label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteReason {
+    Request,
+    Expired,
+}
+
+impl DeleteReason {
+    fn label(self) -> &'static str {
+        match self {
+            DeleteReason::Request => "request",
+            DeleteReason::Expired => "expired",
+        }
+    }
+}
+
+impl Leader {
+    /// Deletes a job: its keys and its members' leases in the store, its
+    /// model here. A call of the job already in progress either landed
+    /// before (its writes are ordered before the delete) or is refused
+    /// (the model is marked deleted under its lock); members' Watch
+    /// streams end once the last call holding the job returns.
+    pub async fn delete_job(&self, name: &JobId, reason: DeleteReason) -> Result<()> {
+        let slot = self.jobs.lock().await.get(name).cloned();
+        match slot {
+            None => return Err(CoordError::UnknownJob(name.clone())),
+            Some(Slot::Failed(_)) => {
+                // Nothing of it is served: its keys go, and its members'
+                // leases expire by themselves.
+                self.writer
+                    .write(vec![Op::DeletePrefix {
+                        prefix: keys::job(name),
+                    }])
+                    .await?;
+                self.forget(name, None).await;
+            }
+            Some(Slot::Loading(_) | Slot::Ready(_)) => {
+                let handle = self.job(name).await?;
+                let room = self.writer.reserve().await?;
+                let mut job = handle.job.lock().await;
+                if job.deleted {
+                    return Err(CoordError::UnknownJob(name.clone()));
+                }
+                let effects = job.delete();
+                let staged = self.stage(&handle, room, effects);
+                drop(job);
+                self.forget(name, Some(&handle)).await;
+                self.apply(staged).await?;
+            }
+        }
+        self.metrics
+            .jobs_deleted
+            .with_label_values(&[reason.label()])
+            .inc();
+        tracing::info!(job = name.as_str(), reason = reason.label(), "deleted job");
+        Ok(())
+    }
+
+    /// Removes a job's slot: any slot, or only the one holding `handle`
+    /// (a job of the same name created since is another job).
+    async fn forget(&self, name: &JobId, handle: Option<&Arc<super::JobHandle>>) {
+        let mut jobs = self.jobs.lock().await;
+        let ours = match (jobs.get(name), handle) {
+            (Some(Slot::Ready(h)), Some(handle)) => Arc::ptr_eq(h, handle),
+            (Some(_), Some(_)) => false,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if ours {
+            jobs.remove(name);
+        }
+    }
+
+    /// One line per job, sorted by name.
+    pub async fn list(&self) -> Vec<v1::JobSummary> {
+        let slots: Vec<(JobId, Slot)> = self
+            .jobs
+            .lock()
+            .await
+            .iter()
+            .map(|(name, slot)| (name.clone(), slot.clone()))
+            .collect();
+        let mut lines = Vec::with_capacity(slots.len());
+        for (name, slot) in slots {
+            let line = match slot {
+                Slot::Ready(handle) => handle.job.lock().await.summary(),
+                Slot::Loading(_) => v1::JobSummary {
+                    job: name.to_string(),
+                    loading: true,
+                    ..v1::JobSummary::default()
+                },
+                Slot::Failed(reason) => v1::JobSummary {
+                    job: name.to_string(),
+                    failed: reason,
+                    ..v1::JobSummary::default()
+                },
+            };
+            lines.push(line);
+        }
+        lines.sort_by(|a, b| a.job.cmp(&b.job));
+        lines
+    }
+
+    /// One round of housekeeping: records jobs that finished unseen (they
+    /// finished before this replica led), deletes those whose retention
+    /// has passed, and rebuilds the job-labelled gauges.
+    async fn tidy(&self) {
+        let jobs = self.list().await;
+        let now = unix_ms();
+        let ttl = self.finished_job_ttl.as_millis() as u64;
+        let m = &self.metrics;
+        for gauge in [&m.job_members, &m.job_epoch, &m.job_leased_units] {
+            gauge.reset();
+        }
+        let mut states = [
+            ("loading", 0),
+            ("running", 0),
+            ("finished", 0),
+            ("failed", 0),
+        ];
+        for line in &jobs {
+            let state = if line.loading {
+                0
+            } else if !line.failed.is_empty() {
+                3
+            } else if line.finished {
+                2
+            } else {
+                1
+            };
+            states[state].1 += 1;
+            if line.loading || !line.failed.is_empty() {
+                continue;
+            }
+            let name = JobId::from(line.job.as_str());
+            if line.finished && line.finished_at_ms == 0 {
+                if let Ok(handle) = self.job(&name).await {
+                    let noop = |_: &mut Job| (Ok(()), Effects::default());
+                    if let Err(error) = self.change(&handle, noop).await {
+                        tracing::warn!(job = line.job, %error, "cannot record that the job finished");
+                    }
+                }
+            } else if line.finished && now.saturating_sub(line.finished_at_ms) >= ttl {
+                match self.delete_job(&name, DeleteReason::Expired).await {
+                    Ok(()) | Err(CoordError::UnknownJob(_)) => {}
+                    Err(error) => {
+                        tracing::warn!(job = line.job, %error, "cannot delete an expired job")
+                    }
+                }
+                continue;
+            }
+            let labels = [line.job.as_str()];
+            m.job_members
+                .with_label_values(&labels)
+                .set(i64::from(line.members));
+            m.job_epoch
+                .with_label_values(&labels)
+                .set(line.epoch as i64);
+            m.job_leased_units
+                .with_label_values(&labels)
+                .set(line.leased_units as i64);
+        }
+        for (state, count) in states {
+            m.jobs.with_label_values(&[state]).set(count);
+        }
+    }
+}
+
+/// Runs [`Leader::tidy`] every [`JOB_GAUGES_INTERVAL`], or more often when
+/// the retention is shorter, until this leadership ends (the caller aborts
+/// it then).
+pub async fn housekeeping(leader: std::sync::Weak<Leader>) {
+    let interval = match leader.upgrade() {
+        Some(l) => JOB_GAUGES_INTERVAL
+            .min(l.finished_job_ttl / 4)
+            .max(Duration::from_millis(50)),
+        None => return,
+    };
+    loop {
+        let Some(leader) = leader.upgrade() else {
+            return;
+        };
+        if *leader.failed.borrow() {
+            return;
+        }
+        leader.tidy().await;
+        drop(leader);
+        tokio::time::sleep(interval).await;
+    }
+}
