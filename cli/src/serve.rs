@@ -29,6 +29,7 @@ const ENVIRONMENT: &str = "\
 Environment:
   Every flag above reads the variable shown beside it. Also read:
   RUST_LOG   log filter (default warn), e.g. info or tributary_coordinator=debug
+  TRIBUTARY_LOG_FORMAT  text (default) or json: one JSON object per log line
   AWS_*      S3 credentials and settings (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
              AWS_SESSION_TOKEN, AWS_REGION, ...), for reading dataset manifests
   GOOGLE_*   GCS credentials (GOOGLE_SERVICE_ACCOUNT, GOOGLE_APPLICATION_CREDENTIALS, ...)
@@ -58,6 +59,15 @@ pub struct Args {
     /// kubelet gRPC probes, which speak no TLS).
     #[arg(long, env = "TRIBUTARY_HEALTH_LISTEN")]
     health_listen: Option<String>,
+    /// Serve Prometheus metrics over plain HTTP at /metrics here
+    /// (host:port; e.g. 0.0.0.0:9464). None: no metrics endpoint.
+    #[arg(long, env = "TRIBUTARY_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// How long a finished job is kept (its status readable, its keys in
+    /// etcd) before it is deleted: a number with a unit, ms, s, m, h or d
+    /// (e.g. 7d, 12h, 30s).
+    #[arg(long, env = "TRIBUTARY_FINISHED_JOB_TTL", default_value = "7d", value_parser = ttl)]
+    finished_job_ttl: Duration,
     /// PEM certificate chain: serve gRPC over TLS (needs --tls-key).
     #[arg(long, env = "TRIBUTARY_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -109,6 +119,8 @@ impl Args {
                 "health        {}",
                 or(&self.health_listen, "the gRPC port only")
             ),
+            format!("metrics       {}", or(&self.metrics_listen, "none")),
+            format!("finished ttl  {:?}", self.finished_job_ttl),
             format!(
                 "tls cert      {}",
                 or(&path(&self.tls_cert), "none: plaintext")
@@ -232,6 +244,15 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let metrics = tributary_coordinator::Metrics::new();
+    let metrics_server = match &args.metrics_listen {
+        Some(address) => Some(
+            tributary_io::MetricsServer::bind(address, metrics.registry().clone())
+                .await
+                .with_context(|| format!("cannot listen on {address} (--metrics-listen)"))?,
+        ),
+        None => None,
+    };
     let bound = listener.local_addr()?;
     let advertise = args.advertise.clone().unwrap_or_else(|| bound.to_string());
     let (store, election): (Arc<dyn MetaStore>, Arc<dyn Election>) = if args.etcd.is_empty() {
@@ -255,6 +276,8 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         (Arc::new(store), Arc::new(election))
     };
     let mut config = ServerConfig::new(advertise.clone());
+    config.metrics = metrics;
+    config.finished_job_ttl = args.finished_job_ttl;
     config.flush_interval = Duration::from_millis(args.flush_ms);
     config.store_options = args.store.options("s3://");
     let scheme = if tls.is_some() { "TLS" } else { "plaintext" };
@@ -267,10 +290,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     }
     config.auth_token = auth_token;
     config.datasets = datasets;
-    let health_note = match &health {
+    let mut health_note = match &health {
         Some(listener) => format!(", health on {}", listener.local_addr()?),
         None => String::new(),
     };
+    if let Some(server) = &metrics_server {
+        health_note.push_str(&format!(", metrics on http://{}/metrics", server.address()));
+    }
     eprintln!(
         "coordinator: listening on {bound} ({scheme}, advertised as {advertise}){health_note}"
     );
@@ -280,6 +306,36 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     };
     tributary_coordinator::run(listeners, store, election, config, shutdown()).await?;
     Ok(())
+}
+
+/// The longest `--finished-job-ttl`: ten years.
+const MAX_TTL: Duration = Duration::from_secs(3650 * 24 * 3600);
+
+/// A duration flag: a whole number and a unit (`ms`, `s`, `m`, `h`, `d`),
+/// from one second to ten years.
+fn ttl(text: &str) -> Result<Duration, String> {
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number with a unit (e.g. 7d, 12h, 30s)"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{text:?}: the unit must be ms, s, m, h or d")),
+    };
+    let duration = n
+        .checked_mul(ms)
+        .map(Duration::from_millis)
+        .filter(|d| *d <= MAX_TTL)
+        .ok_or_else(|| format!("{text:?} is longer than ten years"))?;
+    if duration < Duration::from_secs(1) {
+        return Err(format!("{text:?} is shorter than one second"));
+    }
+    Ok(duration)
 }
 
 async fn shutdown() {
@@ -301,4 +357,30 @@ async fn shutdown() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ttl_is_a_number_and_a_unit_within_bounds() {
+        assert_eq!(ttl("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(ttl("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(ttl("2m"), Ok(Duration::from_secs(120)));
+        for bad in [
+            "",
+            "7",
+            "d",
+            "-1s",
+            "1.5h",
+            "7days",
+            "999ms",
+            "3651d",
+            "18446744073709551615d",
+        ] {
+            let error = ttl(bad).expect_err(bad);
+            assert!(error.contains(&format!("{bad:?}")), "{error}");
+        }
+    }
 }

@@ -17,6 +17,7 @@ use tokio::sync::RwLock;
 use tokio::time::Instant;
 use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 use tributary_common::ids::{Epoch, JobId};
 use tributary_common::proto::v1::{self, coordinator_server::Coordinator};
 
@@ -78,6 +79,9 @@ impl Service {
         Call<T>: TryFrom<R, Error = CoordError>,
     {
         let call = Call::<T>::try_from(request.into_inner())?;
+        let span = tracing::Span::current();
+        span.record("job", call.job.as_str());
+        span.record("member", call.caller.member.as_str());
         let (leader, handle) = self.job(&call.job).await?;
         Ok((call, leader, handle))
     }
@@ -199,6 +203,9 @@ impl Service {
 
     async fn answer_join(&self, request: Request<v1::JoinRequest>) -> Answer<v1::JoinResponse> {
         let Join { job, joiner } = Join::try_from(request.into_inner())?;
+        let span = tracing::Span::current();
+        span.record("job", job.as_str());
+        span.record("member", joiner.member.as_str());
         let (leader, handle) = self.job(&job).await?;
         let fresh_secret = new_secret()?;
         // The member's record names its lease, and granting it is I/O: so
@@ -210,6 +217,8 @@ impl Service {
         let response = leader
             .change(&handle, |model| model.join(joiner, fresh_secret, lease))
             .await?;
+        span.record("rank", response.rank);
+        span.record("generation", response.generation);
         tracing::info!(
             job = job.as_str(),
             member = response.member,
@@ -259,6 +268,9 @@ impl Service {
                 seen(job, &call.caller, answer, |_| Progress::None)
             })
             .await?;
+        let span = tracing::Span::current();
+        span.record("rank", assignment.rank);
+        span.record("generation", assignment.generation);
         Ok(Response::new(assignment))
     }
 
@@ -320,6 +332,9 @@ impl Service {
             samples,
             acked,
         } = &call.args;
+        if acked.is_empty() {
+            tracing::Span::current().record("generation", generation.get());
+        }
         // Reports of many ranks share one flush: each waits for its write
         // after its lock is released.
         leader
@@ -344,6 +359,7 @@ impl Service {
             generation,
             samples,
         } = call.args;
+        tracing::Span::current().record("generation", generation.get());
         leader
             .change(&handle, |job| {
                 let answer = outcome(job.commit(&call.caller, generation, samples));
@@ -396,7 +412,15 @@ impl Service {
         answer: impl Future<Output = Answer<T>>,
     ) -> Answer<T> {
         let started = StdInstant::now();
-        let answer = answer.await;
+        let span = tracing::info_span!(
+            "rpc",
+            method,
+            job = tracing::field::Empty,
+            member = tracing::field::Empty,
+            rank = tracing::field::Empty,
+            generation = tracing::field::Empty,
+        );
+        let answer = answer.instrument(span).await;
         let code = answer
             .as_ref()
             .map_or_else(Status::code, |_| tonic::Code::Ok);

@@ -14,6 +14,8 @@ mod elastic;
 mod epochs;
 mod freeze;
 mod hostile;
+mod lifecycle;
+mod metrics;
 mod s3;
 mod store_faults;
 mod webdataset;

@@ -25,6 +25,7 @@ use std::time::Duration;
 use rayon::ThreadPool;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 use tributary_common::manifest::Manifest;
 use tributary_common::proto::v1;
 use tributary_common::span::Span;
@@ -260,7 +261,8 @@ impl DynamicLoader {
             tx,
         };
         let carried = std::mem::take(&mut self.carried);
-        self.feeder = Some(tokio::spawn(feeder.run(carried)));
+        let span = self.session.span.clone();
+        self.feeder = Some(tokio::spawn(feeder.run(carried).instrument(span)));
         Ok(())
     }
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tonic::Code;
+use tracing::Instrument;
 use tributary_common::proto::v1;
 
 use super::client::Stub;
@@ -71,6 +72,9 @@ struct Shared {
 pub struct Session {
     pub client: Arc<Client>,
     pub job: String,
+    /// The span the member's background work runs in: job, member, rank
+    /// and generation (JSON logs carry them on every line).
+    pub span: tracing::Span,
     shared: Arc<Shared>,
     keepalive: Mutex<Option<JoinHandle<()>>>,
 }
@@ -257,7 +261,19 @@ impl Session {
         secret: &str,
     ) -> Result<Self> {
         let joined = join(&client, job, identity, secret).await?;
+        let rank = match identity {
+            Identity::Torchrun { rank, .. } => Some(*rank),
+            Identity::Name(_) => None,
+        };
+        let span = tracing::info_span!(
+            "member",
+            job,
+            member = joined.member,
+            rank,
+            generation = joined.generation
+        );
         tracing::info!(
+            parent: &span,
             job,
             member = joined.member,
             generation = joined.generation,
@@ -271,10 +287,11 @@ impl Session {
             rejoining: tokio::sync::Mutex::default(),
             lost: AtomicBool::new(false),
         });
-        let keepalive = tokio::spawn(keep_alive(Arc::clone(&shared)));
+        let keepalive = tokio::spawn(keep_alive(Arc::clone(&shared)).instrument(span.clone()));
         Ok(Self {
             client,
             job: job.to_owned(),
+            span,
             shared,
             keepalive: Mutex::new(Some(keepalive)),
         })

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use rayon::ThreadPool;
 use serde::{Deserialize, Serialize};
+use tracing::Instrument;
 use tributary_common::proto::{spans_from_proto, v1};
 use tributary_common::span::SpanSet;
 
@@ -235,14 +236,19 @@ impl SyncLoader {
             samples: self.emitted,
             ..v1::ReportRequest::default()
         };
-        tokio::spawn(async move {
-            let result = session
-                .send(&request, |mut c, r| async move { c.report(r).await })
-                .await;
-            if let Err(error) = result {
-                tracing::warn!(%error, "progress report failed");
+        let span = session.span.clone();
+        let generation = request.generation;
+        tokio::spawn(
+            async move {
+                let result = session
+                    .send(&request, |mut c, r| async move { c.report(r).await })
+                    .await;
+                if let Err(error) = result {
+                    tracing::warn!(%error, generation, "progress report failed");
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 
     /// Moves to the next epoch; false when the job is finished.
