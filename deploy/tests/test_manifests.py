@@ -5,7 +5,8 @@ flags and the wiring, is test_wiring.py):
    when both are there, to the same objects;
 2. every rendered object and every example validates against the Kubernetes
    JSON schemas (kubernetes-validate, strict), the PyTorchJob against the
-   Kubeflow CRD's schema made strict.
+   Kubeflow CRD's schema made strict, the Prometheus Operator's objects
+   (components/monitoring) against their CRDs' schemas made strict.
 
 Run from the repository root:  .venv/bin/python -m pytest -q deploy/tests
 """
@@ -47,6 +48,10 @@ from deploylib import (
 K8S_VERSIONS = ["1.29", kubernetes_validate.latest_version()]
 
 PYTORCHJOB_SCHEMA = SCHEMAS / "pytorchjob-kubeflow.org-v1.json"
+# The Prometheus Operator's custom resources, by kind (deploy/schemas/README.md).
+MONITORING_API = "monitoring.coreos.com/v1"
+MONITORING_SCHEMAS = {kind: SCHEMAS / f"{kind.lower()}-monitoring.coreos.com-v1.json"
+                      for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule")}
 
 KUSTOMIZATIONS = [str(d.relative_to(K8S)) for d in kustomization_dirs()]
 SOURCES = source_ids()
@@ -125,6 +130,9 @@ def test_objects_validate_against_kubernetes_schemas(source, version):
                 if error:
                     errors.append(f"{describe(obj)} {pod.path}: {error}")
             continue
+        if obj.get("apiVersion") == MONITORING_API:
+            errors += [f"{describe(obj)}: {e}" for e in monitoring_crd_errors(obj)]
+            continue
         error = validate_k8s(obj, version)
         if error:
             errors.append(error)
@@ -163,6 +171,21 @@ def pytorchjob_schema(strict: bool = True) -> dict:
 
 def crd_errors(obj: dict, strict: bool = True) -> list[str]:
     validator = jsonschema.Draft7Validator(pytorchjob_schema(strict))
+    return [f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
+            for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
+
+
+@lru_cache(maxsize=None)
+def monitoring_schema(kind: str, strict: bool = True) -> dict:
+    path = MONITORING_SCHEMAS.get(kind)
+    if path is None:
+        pytest.fail(f"no vendored schema for {MONITORING_API} {kind} in {rel(SCHEMAS)}")
+    schema = json.loads(path.read_text())
+    return make_strict(schema) if strict else schema
+
+
+def monitoring_crd_errors(obj: dict, strict: bool = True) -> list[str]:
+    validator = jsonschema.Draft7Validator(monitoring_schema(obj["kind"], strict))
     return [f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
             for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
 
@@ -239,3 +262,20 @@ def test_kubernetes_validate_rejects_a_misspelled_field(version):
     bad = copy.deepcopy(deployment)
     bad["spec"]["replicas"] = "two"
     assert validate_k8s(bad, version), "validation accepted replicas: two"
+
+
+def monitoring_object(kind: str) -> dict:
+    return next(o for o in get_source("overlays/production-monitoring").objects if o["kind"] == kind)
+
+
+def test_strict_monitoring_schemas_reject_misspelled_fields_and_wrong_types():
+    bad = copy.deepcopy(monitoring_object("ServiceMonitor"))
+    bad["spec"]["endpoints"][0]["honourLabels"] = True
+    assert not monitoring_crd_errors(bad, strict=False), "the raw schema already rejects it"
+    assert any("honourLabels" in e for e in monitoring_crd_errors(bad)), monitoring_crd_errors(bad)
+    bad = copy.deepcopy(monitoring_object("PodMonitor"))
+    bad["spec"]["podMetricsEndpoints"][0]["interval"] = "15 seconds"
+    assert any(e.startswith("spec.podMetricsEndpoints.0.interval") for e in monitoring_crd_errors(bad))
+    bad = copy.deepcopy(monitoring_object("PrometheusRule"))
+    bad["spec"]["groups"][0]["rules"][0]["fore"] = "1m"
+    assert any("fore" in e for e in monitoring_crd_errors(bad)), monitoring_crd_errors(bad)
