@@ -285,3 +285,118 @@ fn joiner(identity: Identity, member: MemberId, secret: &str) -> Joiner {
         secret: secret.to_owned(),
     }
 }
+
+/// Rank 0 of a world of 1 at torchrun restart `restart`.
+fn solo(restart: u64) -> (Identity, MemberId) {
+    let identity = Identity::Torchrun {
+        rank: 0,
+        world: 1,
+        run_id: "run".into(),
+        restart,
+    };
+    (identity, MemberId::from(format!("run.{restart}.0")))
+}
+
+#[test]
+fn generations_of_epochs_behind_the_commit_are_compacted_and_the_job_loads_back() {
+    let (mut job, mut kv) = created(v1::Mode::Sync);
+    let mut restart = 0;
+    let mut assigned = None;
+    for epoch in 0..2u64 {
+        for _ in 0..4 {
+            let (identity, member) = solo(restart);
+            restart += 1;
+            let (joined, effects) =
+                job.join(joiner(identity, member.clone(), ""), "c".repeat(32), 7);
+            kv.apply(&effects);
+            let caller = Caller {
+                member,
+                secret: joined.expect("join").secret,
+            };
+            let (part, effects) = job.assignment(&caller, Epoch(epoch)).expect("assignment");
+            kv.apply(&effects);
+            let ((), effects) = job
+                .commit(&caller, Generation(part.generation), 1)
+                .expect("commit");
+            kv.apply(&effects);
+            assigned = Some((caller, part));
+        }
+        let (caller, _) = assigned.as_ref().expect("a restart");
+        let (next, effects) = job.assignment(caller, Epoch(epoch + 1)).expect("next");
+        kv.apply(&effects);
+        assert_eq!(next.finished, epoch == 1);
+    }
+    // As the leader does after every change: a finished sync job is
+    // finished in the store, not only in memory.
+    let op = job.mark_finished(42).expect("finished");
+    kv.apply(&Effects::ops(vec![op]));
+    let State::Sync(model) = &job.state else {
+        panic!("a sync job")
+    };
+    // Epoch 1's chain of 4 restarts stays (it replans the epoch); all of
+    // epoch 0 is gone, from memory and from the store.
+    assert_eq!(model.generations(), 4, "{:?}", job.status("x").generations);
+    let stored_gens = kv.0.keys().filter(|k| k.contains("/sync/gen/")).count();
+    assert_eq!(stored_gens, 4);
+    let loaded = kv.load(&job.name).expect("load");
+    assert_eq!(loaded.status("x"), job.status("x"));
+    assert!(job.is_finished() && loaded.is_finished());
+    // The last generation's plan is the same after the load.
+    let (caller, part) = assigned.expect("a restart");
+    let mut loaded = loaded;
+    let (again, _) = loaded.assignment(&caller, Epoch(1)).expect("assignment");
+    assert_eq!(again.spans, part.spans);
+}
+
+#[test]
+fn a_finished_job_records_when_once_and_a_deleted_one_leaves_no_key() {
+    let (mut job, mut kv) = created(v1::Mode::Dynamic);
+    let member = MemberId::from("a");
+    let (joined, effects) = job.join(
+        joiner(Identity::Name("a".into()), member.clone(), ""),
+        "b".repeat(32),
+        3,
+    );
+    kv.apply(&effects);
+    let caller = Caller {
+        member,
+        secret: joined.expect("join").secret,
+    };
+    assert_eq!(job.mark_finished(5), None, "not finished yet");
+    for _ in 0..2 {
+        loop {
+            let (got, effects) = job.acquire(&caller, 100).expect("acquire");
+            kv.apply(&effects);
+            match got {
+                Acquired::Units { units, .. } => {
+                    let acked: Vec<UnitRef> = units
+                        .iter()
+                        .map(|u| UnitRef {
+                            epoch: Epoch(u.epoch),
+                            unit: u.id,
+                        })
+                        .collect();
+                    let (reported, effects) = job.report(&caller, Generation(0), 0, &acked);
+                    reported.expect("ack");
+                    assert_eq!(effects.tally.units_acked, acked.len() as u64);
+                    kv.apply(&effects);
+                }
+                Acquired::Advanced => {}
+                Acquired::Finished(_) | Acquired::Empty(_) => break,
+            }
+        }
+    }
+    assert!(job.is_finished());
+    let op = job.mark_finished(1234).expect("recorded");
+    kv.apply(&Effects::ops(vec![op]));
+    assert_eq!(job.mark_finished(9999), None, "recorded once");
+    let loaded = kv.load(&job.name).expect("load");
+    assert_eq!(loaded.finished_at, Some(1234));
+    assert_eq!(loaded.summary().finished_at_ms, 1234);
+
+    let effects = job.delete();
+    assert!(job.deleted && job.members.is_empty());
+    assert_eq!(effects.revoke, [3]);
+    kv.apply(&effects);
+    assert!(kv.0.is_empty(), "{:?}", kv.0.keys());
+}

@@ -353,3 +353,59 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
         );
     });
 }
+
+#[test]
+fn json_logs_carry_the_call_its_job_member_rank_and_generation() {
+    let data = S3Dataset::start(16, 16);
+    let address = format!("127.0.0.1:{}", tributary_tests::free_port());
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let mut coordinator = std::process::Command::new(tributary_tests::cli::tributary_bin())
+        .args([
+            "coordinator",
+            "--listen",
+            &address,
+            "--s3-endpoint",
+            data.endpoint(),
+            "--log-format",
+            "json",
+        ])
+        .envs(tributary_tests::s3::S3_ENV)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().expect("log"))
+        .spawn()
+        .expect("coordinator");
+    runtime().block_on(async {
+        let mut client = leader_client(&address).await;
+        client
+            .create_job(create_request(
+                "logged",
+                job_config(&data.url, v1::Mode::Sync),
+            ))
+            .await
+            .expect("create");
+        client
+            .join(torchrun_join("logged", 0, 1, 3))
+            .await
+            .expect("join");
+    });
+    let _ = coordinator.kill();
+    let _ = coordinator.wait();
+    let text = std::fs::read_to_string(log.path()).expect("log");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let joined = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "joined")
+        .unwrap_or_else(|| panic!("no 'joined' line in\n{text}"));
+    let span = &joined["span"];
+    assert_eq!(span["name"], "rpc", "{joined}");
+    assert_eq!(span["method"], "Join", "{joined}");
+    assert_eq!(span["job"], "logged", "{joined}");
+    assert_eq!(span["member"], "run.3.0", "{joined}");
+    assert_eq!(span["rank"], 0, "{joined}");
+    assert_eq!(span["generation"], 0, "{joined}");
+}
