@@ -15,5 +15,6 @@ mod epochs;
 mod freeze;
 mod hostile;
 mod s3;
+mod status;
 mod store_faults;
 mod webdataset;
