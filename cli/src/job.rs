@@ -19,6 +19,7 @@ pub enum Command {
     },
     /// Delete a job: its state, its keys in the store, its members' leases.
     Delete {
+        /// The job to delete.
         name: String,
         #[command(flatten)]
         remote: RemoteArgs,
