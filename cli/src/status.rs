@@ -9,6 +9,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use tokio::signal::unix::{signal, SignalKind};
 use tributary_common::proto::v1;
 use tributary_worker::coordinated::{Client, Code};
 use tributary_worker::WorkerError;
@@ -182,7 +183,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // The first frame must come: a wrong address or job ends the command.
     let mut frame = Ok(fetch(&client, &args.remote, only).await?);
     let coordinator = &args.remote.coordinator;
-    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+    // Registered before the first frame hides the cursor: Ctrl-C (or a
+    // `kill`) from then on ends the loop, and the screen shows it again.
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
     let mut ticks = tokio::time::interval(args.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
@@ -198,7 +202,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         // Later errors are shown and the next refresh tries again.
         frame = tokio::select! {
-            _ = &mut ctrl_c => return Ok(()),
+            _ = interrupt.recv() => return Ok(()),
+            _ = terminate.recv() => return Ok(()),
             frame = async {
                 ticks.tick().await;
                 fetch(&client, &args.remote, only).await

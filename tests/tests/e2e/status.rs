@@ -26,7 +26,7 @@ const ROWS: usize = 40;
 /// etcd, a coordinator on it that leads, a dataset for its jobs; the
 /// coordinator's address and a client.
 struct Bed {
-    _etcd: EtcdServer,
+    etcd: EtcdServer,
     _coordinator: Proc,
     _scratch: Scratch,
     address: String,
@@ -46,7 +46,7 @@ impl Bed {
             (url, leader_client(&address).await)
         });
         Self {
-            _etcd: etcd,
+            etcd,
             _coordinator: coordinator,
             _scratch: scratch,
             address,
@@ -354,6 +354,17 @@ fn jobs_are_listed_and_a_deleted_one_is_gone() {
     let text = tributary_ok(&with(&["status"]), &[]);
     assert!(
         text.contains("job keep") && !text.contains("job gone"),
+        "{text}"
+    );
+
+    // Asked through a follower, the answer comes from the leader.
+    let (_follower, follower) = coordinator_with(&[bed.etcd.endpoint()], NO_S3, &[]);
+    let text = tributary_ok(&on(&follower, &["status", "--job", "keep"]), &[]);
+    assert!(
+        text.starts_with(&format!(
+            "coordinator {follower}  leader {}  1 job",
+            bed.address
+        )) && text.contains("job keep  dynamic"),
         "{text}"
     );
 
