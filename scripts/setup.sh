@@ -33,6 +33,8 @@ if ! $build_only; then
     command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
     command -v etcd >/dev/null || [ -n "${TRIBUTARY_ETCD:-}" ] || need_apt+=(etcd-server)
     command -v npm >/dev/null || need_apt+=(npm)
+    # The e2e test of `tributary status --watch` runs it in a real terminal.
+    command -v tmux >/dev/null || need_apt+=(tmux)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"

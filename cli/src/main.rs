@@ -14,6 +14,9 @@
 //! - `read.rs`: one rank's view of an epoch, as keys.
 //! - `serve.rs`: `tributary coordinator`, one coordinator replica.
 //! - `pipeline_args.rs`: loader flags shared by `bench` and `read`.
+//! - `status.rs`: `tributary status`, the jobs a coordinator runs, watched.
+//! - `job.rs`: `tributary job list|delete`.
+//! - `remote.rs`: reaching a coordinator from `status` and `job`.
 
 #![allow(clippy::print_stdout, reason = "a command line prints its results")]
 
@@ -31,10 +34,13 @@ use tributary_worker::{Dataset, Location};
 
 mod bar;
 mod bench;
+mod job;
 mod pipeline_args;
 mod quickstart;
 mod read;
+mod remote;
 mod serve;
+mod status;
 mod storage;
 
 use pipeline_args::{u32_in, u64_in, usize_in};
@@ -136,6 +142,12 @@ enum Command {
     Read(read::Args),
     /// Run a coordinator replica (state in etcd with --etcd, else in memory).
     Coordinator(Box<serve::Args>),
+    /// Show a coordinator's jobs and their members' progress (--watch to
+    /// follow them).
+    Status(status::Args),
+    /// List or delete a coordinator's jobs.
+    #[command(subcommand)]
+    Job(job::Command),
 }
 
 fn main() -> ExitCode {
@@ -292,6 +304,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(args).await?,
         Command::Read(args) => read::run(args).await?,
         Command::Coordinator(args) => serve::run(*args).await?,
+        Command::Status(args) => status::run(args).await?,
+        Command::Job(command) => job::run(command).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

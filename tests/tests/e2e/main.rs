@@ -17,5 +17,6 @@ mod hostile;
 mod lifecycle;
 mod metrics;
 mod s3;
+mod status;
 mod store_faults;
 mod webdataset;
