@@ -123,6 +123,7 @@ pub async fn run(
         metrics: config.metrics.clone(),
     };
     let token = TokenCheck::new(config.auth_token.as_deref());
+    let refused = config.metrics.clone();
     let mut main = Server::builder();
     if let Some(tls) = config.tls.clone() {
         main = main.tls_config(tls)?;
@@ -160,7 +161,11 @@ pub async fn run(
     let main_server = main
         .add_service(health_service.clone())
         .add_service(CoordinatorServer::with_interceptor(service, move |r| {
-            token.check(r)
+            // Refused before any handler: counted under method "*" (the
+            // interceptor does not see which method was called).
+            token
+                .check(r)
+                .inspect_err(|s| refused.rpc("*", s.code(), Duration::ZERO))
         }))
         .serve_with_incoming_shutdown(
             TcpListenerStream::new(listeners.grpc),
