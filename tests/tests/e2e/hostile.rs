@@ -424,6 +424,7 @@ fn calls_without_the_token_or_outside_the_allowed_datasets_are_refused() {
     std::fs::write(&token_file, "s3cret-token\n").expect("token");
     let allowed = scratch.path("allowed");
     let outside = scratch.path("outside");
+    let metrics = format!("127.0.0.1:{}", tributary_tests::free_port());
     let (_coordinator, address) = coordinator_with(
         &[etcd.endpoint()],
         NO_S3,
@@ -432,6 +433,8 @@ fn calls_without_the_token_or_outside_the_allowed_datasets_are_refused() {
             &token_file,
             "--allowed-datasets",
             &format!("file://{allowed}/"),
+            "--metrics-listen",
+            &metrics,
         ],
     );
     runtime().block_on(async {
@@ -479,4 +482,18 @@ fn calls_without_the_token_or_outside_the_allowed_datasets_are_refused() {
         .await
         .expect("a dataset under the allowed prefix, with the token");
     });
+    // What was refused shows in the metrics: 6 calls without the token,
+    // 3 creates outside the allowed prefix.
+    let text = super::metrics::scrape(&metrics);
+    let count = |series: &str| super::metrics::value(&text, series);
+    assert_eq!(
+        count("tributary_coordinator_rpc_requests_total{code=\"UNAUTHENTICATED\",method=\"*\"}"),
+        6.0,
+        "{text}"
+    );
+    assert_eq!(
+        count("tributary_coordinator_rpc_requests_total{code=\"PERMISSION_DENIED\",method=\"CreateJob\"}"),
+        3.0,
+        "{text}"
+    );
 }

@@ -313,6 +313,7 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
         };
         // Warm up (allocator pools, connections), then measure.
         let warm = cycles / 10;
+        let idle = rss();
         run(0, warm).await;
         let before = rss();
         let started = Instant::now();
@@ -322,8 +323,9 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
         let measured = (cycles - warm) as f64;
         let growth = after as f64 - before as f64;
         println!(
-            "soak: {} create/finish/delete cycles in {took:.1?} ({:.0}/s); coordinator RSS {:.1} MiB -> {:.1} MiB \
+            "soak: coordinator RSS {:.1} MiB idle; after {warm} warm-up cycles, {} more create/finish/delete cycles in {took:.1?} ({:.0}/s); RSS {:.1} MiB -> {:.1} MiB \
              ({:+.0} bytes per cycle); at most {most_generations} of a sync job's 20 generations kept",
+            idle as f64 / 1048576.0,
             cycles - warm,
             measured / took.as_secs_f64(),
             before as f64 / 1048576.0,
