@@ -128,12 +128,7 @@ fn describe(job: &v1::JobSummary, now_ms: u64) -> String {
 fn table(list: &v1::ListJobsResponse, now_ms: u64) -> Vec<String> {
     let mut jobs: Vec<&v1::JobSummary> = list.jobs.iter().collect();
     jobs.sort_by(|a, b| a.job.cmp(&b.job));
-    let width = jobs
-        .iter()
-        .map(|j| j.job.chars().count())
-        .chain([3])
-        .max()
-        .unwrap_or(3);
+    let width = crate::status::render::widest(jobs.iter().map(|j| j.job.as_str()), 3);
     let row = |name: &str, mode: &str, epoch: &str, members: &str, leased: &str, state: &str| {
         format!("{name:<width$}  {mode:<7}  {epoch:>7}  {members:>7}  {leased:>6}  {state}")
     };

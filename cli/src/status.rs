@@ -16,7 +16,7 @@ use tributary_worker::WorkerError;
 
 use crate::remote::{self, Output, RemoteArgs};
 
-mod render;
+pub(crate) mod render;
 mod screen;
 
 pub use render::ago;

@@ -37,6 +37,15 @@ fn mode_name(mode: v1::Mode) -> &'static str {
 }
 
 /// A duration in milliseconds, short: `0.4s`, `3m07s`, `2h05m`.
+/// The width of a column holding `names`, at least `least`.
+pub fn widest<'a>(names: impl Iterator<Item = &'a str>, least: usize) -> usize {
+    names
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(least)
+}
+
 pub fn ago(ms: u64) -> String {
     let seconds = ms / 1000;
     if seconds < 60 {
@@ -114,13 +123,7 @@ fn members(job: &Job) -> Vec<String> {
         return Vec::new();
     }
     let dynamic = job.mode == v1::Mode::Dynamic;
-    let name_width = status
-        .member_status
-        .iter()
-        .map(|m| m.member.chars().count())
-        .chain([6])
-        .max()
-        .unwrap_or(6);
+    let name_width = widest(status.member_status.iter().map(|m| m.member.as_str()), 6);
     let row = |name: &str, rank: &str, samples: &str, rate: &str, leased: &str, seen: &str| {
         let leased = if dynamic {
             format!("  {leased:>6}")

@@ -60,21 +60,30 @@ async fn listed(client: &mut Client) -> Vec<String> {
     jobs.into_iter().map(|j| j.job).collect()
 }
 
+/// Creates `job` with `config` and joins it as the dynamic member `m`.
+async fn create_and_join(
+    client: &mut Client,
+    job: &str,
+    config: v1::JobConfig,
+) -> v1::JoinResponse {
+    client
+        .create_job(create_request(job, config))
+        .await
+        .expect("create");
+    client
+        .join(named_join(job, "m", ""))
+        .await
+        .expect("join")
+        .into_inner()
+}
+
 /// A dynamic job of one epoch, run to its end by one member that then
 /// leaves.
 async fn finish_dynamic(client: &mut Client, job: &str, url: &str) {
     let mut config = job_config(url, v1::Mode::Dynamic);
     config.epochs = 1;
     config.unit_samples = 1 << 16;
-    client
-        .create_job(create_request(job, config))
-        .await
-        .expect("create");
-    let joined = client
-        .join(named_join(job, "m", ""))
-        .await
-        .expect("join")
-        .into_inner();
+    let joined = create_and_join(client, job, config).await;
     let calls = MemberCalls::own(job, &joined);
     let units = client
         .acquire(calls.acquire(1000))
@@ -185,18 +194,8 @@ fn a_deleted_job_leaves_nothing_and_a_finished_one_expires() {
         let mut client = leader_client(&address).await;
         // Delete a job while a member is in it and watching.
         let job = "doomed";
-        client
-            .create_job(create_request(
-                job,
-                job_config(&data.url, v1::Mode::Dynamic),
-            ))
-            .await
-            .expect("create");
-        let joined = client
-            .join(named_join(job, "m", ""))
-            .await
-            .expect("join")
-            .into_inner();
+        let config = job_config(&data.url, v1::Mode::Dynamic);
+        let joined = create_and_join(&mut client, job, config).await;
         let calls = MemberCalls::own(job, &joined);
         let mut events = client
             .watch(calls.member())
