@@ -89,14 +89,14 @@ fn nanos(d: Duration) -> u64 {
 /// [`FetchInFlight::done`] records a completed read.
 #[derive(Debug)]
 #[must_use = "the read counts as in flight until this is dropped"]
-pub struct FetchInFlight<'a> {
+pub(crate) struct FetchInFlight<'a> {
     metrics: &'a Metrics,
     started: Instant,
 }
 
 impl FetchInFlight<'_> {
     /// The read brought `bytes`: counts it, its bytes and its latency.
-    pub fn done(self, bytes: u64) {
+    pub(crate) fn done(self, bytes: u64) {
         let took = self.started.elapsed();
         let m = self.metrics;
         m.fetched_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -118,7 +118,7 @@ impl Drop for FetchInFlight<'_> {
 /// dropped (a batch, the end, an error, or the wait cancelled).
 #[derive(Debug)]
 #[must_use = "the consumer counts as waiting until this is dropped"]
-pub struct Waiting<'a> {
+pub(crate) struct Waiting<'a> {
     metrics: &'a Metrics,
     since: Instant,
 }
@@ -134,7 +134,7 @@ impl Drop for Waiting<'_> {
 
 impl Metrics {
     /// An object-store read starts: in flight until the guard is dropped.
-    pub fn fetch_started(&self) -> FetchInFlight<'_> {
+    pub(crate) fn fetch_started(&self) -> FetchInFlight<'_> {
         self.fetches_in_flight.fetch_add(1, Ordering::Relaxed);
         FetchInFlight {
             metrics: self,
@@ -143,7 +143,7 @@ impl Metrics {
     }
 
     /// The consumer starts waiting in `next()`.
-    pub fn wait_started(&self) -> Waiting<'_> {
+    pub(crate) fn wait_started(&self) -> Waiting<'_> {
         let now = Instant::now();
         self.first_next.get_or_init(|| now);
         let since = nanos(now.saturating_duration_since(self.started));
