@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
 use tributary_worker::coordinated::{DynamicOptions, Identity, LoaderState, OnLeaseLost};
+use tributary_worker::pipeline::metrics::MetricsSnapshot;
 use tributary_worker::rank::{self, Coordinator, Credentials, Description, InProcess, RankConfig};
 use tributary_worker::{
     Batch, Fields, LoaderConfig, OnError, Result, StoreOptions, Stripe, Tail, Transform,
@@ -62,6 +63,8 @@ pub struct Args {
     /// The secret of the membership this process shares (a DataLoader
     /// worker passes its parent's, so its Join may replace it).
     pub member_secret: Option<String>,
+    /// `host:port` to serve `/metrics` on (see `metrics.rs`).
+    pub metrics_listen: Option<String>,
 }
 
 impl Args {
@@ -155,6 +158,7 @@ impl Args {
             },
             epoch: self.epoch,
             stripe: self.stripe,
+            metrics_listen: self.metrics_listen.clone(),
             ..RankConfig::new(&self.dataset, coordinator, &self.job, self.identity()?)
         })
     }
@@ -222,6 +226,16 @@ impl Rank {
     /// The coordinator's address: the one given, or the in-process one's.
     pub fn address(&self) -> &str {
         self.rank.address()
+    }
+
+    /// The rank's metrics, over its life.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.rank.metrics()
+    }
+
+    /// Where it serves `/metrics`, when it does.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        self.rank.metrics_address()
     }
 
     /// The next batch of the epoch; `None` at its end.

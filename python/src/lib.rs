@@ -9,19 +9,24 @@
 //!   store), and every wait wakes each 100 ms to let Ctrl-C interrupt it.
 //! - After `fork()` (DataLoader workers) the native state, whose threads did
 //!   not survive the fork, is abandoned and rebuilt from the arguments.
-//! - Errors become `ValueError`, `FileNotFoundError`, `ConnectionError` or
-//!   `RuntimeError` carrying the Rust message.
+//! - Errors become `ValueError`, `FileNotFoundError`, `ConnectionError`,
+//!   `OSError` (a metrics port in use) or `RuntimeError` carrying the Rust
+//!   message.
+//! - `metrics_port=` serves the rank's metrics; `Loader.metrics()` reads
+//!   them (`metrics.rs`).
 
 mod columns;
 mod images;
 mod inner;
+mod metrics;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
 use pyo3::exceptions::{
-    PyConnectionError, PyFileNotFoundError, PyRuntimeError, PyStopIteration, PyValueError,
+    PyConnectionError, PyFileNotFoundError, PyOSError, PyRuntimeError, PyStopIteration,
+    PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -33,6 +38,7 @@ use tributary_worker::{
 };
 
 use crate::inner::{Args, Inner, Rank, Runtime};
+use crate::metrics::{metrics_port_arg, MetricsPort};
 
 /// How long a wait lasts before checking for Ctrl-C.
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
@@ -72,6 +78,7 @@ fn to_py(error: WorkerError) -> PyErr {
         WorkerError::Io(IoError::NotFound { .. }) => PyFileNotFoundError::new_err(message),
         WorkerError::Io(IoError::BadUrl { .. } | IoError::Manifest { .. })
         | WorkerError::Config(_) => PyValueError::new_err(message),
+        WorkerError::Listen { .. } => PyOSError::new_err(message),
         WorkerError::Coordinator { code, .. } => match code {
             Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
                 PyConnectionError::new_err(message)
@@ -116,6 +123,8 @@ impl Loader {
                 std::mem::forget(stale);
             }
             self.pid = std::process::id();
+            // The parent still serves its metrics on that port.
+            self.args.metrics_listen = None;
         }
     }
 }
@@ -186,7 +195,7 @@ impl Loader {
         transform="train", scale=(0.08, 1.0), ratio=(0.75, 4.0 / 3.0), flip=true,
         crop_fraction=0.875, keep_aspect=false, fill=0, dtype="float32", layout="NCHW",
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
-        tail="uneven"
+        tail="uneven", metrics_port=MetricsPort::FromEnv
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -231,6 +240,7 @@ impl Loader {
         fields: Option<&Bound<'_, PyAny>>,
         shuffle: bool,
         tail: &str,
+        #[pyo3(from_py_with = metrics_port_arg)] metrics_port: MetricsPort,
     ) -> PyResult<Self> {
         let value = |e: String| PyValueError::new_err(e);
         let transform = Transform {
@@ -264,6 +274,20 @@ impl Loader {
                 )))
             }
         };
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let metrics_listen = if worker.is_some() {
+            // Worker processes would all want the one port; the process
+            // that iterates serves.
+            if let MetricsPort::Port(_) = metrics_port {
+                return Err(PyValueError::new_err(
+                    "metrics_port is for the process that iterates the loader, not a DataLoader \
+                     worker (worker=)",
+                ));
+            }
+            None
+        } else {
+            metrics::listen_address(metrics_port, &env).map_err(PyValueError::new_err)?
+        };
         let args = Args {
             dataset,
             coordinator,
@@ -290,11 +314,12 @@ impl Loader {
             epoch,
             on_error,
             max_bad_fraction,
-            env: std::env::vars().collect(),
+            env,
             auth_token,
             lookahead,
             on_lease_lost,
             member_secret,
+            metrics_listen,
         };
         let inner = start(py, &args)?;
         Ok(Self {
@@ -404,6 +429,23 @@ impl Loader {
     #[getter]
     fn member(&mut self, py: Python<'_>) -> PyResult<String> {
         Ok(self.inner(py)?.rank.member())
+    }
+
+    /// The rank's counters over its life: samples, bytes, reads in flight
+    /// and their latency, time per sample, data wait.
+    fn metrics<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let snapshot = self.inner(py)?.rank.metrics();
+        metrics::snapshot_to_py(py, &snapshot)
+    }
+
+    /// `"host:port"` where `/metrics` is served; None when it is not.
+    #[getter]
+    fn metrics_address(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self
+            .inner(py)?
+            .rank
+            .metrics_address()
+            .map(|a| a.to_string()))
     }
 
     fn __repr__(&mut self, py: Python<'_>) -> PyResult<String> {

@@ -108,7 +108,8 @@ class Loader:
         return repr(self._native)
 
     def __getattr__(self, name: str) -> Any:
-        # state_dict, commit, load_state_dict, set_epoch, epoch, rank, ...
+        # state_dict, commit, load_state_dict, set_epoch, epoch, rank,
+        # metrics, metrics_address, ...
         if name == "_native":
             raise AttributeError(name)
         return getattr(self._native, name)

@@ -1,4 +1,6 @@
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Tuple, TypedDict, Union
+from typing import (
+    Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union,
+)
 
 import numpy as np
 import numpy.typing as npt
@@ -9,6 +11,29 @@ class LoaderState(TypedDict):
     epoch: int
     generation: int
     samples: int
+
+class FetchLatency(TypedDict):
+    p50: Optional[float]
+    p90: Optional[float]
+    p99: Optional[float]
+    buckets: List[Tuple[float, int]]  # (upper bound in s, reads at or below it), last +inf
+    count: int
+    sum: float
+
+class LoaderMetrics(TypedDict):
+    samples: int  # handed to the trainer
+    samples_per_second: float  # since the loader started
+    batches: int
+    bytes: int  # read from the object store
+    bytes_per_second: float
+    fetch_requests: int  # object-store reads completed
+    requests_in_flight: int
+    fetch_latency_seconds: FetchLatency  # one object-store read; pXX None before the first
+    parse_seconds_per_sample: float
+    decode_seconds_per_sample: float  # decode and augment, summed over threads
+    data_wait: float  # 0..1: time waiting for a batch / time since the first next()
+    data_wait_seconds: float
+    bad_samples_skipped: int
 
 class Loader:
     """A rank's data loader.
@@ -80,6 +105,7 @@ class Loader:
         fields: Optional[Union[Sequence[str], str]] = None,
         shuffle: bool = True,
         tail: str = "uneven",
+        metrics_port: Optional[int] = ...,
         map: Optional[Callable[[tuple], Any]] = None,
         batch_map: Optional[Callable[[Any], Any]] = None,
     ) -> None:
@@ -150,7 +176,17 @@ class Loader:
         sample twice).
         ``map``/``batch_map``: Python callables applied to each sample (a
         tuple in field order; the results are collated) and to each batch,
-        in this process. The native path does not pay for them when absent."""
+        in this process. The native path does not pay for them when absent.
+        ``metrics_port``: serve the rank's Prometheus metrics
+        (``tributary_rank_*``, labelled ``job`` and ``rank``; see
+        ``docs/METRICS.md``) at ``GET /metrics`` on this port (0: any free
+        port; see ``metrics_address``) for as long as the loader lives;
+        ``None``: none. Not given: the port in ``TRIBUTARY_METRICS_PORT``
+        (unset or empty: none). The host bound is ``TRIBUTARY_METRICS_HOST``,
+        by default ``0.0.0.0`` so that a Prometheus PodMonitor reaches it. A
+        port in use raises ``OSError``; a bad value ``ValueError``. DataLoader
+        worker processes (``worker=``) serve none: the process that iterates
+        does, and counts what its own loader reads."""
     def __iter__(self) -> Iterator[Any]: ...
     def __next__(self) -> Any: ...
     def __len__(self) -> int:
@@ -178,6 +214,12 @@ class Loader:
     def world_size(self) -> int: ...
     @property
     def member(self) -> str: ...
+    @property
+    def metrics_address(self) -> Optional[str]:
+        """``"host:port"`` where ``/metrics`` is served (the port chosen when
+        0 was asked); None when it is not."""
+    def metrics(self) -> LoaderMetrics:
+        """The rank's counters over the loader's life (every epoch)."""
 
 def collate(values: Sequence[Any]) -> Any:
     """A batch of per-sample results: tuples by position, dicts by key,

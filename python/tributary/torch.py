@@ -201,6 +201,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             return loader
         dataset, kwargs = self._args
         kwargs = dict(kwargs, coordinator=self._address, worker=(index, count))
+        kwargs.pop("metrics_port", None)  # one port per rank: the main process's
         kwargs.setdefault("decode_threads", max(1, _cores() // count))
         if self._sync and epoch >= 0:
             kwargs["epoch"] = epoch

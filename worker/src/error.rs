@@ -44,6 +44,12 @@ pub enum WorkerError {
     File { path: String, error: std::io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The metrics endpoint cannot listen (`metrics_listen`, `metrics_port`).
+    #[error("cannot serve metrics on {address}: {error}")]
+    Listen {
+        address: String,
+        error: std::io::Error,
+    },
     #[error("the pipeline stopped: {0}")]
     Stopped(String),
     #[error("coordinator: {message} ({code:?})")]

@@ -34,6 +34,7 @@ use super::Session;
 use crate::error::{Result, WorkerError};
 use crate::pipeline::batch::Batch;
 use crate::pipeline::fetch::Input;
+use crate::pipeline::metrics::Metrics;
 use crate::pipeline::{decode_pool, Loader, LoaderConfig};
 use tributary_io::Dataset;
 
@@ -173,6 +174,8 @@ pub struct DynamicLoader {
     loader: Option<Loader>,
     /// Decodes every epoch's batches.
     pool: Arc<ThreadPool>,
+    /// Counted into by every epoch's (and membership's) loader.
+    metrics: Arc<Metrics>,
     progress: Arc<Progress>,
     feeder: Option<JoinHandle<Result<Option<Vec<v1::Unit>>>>>,
     carried: Vec<v1::Unit>,
@@ -208,6 +211,7 @@ impl DynamicLoader {
             session,
             dataset,
             pool: decode_pool(base.decode_threads)?,
+            metrics: Arc::default(),
             base,
             options,
             epoch,
@@ -232,6 +236,11 @@ impl DynamicLoader {
         self.finished
     }
 
+    /// What every loader of this member counted.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// The member's name (a new one after it joined again).
     pub fn member(&self) -> String {
         self.session.member()
@@ -247,6 +256,7 @@ impl DynamicLoader {
                 .config(config)
                 .input(rx)
                 .decode_pool(Arc::clone(&self.pool))
+                .metrics(Arc::clone(&self.metrics))
                 .build()
                 .await?,
         );

@@ -19,6 +19,7 @@ use tributary_common::span::SpanSet;
 use super::Session;
 use crate::error::{Result, WorkerError};
 use crate::pipeline::batch::Batch;
+use crate::pipeline::metrics::Metrics;
 use crate::pipeline::{decode_pool, Loader, LoaderConfig};
 use tributary_io::Dataset;
 
@@ -49,6 +50,8 @@ pub struct SyncLoader {
     pipeline: Pipeline,
     /// Decodes every epoch's batches.
     pool: Option<Arc<ThreadPool>>,
+    /// Counted into by every epoch's loader.
+    metrics: Arc<Metrics>,
     emitted: u64,
     reported: Instant,
 }
@@ -90,6 +93,7 @@ impl SyncLoader {
             assignment: v1::Assignment::default(),
             pipeline: Pipeline::None,
             pool: None,
+            metrics: Arc::default(),
             emitted: 0,
             reported: Instant::now(),
         };
@@ -176,6 +180,11 @@ impl SyncLoader {
         self.assignment.finished
     }
 
+    /// What every epoch's loader counted.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// The next batch of the epoch; `None` at its end (then call
     /// [`SyncLoader::next_epoch`]).
     pub async fn next(&mut self) -> Option<Result<Batch>> {
@@ -198,6 +207,7 @@ impl SyncLoader {
                 .config((**config).clone())
                 .spans(spans.clone())
                 .decode_pool(pool)
+                .metrics(Arc::clone(&self.metrics))
                 .build()
                 .await;
             match built {

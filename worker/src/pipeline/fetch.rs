@@ -11,7 +11,6 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
@@ -195,15 +194,16 @@ pub fn fetch_reads(
                     .acquire_many_owned(budget_units(len).min(total_units))
                     .await
                     .map_err(|_| WorkerError::Stopped("fetch budget closed".into()))?;
-                let started = Instant::now();
                 let meta = &dataset.manifest.shards[read.shard];
+                // In flight until dropped: done, failed or cancelled.
+                let in_flight = metrics.fetch_started();
                 // Retries, resumption and errors that name the object and
                 // range: `Location::get_range`.
                 let data = dataset
                     .location
                     .get_range(&meta.name, read.range.bytes.clone())
                     .await?;
-                metrics.record_fetch(len, started.elapsed());
+                in_flight.done(len);
                 Ok(Fetch::Read(Raw {
                     read,
                     data,

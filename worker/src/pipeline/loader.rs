@@ -11,7 +11,6 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures::stream::{self, StreamExt};
 use rayon::ThreadPool;
@@ -40,6 +39,7 @@ pub struct LoaderBuilder {
     config: LoaderConfig,
     pool: Option<Arc<ThreadPool>>,
     budget: Option<Arc<PixelBudget>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl LoaderBuilder {
@@ -75,6 +75,13 @@ impl LoaderBuilder {
     /// `decode_limits.max_pixels_in_flight` pixels.
     pub fn pixel_budget(mut self, budget: Arc<PixelBudget>) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Counts into these metrics (a rank's, shared by the loaders of its
+    /// epochs) instead of new ones.
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -126,7 +133,7 @@ impl LoaderBuilder {
         let budget = self.budget.unwrap_or_else(|| {
             Arc::new(PixelBudget::new(config.decode_limits.max_pixels_in_flight))
         });
-        let metrics = Arc::new(Metrics::default());
+        let metrics = self.metrics.unwrap_or_default();
         let samples = match (&self.input, padding) {
             (Some(_), _) => 0,
             (None, Some(padding)) => padding.total,
@@ -275,6 +282,7 @@ impl Loader {
             config: LoaderConfig::default(),
             pool: None,
             budget: None,
+            metrics: None,
         }
     }
 
@@ -284,10 +292,11 @@ impl Loader {
         if self.done {
             return None;
         }
-        let waiting = Instant::now();
+        let waiting = self.metrics.wait_started();
         let item = self.batches.recv().await;
+        drop(waiting);
         match &item {
-            Some(Ok(batch)) => self.metrics.record_delivery(batch.len(), waiting.elapsed()),
+            Some(Ok(batch)) => self.metrics.record_delivery(batch.len()),
             Some(Err(_)) | None => self.done = true,
         }
         item
@@ -308,6 +317,8 @@ impl Loader {
         }
     }
 
+    /// What this loader counted (with [`LoaderBuilder::metrics`], what
+    /// every loader sharing its metrics counted).
     pub fn metrics(&self) -> MetricsSnapshot {
         self.metrics.snapshot()
     }

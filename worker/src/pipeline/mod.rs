@@ -21,7 +21,8 @@
 //!   cuts them into batches (and stripes).
 //! - [`decode`]: decoding and augmenting a batch on the rayon pool.
 //! - [`buffers`]: batch buffers recycled from dropped batches.
-//! - [`metrics`]: throughput, per-stage time, consumer wait.
+//! - [`metrics`]: throughput, reads in flight and their latency, per-stage
+//!   time, consumer wait; their Prometheus view.
 
 pub mod batch;
 pub mod buffers;

@@ -72,7 +72,7 @@ pub fn read_samples(
                 let samples = tokio::task::spawn_blocking(move || parse(&dataset, &read, &data))
                     .await
                     .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
-                metrics.record_parse(started.elapsed());
+                metrics.record_parse(started.elapsed(), samples.len());
                 Ok(Output::Samples(Fetched {
                     samples,
                     _budget: budget,

@@ -136,6 +136,10 @@ pub struct RankConfig {
     /// Sync: which of the epoch's batches this process reads (a DataLoader
     /// worker's share). Dynamic: each process is a member of its own.
     pub stripe: Stripe,
+    /// Serve the rank's metrics (`tributary_rank_*`, `docs/METRICS.md`) at
+    /// `GET /metrics` on this `host:port` for as long as the rank lives
+    /// (port 0 picks a free one: [`super::Rank::metrics_address`]).
+    pub metrics_listen: Option<String>,
 }
 
 impl RankConfig {
@@ -168,6 +172,7 @@ impl RankConfig {
             dynamic: DynamicOptions::default(),
             epoch: None,
             stripe: Stripe::default(),
+            metrics_listen: None,
         }
     }
 
@@ -237,6 +242,9 @@ impl RankConfig {
                 "shuffle=False (evaluation) reads a fixed split by rank: use mode=\"sync\"".into(),
             );
         }
+        if let Some(address) = &self.metrics_listen {
+            validate_listen(address).map_err(WorkerError::Config)?;
+        }
         if let Identity::Torchrun { rank, world, .. } = self.identity {
             if world == 0 || rank >= world {
                 return bad(format!(
@@ -252,6 +260,26 @@ impl RankConfig {
         }
         Ok(())
     }
+}
+
+/// `host:port`, the port a number (0 picks one); the host is resolved
+/// when bound.
+fn validate_listen(address: &str) -> std::result::Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "metrics_listen {address:?} {why}: give host:port (port 0 picks a free one)"
+        ))
+    };
+    let Some((host, port)) = address.rsplit_once(':') else {
+        return bad("has no port");
+    };
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c == '/') {
+        return bad("has no valid host");
+    }
+    if port.parse::<u16>().is_err() {
+        return bad("has no port number in 0..65535");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -320,6 +348,24 @@ mod tests {
         let mut config = shared(torchrun(0, 1));
         config.loader.max_bad_fraction = 1.5;
         assert!(error(&config).contains("max_bad_fraction"));
+    }
+
+    #[test]
+    fn a_metrics_address_is_host_and_port() {
+        for good in ["0.0.0.0:9400", "127.0.0.1:0", "[::]:9400", "localhost:80"] {
+            let mut config = shared(torchrun(0, 1));
+            config.metrics_listen = Some(good.into());
+            config.validate().expect(good);
+        }
+        for bad in ["9400", ":9400", "host:", "host:65536", "host:x", "a b:1"] {
+            let mut config = shared(torchrun(0, 1));
+            config.metrics_listen = Some(bad.into());
+            let error = error(&config);
+            assert!(
+                error.contains(&format!("metrics_listen {bad:?}")),
+                "{bad}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -28,18 +28,22 @@
 //! ```
 
 mod config;
+mod metrics;
 mod ordered;
 #[cfg(test)]
 mod tests;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tributary_common::proto::v1;
+use tributary_io::MetricsServer;
 
 pub use config::{Coordinator, Credentials, InProcess, RankConfig, StartInProcess};
 pub use ordered::OrderedReader;
 
 use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
+use crate::pipeline::metrics::{Metrics, MetricsSnapshot};
 use crate::{Batch, Dataset, Result, WorkerError};
 
 enum Reader {
@@ -68,6 +72,10 @@ pub struct Rank {
     session: Option<Arc<Session>>,
     _in_process: Option<Box<dyn std::any::Any + Send + Sync>>,
     address: String,
+    /// Counted into by every loader of the rank.
+    metrics: Arc<Metrics>,
+    /// Serves them while the rank lives (`metrics_listen`).
+    metrics_server: Option<MetricsServer>,
 }
 
 impl std::fmt::Debug for Rank {
@@ -75,6 +83,7 @@ impl std::fmt::Debug for Rank {
         f.debug_struct("Rank")
             .field("session", &self.session)
             .field("address", &self.address)
+            .field("metrics_address", &self.metrics_address())
             .finish_non_exhaustive()
     }
 }
@@ -85,11 +94,22 @@ impl Rank {
     /// the loader of the job's mode. With `config.loader.shuffle == false`
     /// it reads its part of the unshuffled split instead, without a
     /// coordinator (see [`OrderedReader`]).
-    pub async fn start(config: RankConfig) -> Result<Self> {
+    /// With `config.metrics_listen` it listens first, so that an address in
+    /// use fails before the rank joins anything.
+    pub async fn start(mut config: RankConfig) -> Result<Self> {
         config.validate()?;
-        if !config.loader.shuffle {
-            return Self::start_ordered(config).await;
-        }
+        let listener = metrics::listen(config.metrics_listen.take()).await?;
+        let labels = metrics::Labels::of(&config.job, &config.identity);
+        let mut rank = if config.loader.shuffle {
+            Self::start_coordinated(config).await?
+        } else {
+            Self::start_ordered(config).await?
+        };
+        rank.metrics_server = metrics::serve(listener, &rank.metrics, &labels)?;
+        Ok(rank)
+    }
+
+    async fn start_coordinated(config: RankConfig) -> Result<Self> {
         let job = config.job_config();
         let RankConfig {
             dataset,
@@ -144,12 +164,12 @@ impl Rank {
                 )
             }
         };
-        Ok(Self {
+        Ok(Self::new(
             reader,
-            session: Some(session),
-            _in_process: in_process,
-            address: addresses.join(","),
-        })
+            Some(session),
+            in_process,
+            addresses.join(","),
+        ))
     }
 
     async fn start_ordered(config: RankConfig) -> Result<Self> {
@@ -168,12 +188,29 @@ impl Rank {
             stripe: config.stripe,
             ..config.loader
         };
-        Ok(Self {
-            reader: Reader::Ordered(OrderedReader::start(dataset, loader).await?),
-            session: None,
-            _in_process: None,
-            address: String::new(),
-        })
+        let reader = Reader::Ordered(OrderedReader::start(dataset, loader).await?);
+        Ok(Self::new(reader, None, None, String::new()))
+    }
+
+    fn new(
+        reader: Reader,
+        session: Option<Arc<Session>>,
+        in_process: Option<Box<dyn std::any::Any + Send + Sync>>,
+        address: String,
+    ) -> Self {
+        let metrics = Arc::clone(match &reader {
+            Reader::Sync(l) => l.metrics(),
+            Reader::Dynamic(l) => l.metrics(),
+            Reader::Ordered(l) => l.metrics(),
+        });
+        Self {
+            reader,
+            session,
+            _in_process: in_process,
+            address,
+            metrics,
+            metrics_server: None,
+        }
     }
 
     /// The next batch of the epoch; `None` at its end (then call
@@ -276,6 +313,17 @@ impl Rank {
     /// The coordinator's addresses: those given, or the in-process one's.
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// What the rank's loaders counted, over the rank's life.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+
+    /// Where the rank serves `/metrics` (`RankConfig::metrics_listen`,
+    /// its port chosen when 0 was asked); `None` when it does not.
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        self.metrics_server.as_ref().map(MetricsServer::address)
     }
 
     fn sync(&self, what: &str) -> Result<&SyncLoader> {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rayon::ThreadPool;
 
 use crate::pipeline::decode_pool;
+use crate::pipeline::metrics::Metrics;
 use crate::{Batch, Dataset, Loader, LoaderConfig, Result};
 
 /// Rank `config.rank` of `config.world` reading its contiguous part of the
@@ -17,6 +18,8 @@ pub struct OrderedReader {
     dataset: Dataset,
     config: LoaderConfig,
     pool: Arc<ThreadPool>,
+    /// Counted into by every pass's loader.
+    metrics: Arc<Metrics>,
     loader: Loader,
 }
 
@@ -25,11 +28,13 @@ impl OrderedReader {
     pub async fn start(dataset: Dataset, config: LoaderConfig) -> Result<Self> {
         config.validate()?;
         let pool = decode_pool(config.decode_threads)?;
-        let loader = Self::loader(&dataset, &config, &pool).await?;
+        let metrics = Arc::default();
+        let loader = Self::loader(&dataset, &config, &pool, &metrics).await?;
         Ok(Self {
             dataset,
             config,
             pool,
+            metrics,
             loader,
         })
     }
@@ -38,10 +43,12 @@ impl OrderedReader {
         dataset: &Dataset,
         config: &LoaderConfig,
         pool: &Arc<ThreadPool>,
+        metrics: &Arc<Metrics>,
     ) -> Result<Loader> {
         Loader::builder(dataset.clone())
             .config(config.clone())
             .decode_pool(Arc::clone(pool))
+            .metrics(Arc::clone(metrics))
             .build()
             .await
     }
@@ -56,7 +63,7 @@ impl OrderedReader {
             epoch,
             ..self.config.clone()
         };
-        self.loader = Self::loader(&self.dataset, &config, &self.pool).await?;
+        self.loader = Self::loader(&self.dataset, &config, &self.pool, &self.metrics).await?;
         self.config = config;
         Ok(())
     }
@@ -74,6 +81,11 @@ impl OrderedReader {
     /// Samples of this rank's part (with `tail = pad`, padding included).
     pub fn samples(&self) -> u64 {
         self.loader.samples()
+    }
+
+    /// What every pass's loader counted.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     pub fn rank(&self) -> u32 {

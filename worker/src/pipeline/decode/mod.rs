@@ -375,6 +375,7 @@ pub(super) async fn decode_stage(
             let index = batch.index;
             let (done_tx, done_rx) = oneshot::channel();
             pool.spawn(move || {
+                let samples = batch.samples.len();
                 let started = Instant::now();
                 // Samples' panics are caught one by one; this catches the
                 // rest, since a panic escaping a rayon `spawn` aborts.
@@ -386,8 +387,8 @@ pub(super) async fn decode_stage(
                         "decoding batch {index} panicked"
                     )))
                 })
-                .map(|decoded| (decoded, batch.samples.len() as u64));
-                metrics.record_decode(started.elapsed());
+                .map(|decoded| (decoded, samples as u64));
+                metrics.record_decode(started.elapsed(), samples);
                 let _ = done_tx.send(decoded);
             });
             done_rx
