@@ -81,6 +81,10 @@ struct Args {
     /// FILE exists. Lets a test act at a known point of every rank.
     #[arg(long, value_parser = parse_hold)]
     hold: Vec<(u64, PathBuf)>,
+    /// Serve the rank's metrics at /metrics here (host:port); prints
+    /// `metrics ADDRESS` once bound.
+    #[arg(long)]
+    metrics_listen: Option<String>,
 }
 
 fn parse_hold(text: &str) -> Result<(u64, PathBuf), String> {
@@ -164,9 +168,13 @@ async fn main() -> anyhow::Result<()> {
             ..LoaderConfig::default()
         },
         dynamic: dynamic_options(args.lookahead, args.on_lease_lost),
+        metrics_listen: args.metrics_listen.clone(),
         ..RankConfig::new(&args.dataset, coordinator, &args.job, identity)
     };
     let rank = Rank::start(config).await?;
+    if let Some(address) = rank.metrics_address() {
+        emit(&format!("metrics {address}"));
+    }
     match mode {
         v1::Mode::Dynamic => run_dynamic(rank, step).await?,
         _ => run_sync(rank, step, args.commit_every, args.hold).await?,

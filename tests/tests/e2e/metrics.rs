@@ -1,7 +1,8 @@
-//! The coordinator's /metrics scraped during a dynamic job on etcd while a
-//! member is killed with `kill -9`: the exposition passes `promtool check
-//! metrics`, and the counters moved as the job did (a member lease expired,
-//! the killed member's units were reassigned, every unit acked once).
+//! The coordinator's and a rank's /metrics scraped during a dynamic job on
+//! etcd while a member is killed with `kill -9`: both expositions pass
+//! `promtool check metrics`, and the counters moved as the job did (a
+//! member lease expired, the killed member's units were reassigned, every
+//! unit acked once, the rank counted what it delivered).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -85,6 +86,34 @@ pub fn promtool_check(text: &str) {
     );
 }
 
+/// Scrapes a live member's own endpoint: promtool passes, and it counted
+/// at least the samples it printed before the scrape.
+fn rank_metrics_count_what_it_delivered(member: &tributary_tests::process::Proc) {
+    let address = member
+        .lines()
+        .iter()
+        .find_map(|l| l.strip_prefix("metrics ").map(str::to_owned))
+        .expect("the member printed its metrics address");
+    let printed: usize = member
+        .lines()
+        .iter()
+        .filter_map(|l| l.strip_prefix("got "))
+        .map(|ids| ids.split(' ').count())
+        .sum();
+    let text = scrape(&address);
+    promtool_check(&text);
+    let labels = "{job=\"metrics-e2e\",rank=\"m0\"}";
+    let get = |name: &str| value(&text, &format!("tributary_rank_{name}{labels}"));
+    assert!(
+        get("samples_total") >= printed as f64,
+        "{printed} printed:\n{text}"
+    );
+    assert!(get("samples_total") > 0.0, "{text}");
+    assert!(get("fetched_bytes_total") > 0.0, "{text}");
+    assert!((0.0..=1.0).contains(&get("data_wait_ratio")), "{text}");
+    assert_eq!(get("bad_samples_total"), 0.0);
+}
+
 #[test]
 fn coordinator_metrics_count_a_killed_members_expiry_and_reassigned_units() {
     let etcd = EtcdServer::start();
@@ -102,7 +131,8 @@ fn coordinator_metrics_count_a_killed_members_expiry_and_reassigned_units() {
     promtool_check(&before);
     let ttl_s = 2u64;
     let mut job = JobArgs::dynamic(address.clone(), "metrics-e2e", &data, 40, ttl_s);
-    job.extra.extend(["--epochs".into(), "2".into()]);
+    job.extra
+        .extend(["--epochs", "2", "--metrics-listen", "127.0.0.1:0"].map(String::from));
     let mut members = named_members(&job, 3);
     // Kill m1 while it holds a unit it has not acked.
     let holding = |m: &tributary_tests::process::Proc| m.count("lease ") > m.count("ack ");
@@ -112,6 +142,7 @@ fn coordinator_metrics_count_a_killed_members_expiry_and_reassigned_units() {
     members[1].kill();
     let during = scrape(&metrics);
     promtool_check(&during);
+    rank_metrics_count_what_it_delivered(&members[0]);
     assert_eq!(value(&during, "tributary_coordinator_leader"), 1.0);
     // Job gauges are rebuilt every 2 s.
     wait_until("the job counted running", Duration::from_secs(10), || {
@@ -145,19 +176,19 @@ fn coordinator_metrics_count_a_killed_members_expiry_and_reassigned_units() {
     });
     let after = scrape(&metrics);
     promtool_check(&after);
-    let per_epoch = units(&shard_counts(&data.manifest), SEED, 0, DYNAMIC_UNIT).len() as f64;
+    let counts = shard_counts(&data.manifest);
+    // Units follow each epoch's shard order, so their number may differ.
+    let total: f64 = (0..2)
+        .map(|epoch| units(&counts, SEED, epoch, DYNAMIC_UNIT).len() as f64)
+        .sum();
     let get = |name: &str| value(&after, &format!("tributary_coordinator_{name}"));
     assert_eq!(get("member_leases_expired_total"), 1.0, "{after}");
     let reassigned = get("units_reassigned_total");
     assert!(reassigned >= 1.0, "m1 held a unit when killed: {after}");
     // Every unit of both epochs acked exactly once, and leased once more
     // for each time it went back to the pool.
-    assert_eq!(get("units_acked_total"), 2.0 * per_epoch, "{after}");
-    assert_eq!(
-        get("units_leased_total"),
-        2.0 * per_epoch + reassigned,
-        "{after}"
-    );
+    assert_eq!(get("units_acked_total"), total, "{after}");
+    assert_eq!(get("units_leased_total"), total + reassigned, "{after}");
     assert!(get("rpc_requests_total{code=\"OK\",method=\"Acquire\"}") >= 1.0);
     assert!(get("rpc_requests_total{code=\"OK\",method=\"Report\"}") >= 1.0);
     assert!(get("store_txn_duration_seconds_count") >= 1.0);
