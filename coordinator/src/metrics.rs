@@ -5,8 +5,8 @@
 //! Counters are bumped where things happen: the service counts calls and
 //! their codes, the writer its transactions, [`crate::leader::apply`] what
 //! a change's [`crate::model::Tally`] says it did. Job-labelled gauges are
-//! rebuilt from the leader's jobs by [`Metrics::refresh_jobs`] (each
-//! scrape interval), so a deleted job's series go with it.
+//! rebuilt from the leader's jobs by [`crate::leader::housekeeping`] every
+//! [`JOB_GAUGES_INTERVAL`], so a deleted job's series go with it.
 
 use std::time::Duration;
 

@@ -190,7 +190,7 @@ impl Leader {
     }
 }
 
-/// Runs [`Leader::tidy`] every [`JOB_GAUGES_INTERVAL`], or more often when
+/// Runs `Leader::tidy` every [`JOB_GAUGES_INTERVAL`], or more often when
 /// the retention is shorter, until this leadership ends (the caller aborts
 /// it then).
 pub async fn housekeeping(leader: std::sync::Weak<Leader>) {
