@@ -68,8 +68,12 @@ impl Leader {
                 let effects = job.delete();
                 let staged = self.stage(&handle, room, effects);
                 drop(job);
-                self.forget(name, Some(&handle)).await;
+                // Forgotten once the delete is durable: until then it is
+                // listed (its calls are refused already). A delete the
+                // store rejects marks the model for reloading, which
+                // brings the job back as the store has it.
                 self.apply(staged).await?;
+                self.forget(name, Some(&handle)).await;
             }
         }
         self.metrics
