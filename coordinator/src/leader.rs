@@ -378,9 +378,20 @@ impl Leader {
         }
     }
 
-    /// Applies a change's effects: see [`apply`].
+    /// Applies a change's effects (see [`apply`]) in a task of its own:
+    /// a handler cancelled while it waits (its client went away) leaves
+    /// the change in the model and its write queued, so the rest of the
+    /// change (leases revoked, watchers told, waiting Acquires woken, the
+    /// metrics counted) must happen all the same.
     pub async fn apply(&self, staged: Staged) -> Result<()> {
-        apply(self.store.as_ref(), &self.metrics, staged).await
+        let (store, metrics) = (Arc::clone(&self.store), self.metrics.clone());
+        tokio::spawn(async move { apply(store.as_ref(), &metrics, staged).await })
+            .await
+            .map_err(|e| {
+                CoordError::Store(crate::store::StoreError::Other(format!(
+                    "a change's effects were not applied: {e}"
+                )))
+            })?
     }
 
     /// Waits until every write submitted so far is durable.

@@ -83,8 +83,10 @@ fn stored() -> StoredJob {
     }
 }
 
-#[tokio::test]
-async fn a_write_in_flight_holds_no_lock_of_its_job() {
+/// A leader on a [`Gated`] store with one sync job, `j`, which rank 0 of
+/// a world of 1 joined: the store, the leader, the job, the rank and its
+/// lease.
+async fn joined() -> (Arc<Gated>, Arc<Leader>, Arc<JobHandle>, Caller, LeaseId) {
     let store = Arc::new(Gated {
         store: MemoryStore::new(),
         gate: Semaphore::new(0),
@@ -130,8 +132,23 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
         |job: &mut Job| job.join(joiner(identity, member.clone(), ""), secret.clone(), lease);
     leader.change(&handle, join).await.expect("join");
 
+    (store, leader, handle, Caller { member, secret }, lease)
+}
+
+/// Waits until the gated store holds a transaction back.
+async fn until_held(store: &Gated) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.waiting.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no write reached the store");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    store.waiting.store(0, Ordering::SeqCst);
+}
+
+#[tokio::test]
+async fn a_write_in_flight_holds_no_lock_of_its_job() {
+    let (store, leader, handle, caller, _) = joined().await;
     store.shut.store(true, Ordering::SeqCst);
-    let caller = Caller { member, secret };
     let commit = tokio::spawn({
         let (leader, handle) = (Arc::clone(&leader), Arc::clone(&handle));
         async move {
@@ -140,14 +157,7 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
             leader.change(&handle, commit).await
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while store.waiting.load(Ordering::SeqCst) == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the commit's write never reached the store"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    until_held(&store).await;
     // The write is in the store's hands: the job and the jobs map are free.
     assert!(
         handle.job.try_lock().is_ok(),
@@ -162,6 +172,40 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
         (status.commit_generation, status.commit_samples),
         (Some(0), 8)
     );
+}
+
+/// A call whose client goes away while its write waits (tonic drops the
+/// handler) still has its whole change applied once the write lands: the
+/// commit is counted, the departed member's lease revoked.
+#[tokio::test]
+async fn a_change_whose_caller_went_away_is_still_applied_whole() {
+    let (store, leader, handle, caller, lease) = joined().await;
+    store.shut.store(true, Ordering::SeqCst);
+    let call = |change: fn(&mut Job, &Caller) -> Outcome<()>| {
+        let (leader, handle, caller) = (Arc::clone(&leader), Arc::clone(&handle), caller.clone());
+        tokio::spawn(async move { leader.change(&handle, |job| change(job, &caller)).await })
+    };
+    let commit = call(|job, caller| crate::model::outcome(job.commit(caller, Generation(0), 8)));
+    until_held(&store).await;
+    commit.abort();
+    assert!(commit.await.expect_err("aborted").is_cancelled());
+    store.gate.add_permits(1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while leader.metrics.commits.get() == 0 {
+        assert!(Instant::now() < deadline, "the commit was never counted");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let leave = call(|job, caller| crate::model::outcome(job.leave(caller)));
+    until_held(&store).await;
+    leave.abort();
+    store.gate.add_permits(1);
+    while store.keep_alive(lease).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the member's lease was never revoked"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// A local dataset of two shards of 8 samples: its manifest, which is all
