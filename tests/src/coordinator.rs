@@ -113,6 +113,17 @@ pub fn expect_status<T: std::fmt::Debug>(
     );
 }
 
+/// References to `units`, to acknowledge them.
+pub fn unit_refs(units: &[v1::Unit]) -> Vec<v1::UnitRef> {
+    units
+        .iter()
+        .map(|u| v1::UnitRef {
+            epoch: u.epoch,
+            id: u.id,
+        })
+        .collect()
+}
+
 /// Creates `job` with `config`.
 pub fn create_request(job: &str, config: v1::JobConfig) -> v1::CreateJobRequest {
     v1::CreateJobRequest {

@@ -12,7 +12,7 @@ use tributary_tests::cli::Scratch;
 use tributary_tests::cluster::coordinator_with;
 use tributary_tests::coordinator::{
     client_with_token, create_request, expect_status, job_config, job_status, leader_client,
-    leader_client_with_token, named_join, torchrun_join, MemberCalls,
+    leader_client_with_token, named_join, torchrun_join, unit_refs, MemberCalls,
 };
 use tributary_tests::dataset::tiny_dataset;
 use tributary_tests::etcd::{snapshot, EtcdServer};
@@ -92,13 +92,7 @@ fn nobody_can_speak_for_another_member_and_status_shows_no_secret() {
             rank0.secret.as_str(),
         ] {
             let as_a = MemberCalls::new("dyn", &a, secret);
-            let acked = units
-                .iter()
-                .map(|u| v1::UnitRef {
-                    epoch: u.epoch,
-                    id: u.id,
-                })
-                .collect();
+            let acked = unit_refs(&units);
             expect_status(
                 c.report(v1::ReportRequest {
                     job: "dyn".into(),

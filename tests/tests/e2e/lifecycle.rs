@@ -21,7 +21,7 @@ use tonic::Code;
 use tributary_common::proto::v1::{self, coordinator_client::CoordinatorClient};
 use tributary_tests::cluster::coordinator_with;
 use tributary_tests::coordinator::{
-    create_request, expect_status, job_config, leader_client, named_join, torchrun_join,
+    create_request, expect_status, job_config, leader_client, named_join, torchrun_join, unit_refs,
     MemberCalls,
 };
 use tributary_tests::dataset::S3Dataset;
@@ -92,13 +92,7 @@ async fn finish_dynamic(client: &mut Client, job: &str, url: &str) {
         .into_inner()
         .units;
     assert!(!units.is_empty());
-    let acked = units
-        .iter()
-        .map(|u| v1::UnitRef {
-            epoch: u.epoch,
-            id: u.id,
-        })
-        .collect();
+    let acked = unit_refs(&units);
     client
         .report(v1::ReportRequest {
             job: job.into(),
