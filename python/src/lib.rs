@@ -459,8 +459,30 @@ impl Loader {
     }
 }
 
+/// Rust's logs on stderr when `RUST_LOG` asks for them (e.g. `info`), as
+/// text or, with `TRIBUTARY_LOG_FORMAT=json`, one JSON object per line with
+/// the member's span (job, member, rank, generation). Nothing otherwise, and
+/// nothing when the process already set a subscriber.
+fn init_logs() {
+    let Ok(filter) = std::env::var("RUST_LOG") else {
+        return;
+    };
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr);
+    let _ = match std::env::var("TRIBUTARY_LOG_FORMAT").as_deref() {
+        Ok("json") => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .try_init(),
+        _ => logs.try_init(),
+    };
+}
+
 #[pymodule]
 fn _tributary(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    init_logs();
     m.add_class::<Loader>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
