@@ -272,7 +272,7 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
         // Every 10th cycle is a sync job of 4 epochs with 5 restarts in
         // each (20 generations, 20 commits); the others dynamic. 8 at a
         // time.
-        let run = |from: usize, to: usize| {
+        let run = |from: usize, to: usize, delete: bool| {
             let client = client.clone();
             let url = data.url.clone();
             async move {
@@ -289,10 +289,12 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
                             } else {
                                 finish_dynamic(&mut client, &job, &url).await;
                             }
-                            client
-                                .delete_job(v1::JobRequest { job })
-                                .await
-                                .expect("delete");
+                            if delete {
+                                client
+                                    .delete_job(v1::JobRequest { job })
+                                    .await
+                                    .expect("delete");
+                            }
                         }
                         most_generations
                     });
@@ -307,10 +309,10 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
         // Warm up (allocator pools, connections), then measure.
         let warm = cycles / 10;
         let idle = rss();
-        run(0, warm).await;
+        run(0, warm, true).await;
         let before = rss();
         let started = Instant::now();
-        let most_generations = run(warm, cycles).await;
+        let most_generations = run(warm, cycles, true).await;
         let took = started.elapsed();
         let after = rss();
         let measured = (cycles - warm) as f64;
@@ -325,8 +327,7 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
             after as f64 / 1048576.0,
             growth / measured,
         );
-        let mut client = client;
-        assert!(listed(&mut client).await.is_empty(), "every job deleted");
+        assert!(listed(&mut client.clone()).await.is_empty(), "every job deleted");
         let left: Vec<String> = snapshot(&etcd.endpoint())
             .await
             .0
@@ -345,6 +346,17 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
         assert!(
             growth / measured < 2048.0,
             "RSS grew {growth} bytes over {measured} cycles"
+        );
+        // Baseline, same run: the same cycles without the delete, the
+        // coordinator's memory before jobs could be freed.
+        let kept = warm.max(100);
+        let before_kept = rss();
+        run(cycles, cycles + kept, false).await;
+        let per_kept = (rss() as f64 - before_kept as f64) / kept as f64;
+        println!(
+            "soak baseline: {kept} cycles without DeleteJob grew RSS {per_kept:+.0} bytes per job \
+             ({:.0} bytes per cycle with it)",
+            growth / measured
         );
     });
 }
