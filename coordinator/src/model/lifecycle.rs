@@ -149,8 +149,10 @@ impl Job {
     }
 
     /// One line of ListJobs.
+    /// Built every housekeeping round for every job, so without the
+    /// per-member part of the status.
     pub fn summary(&self) -> v1::JobSummary {
-        let status = self.status("");
+        let status = self.progress_status();
         let config = &self.stored.config;
         v1::JobSummary {
             job: self.name.to_string(),

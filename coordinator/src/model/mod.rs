@@ -295,14 +295,20 @@ impl Job {
     }
 
     pub fn status(&self, leader: &str) -> v1::JobStatus {
-        let mut status = v1::JobStatus {
+        v1::JobStatus {
             config: Some(self.stored.config.to_proto()),
             members: self.members.keys().map(MemberId::to_string).collect(),
             leader: leader.to_owned(),
             member_status: self.member_status(std::time::Instant::now()),
             finished_at_ms: self.finished_at.unwrap_or(0),
-            ..v1::JobStatus::default()
-        };
+            ..self.progress_status()
+        }
+    }
+
+    /// The mode's part of the status alone (epoch, generations, units,
+    /// finished): what a job's one-line summary needs.
+    fn progress_status(&self) -> v1::JobStatus {
+        let mut status = v1::JobStatus::default();
         match &self.state {
             State::Sync(model) => model.fill_status(&mut status, self.stored.config.epochs),
             State::Dynamic(model) => model.fill_status(&mut status),
