@@ -30,7 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::PlanError;
 use crate::ids::{Epoch, Generation};
-use crate::plan::{epoch_spans, split_equal, Remainder};
+use crate::mix::EpochPlan;
+use crate::plan::{split_equal, Remainder};
 use crate::shuffle::{ShuffleBuffer, ShuffleSpec};
 use crate::span::{Span, SpanSet};
 
@@ -224,7 +225,7 @@ pub struct GenerationRecord {
     pub world: u32,
     /// The commit of an earlier generation of the same epoch it resumed
     /// from; `None` starts at the beginning of the epoch (the whole
-    /// [`epoch_spans`]).
+    /// [`EpochPlan::epoch_spans`]).
     pub from: Option<CommitPoint>,
 }
 
@@ -232,11 +233,11 @@ pub struct GenerationRecord {
 /// by generation; only the chain of `from` links leading to `target` is
 /// read).
 ///
-/// `cut(g)` is [`epoch_spans`] when `g` starts its epoch, otherwise
+/// `cut(g)` is [`EpochPlan::epoch_spans`] when `g` starts its epoch, otherwise
 /// [`next_cut`] of the cut it resumed from, with that generation's world and
 /// seeds and the committed sample count.
 pub fn generation_cut(
-    shard_samples: &[u32],
+    plan: &(impl EpochPlan + ?Sized),
     seed: u64,
     remainder: Remainder,
     spec: ShuffleSpec,
@@ -282,7 +283,7 @@ pub fn generation_cut(
         record = earlier;
     }
     let epoch = record.epoch.get();
-    let mut cut = epoch_spans(shard_samples, seed, epoch);
+    let mut cut = plan.epoch_spans(seed, epoch);
     for (earlier, from) in chain.into_iter().rev() {
         if earlier.world == 0 {
             return Err(PlanError::EmptyWorld {
@@ -306,6 +307,7 @@ pub fn generation_cut(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::epoch_spans;
     use proptest::prelude::*;
 
     fn arb_part() -> impl Strategy<Value = SpanSet> {

@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::error::PoolError;
 use crate::ids::MemberId;
-use crate::plan::epoch_spans;
+use crate::mix::EpochPlan;
 use crate::span::Span;
 
 /// The epoch's units: its spans in seeded shard order, each shard cut into
@@ -29,9 +29,14 @@ use crate::span::Span;
 /// # Panics
 ///
 /// If `unit_samples` is 0.
-pub fn units(shard_samples: &[u32], seed: u64, epoch: u64, unit_samples: u32) -> Vec<Span> {
+pub fn units(
+    plan: &(impl EpochPlan + ?Sized),
+    seed: u64,
+    epoch: u64,
+    unit_samples: u32,
+) -> Vec<Span> {
     assert!(unit_samples > 0, "a unit must hold at least one sample");
-    let spans = epoch_spans(shard_samples, seed, epoch);
+    let spans = plan.epoch_spans(seed, epoch);
     let mut out = Vec::with_capacity(spans.spans().len());
     for span in spans.spans() {
         let mut start = span.start;
@@ -280,6 +285,7 @@ impl LeasePool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::epoch_spans;
 
     fn id(name: &str) -> MemberId {
         MemberId::from(name)

@@ -74,6 +74,7 @@ pub mod invariants;
 pub mod lease;
 pub mod manifest;
 mod manifest_check;
+pub mod mix;
 pub mod plan;
 pub mod proto;
 pub mod sample;

@@ -18,6 +18,10 @@ pub enum Domain {
     Augment = 0x4155_474d_454e_5421,
     /// Synthetic data generation: `(seed, image index)`.
     Synth = 0x5359_4e54_4845_5449,
+    /// A mixed dataset's shard order in one pass: `(seed, epoch, dataset, pass)`.
+    MixShards = 0x4d49_585f_5348_5244,
+    /// The order of a mixed epoch's spans: `(seed, epoch)`.
+    MixOrder = 0x4d49_585f_4f52_4452,
 }
 
 /// SplitMix64's output function: a bijective, avalanching 64-bit mix.
