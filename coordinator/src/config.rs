@@ -1,6 +1,7 @@
 //! A job's configuration: raw protocol message in, validated struct out.
 
 use serde::{Deserialize, Serialize};
+use tributary_common::mix::{Take, MAX_EPOCH_SAMPLES, MAX_SOURCES};
 use tributary_common::plan::Remainder;
 use tributary_common::proto::v1;
 
@@ -28,6 +29,50 @@ pub struct JobConfig {
     pub shuffle_buffer: u32,
     pub unit_samples: u32,
     pub member_ttl_s: u32,
+    /// Several datasets mixed; then `manifest_url` is empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceConfig>,
+    /// The epoch of weighted sources (0: all their samples).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub epoch_samples: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One dataset of a mixed job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceConfig {
+    pub manifest_url: String,
+    #[serde(default)]
+    pub take: Take,
+}
+
+impl SourceConfig {
+    fn from_proto(raw: v1::Source) -> Self {
+        let take = match raw.take {
+            None => Take::default(),
+            Some(v1::source::Take::Weight(w)) => Take::Weight(w),
+            Some(v1::source::Take::Samples(n)) => Take::Samples(n),
+            Some(v1::source::Take::Repeat(r)) => Take::Repeat(r),
+        };
+        Self {
+            manifest_url: raw.manifest_url,
+            take,
+        }
+    }
+
+    fn to_proto(&self) -> v1::Source {
+        v1::Source {
+            manifest_url: self.manifest_url.clone(),
+            take: Some(match self.take {
+                Take::Weight(w) => v1::source::Take::Weight(w),
+                Take::Samples(n) => v1::source::Take::Samples(n),
+                Take::Repeat(r) => v1::source::Take::Repeat(r),
+            }),
+        }
+    }
 }
 
 /// Defaults for fields left at zero.
@@ -77,6 +122,22 @@ impl JobConfig {
             shuffle_buffer: or(raw.shuffle_buffer, DEFAULT_SHUFFLE_BUFFER),
             unit_samples: or(raw.unit_samples, DEFAULT_UNIT_SAMPLES),
             member_ttl_s: or(raw.member_ttl_s, DEFAULT_MEMBER_TTL_S),
+            sources: if raw.sources.len() > MAX_SOURCES {
+                // Checked before the list is converted.
+                return bad(
+                    "sources",
+                    &format!(
+                        "lists {} datasets; the limit is {MAX_SOURCES}",
+                        raw.sources.len()
+                    ),
+                );
+            } else {
+                raw.sources
+                    .into_iter()
+                    .map(SourceConfig::from_proto)
+                    .collect()
+            },
+            epoch_samples: raw.epoch_samples,
         };
         config.validate()?;
         Ok(config)
@@ -86,21 +147,35 @@ impl JobConfig {
     /// in, and again on every config read back from the store: a stored
     /// config that fails fails its own job, never the replica.
     pub fn validate(&self) -> Result<()> {
-        let url = self.manifest_url.trim();
-        if url.is_empty() {
-            return Err(field("manifest_url", "is empty"));
-        }
-        if self.manifest_url.len() > MAX_MANIFEST_URL_BYTES {
-            return Err(field(
-                "manifest_url",
-                &format!(
-                    "is {} bytes; the limit is {MAX_MANIFEST_URL_BYTES}",
-                    self.manifest_url.len()
-                ),
-            ));
-        }
-        if self.manifest_url.chars().any(char::is_control) {
-            return Err(field("manifest_url", "contains control characters"));
+        if self.sources.is_empty() {
+            check_url("manifest_url", &self.manifest_url)?;
+            if self.epoch_samples != 0 {
+                return Err(field("epoch_samples", "is for mixed sources only"));
+            }
+        } else {
+            if !self.manifest_url.is_empty() {
+                return Err(field(
+                    "manifest_url",
+                    "must be empty when sources are given (add the dataset to sources)",
+                ));
+            }
+            if self.sources.len() > MAX_SOURCES {
+                return Err(field(
+                    "sources",
+                    &format!(
+                        "lists {} datasets; the limit is {MAX_SOURCES}",
+                        self.sources.len()
+                    ),
+                ));
+            }
+            for (i, source) in self.sources.iter().enumerate() {
+                check_url(&format!("sources[{i}].manifest_url"), &source.manifest_url)?;
+                source
+                    .take
+                    .check()
+                    .map_err(|why| field(&format!("sources[{i}]"), &why))?;
+            }
+            in_range("epoch_samples", self.epoch_samples, 0, MAX_EPOCH_SAMPLES)?;
         }
         in_range(
             "batch_size",
@@ -144,6 +219,29 @@ impl JobConfig {
             shuffle_buffer: self.shuffle_buffer,
             unit_samples: self.unit_samples,
             member_ttl_s: self.member_ttl_s,
+            sources: self.sources.iter().map(SourceConfig::to_proto).collect(),
+            epoch_samples: self.epoch_samples,
+        }
+    }
+
+    /// The datasets' manifest URLs: `manifest_url`, or each source's.
+    pub fn manifest_urls(&self) -> Vec<&str> {
+        if self.sources.is_empty() {
+            vec![self.manifest_url.as_str()]
+        } else {
+            self.sources
+                .iter()
+                .map(|s| s.manifest_url.as_str())
+                .collect()
+        }
+    }
+
+    /// What the job reads, for messages: its manifest URL, or its mix.
+    pub fn describe_data(&self) -> String {
+        if self.sources.is_empty() {
+            self.manifest_url.clone()
+        } else {
+            format!("a mix of {}", self.manifest_urls().join(", "))
         }
     }
 
@@ -166,10 +264,31 @@ impl JobConfig {
             mode,
             shuffle_buffer,
             unit_samples,
-            member_ttl_s
+            member_ttl_s,
+            sources,
+            epoch_samples
         );
         out.join("; ")
     }
+}
+
+fn check_url(name: &str, url: &str) -> Result<()> {
+    if url.trim().is_empty() {
+        return Err(field(name, "is empty"));
+    }
+    if url.len() > MAX_MANIFEST_URL_BYTES {
+        return Err(field(
+            name,
+            &format!(
+                "is {} bytes; the limit is {MAX_MANIFEST_URL_BYTES}",
+                url.len()
+            ),
+        ));
+    }
+    if url.chars().any(char::is_control) {
+        return Err(field(name, "contains control characters"));
+    }
+    Ok(())
 }
 
 fn field(name: &str, why: &str) -> CoordError {
@@ -243,5 +362,70 @@ mod tests {
         config.unit_samples = MAX_UNIT_SAMPLES;
         config.member_ttl_s = MAX_MEMBER_TTL_S;
         assert!(JobConfig::from_proto(Some(config)).is_ok());
+    }
+
+    fn source(url: &str, take: Option<v1::source::Take>) -> v1::Source {
+        v1::Source {
+            manifest_url: url.into(),
+            take,
+        }
+    }
+
+    #[test]
+    fn mixed_sources_are_bounded_and_round_trip() {
+        use v1::source::Take as T;
+        let mut mixed = raw();
+        mixed.manifest_url.clear();
+        mixed.sources = vec![
+            source("s3://b/a", Some(T::Weight(0.7))),
+            source("s3://b/c", Some(T::Weight(0.3))),
+        ];
+        mixed.epoch_samples = 1000;
+        let config = JobConfig::from_proto(Some(mixed.clone())).expect("valid mix");
+        assert_eq!(config.manifest_urls(), ["s3://b/a", "s3://b/c"]);
+        assert_eq!(config.sources[0].take, Take::Weight(0.7));
+        assert_eq!(
+            JobConfig::from_proto(Some(config.to_proto())).expect("again"),
+            config
+        );
+        let unset = JobConfig::from_proto(Some(v1::JobConfig {
+            sources: vec![source("s3://b/a", None)],
+            epoch_samples: 0,
+            ..mixed.clone()
+        }))
+        .expect("one pass");
+        assert_eq!(unset.sources[0].take, Take::Repeat(1.0));
+
+        type Spoil = fn(&mut v1::JobConfig);
+        let cases: [(&str, Spoil); 6] = [
+            ("config.manifest_url: must be empty", |c| {
+                c.manifest_url = "s3://b/x".into()
+            }),
+            ("config.sources[1].manifest_url: is empty", |c| {
+                c.sources[1].manifest_url.clear()
+            }),
+            ("config.sources[0]: weight NaN", |c| {
+                c.sources[0].take = Some(T::Weight(f64::NAN))
+            }),
+            ("config.sources[1]: samples 0", |c| {
+                c.sources[1].take = Some(T::Samples(0))
+            }),
+            ("config.sources: lists 257 datasets", |c| {
+                c.sources = vec![source("s3://b/a", None); 257]
+            }),
+            (
+                "config.epoch_samples: 18446744073709551615 is outside",
+                |c| c.epoch_samples = u64::MAX,
+            ),
+        ];
+        for (want, spoil) in cases {
+            let mut config = mixed.clone();
+            spoil(&mut config);
+            let message = rejected(config);
+            assert!(message.contains(want), "{want}: {message}");
+        }
+        let mut single = raw();
+        single.epoch_samples = 5;
+        assert!(rejected(single).contains("config.epoch_samples: is for mixed sources only"));
     }
 }

@@ -10,7 +10,6 @@ use tokio::time::Instant;
 use tributary_common::ids::{Generation, JobId, MemberId};
 
 use super::*;
-use crate::config::JobConfig;
 use crate::keys::Key;
 use crate::model::{Caller, Identity};
 use crate::server::ServerConfig;
@@ -78,6 +77,7 @@ fn stored() -> StoredJob {
         config,
         manifest_crc32c: 0,
         manifest_sha256: None,
+        source_sha256: Vec::new(),
         samples: 32,
         shards: 1,
     }
@@ -104,9 +104,7 @@ async fn joined() -> (Arc<Gated>, Arc<Leader>, Arc<JobHandle>, Caller, LeaseId) 
     )
     .await
     .expect("leader");
-    let dataset = Dataset {
-        shard_samples: Arc::new(vec![32]),
-    };
+    let dataset = Dataset::single(vec![32]);
     let (job, effects) = Job::create(JobId::from("j"), stored(), dataset).expect("create");
     let handle = leader.start_job(job, 1);
     leader
@@ -265,7 +263,9 @@ async fn a_job_whose_manifest_hangs_never_holds_up_another() {
     ] {
         options.set(key, value);
     }
-    let opened = open_dataset(&good, &good_url, &options)
+    let mut config = stored().config;
+    config.manifest_url = good_url.clone();
+    let opened = open_dataset(&good, &config, &options)
         .await
         .expect("good manifest");
     let store = MemoryStore::new();

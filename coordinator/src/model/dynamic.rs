@@ -48,7 +48,7 @@ impl From<v1::UnitRef> for UnitRef {
 impl DynModel {
     pub fn new(config: &JobConfig, dataset: &Dataset, epoch: Epoch) -> Self {
         let units = units(
-            &dataset.shard_samples,
+            &*dataset.layout,
             config.seed,
             epoch.get(),
             config.unit_samples,
@@ -118,7 +118,7 @@ impl DynModel {
                 prefix: keys::dyn_units(job, done),
             });
             self.units = units(
-                &dataset.shard_samples,
+                &*dataset.layout,
                 self.seed,
                 self.epoch.get(),
                 self.unit_samples,
@@ -231,7 +231,7 @@ mod tests {
         }))
         .expect("config");
         let dataset = Dataset {
-            shard_samples: Arc::new(vec![16]),
+            layout: Arc::new(tributary_common::mix::Layout::single(vec![16])),
         };
         let mut model = DynModel::new(&config, &dataset, Epoch(0));
         let (job, a, b) = (JobId::from("job"), MemberId::from("a"), MemberId::from("b"));

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tributary_common::ids::{Epoch, JobId, MemberId};
+use tributary_common::mix::Layout;
 use tributary_common::proto::v1;
 
 use crate::config::{JobConfig, Mode};
@@ -47,6 +48,10 @@ pub struct StoredJob {
     /// checked by their crc32c.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest_sha256: Option<String>,
+    /// A mixed job's manifests' SHA-256 (hex), in source order: the
+    /// digest above is of these, and a changed one is named by them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_sha256: Vec<String>,
     pub samples: u64,
     pub shards: u32,
 }
@@ -63,10 +68,20 @@ pub struct MemberRecord {
     pub secret_sha256: String,
 }
 
-/// The dataset facts planning needs.
+/// The dataset facts planning needs: one dataset's shards, or several
+/// datasets mixed.
 #[derive(Debug, Clone)]
 pub struct Dataset {
-    pub shard_samples: Arc<Vec<u32>>,
+    pub layout: Arc<Layout>,
+}
+
+impl Dataset {
+    /// One dataset of shards of these sample counts.
+    pub fn single(shard_samples: Vec<u32>) -> Self {
+        Self {
+            layout: Arc::new(Layout::single(shard_samples)),
+        }
+    }
 }
 
 /// One job, as the leader holds it.

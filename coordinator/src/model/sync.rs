@@ -225,7 +225,7 @@ impl SyncModel {
         }
         let history: Vec<GenerationRecord> = self.gens.iter().map(|m| m.record).collect();
         let cut = generation_cut(
-            &dataset.shard_samples,
+            &*dataset.layout,
             config.seed,
             config.remainder,
             spec(config),

@@ -1,7 +1,6 @@
 //! The model's calls, their effects, and loading what they stored.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
 use tributary_common::proto::v1;
@@ -23,15 +22,14 @@ fn stored(mode: v1::Mode) -> StoredJob {
         config,
         manifest_crc32c: 0,
         manifest_sha256: Some("00".into()),
+        source_sha256: Vec::new(),
         samples: 32,
         shards: 2,
     }
 }
 
 fn dataset() -> Dataset {
-    Dataset {
-        shard_samples: Arc::new(vec![16, 16]),
-    }
+    Dataset::single(vec![16, 16])
 }
 
 fn rank(rank: u32) -> Identity {

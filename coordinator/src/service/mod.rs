@@ -108,7 +108,9 @@ impl Service {
     /// this call only. The jobs map is locked only to check and insert.
     async fn create(&self, create: CreateJob) -> Result<v1::CreateJobResponse> {
         let CreateJob { job: name, config } = create;
-        self.datasets.check(&config.manifest_url)?;
+        for url in config.manifest_urls() {
+            self.datasets.check(url)?;
+        }
         let leader = self.leader().await?;
         let slot = leader.jobs.lock().await.get(&name).cloned();
         let failed = |reason| CoordError::JobFailed {
@@ -124,13 +126,15 @@ impl Service {
             Some(Slot::Failed(reason)) => return Err(failed(reason)),
             None => {}
         }
-        let opened = open_dataset(&name, &config.manifest_url, &leader.options).await?;
+        let opened = open_dataset(&name, &config, &leader.options).await?;
         let stored = StoredJob {
             config: config.clone(),
             manifest_crc32c: opened.crc32c,
             manifest_sha256: Some(opened.sha256),
+            source_sha256: opened.sources,
             samples: opened.samples,
-            shards: opened.dataset.shard_samples.len() as u32,
+            // At most 2^32 (`Layout::mixed`).
+            shards: opened.dataset.layout.shards() as u32,
         };
         let (samples, shards) = (stored.samples, stored.shards);
         let (job, effects) = Job::create(name.clone(), stored, opened.dataset)?;
