@@ -323,6 +323,12 @@ impl Layout {
         }
     }
 
+    /// The datasets' shards together: virtual shards `0..` this are each
+    /// dataset's shards once, in mix order.
+    pub fn concatenated_shards(&self) -> u32 {
+        self.shard_samples.len() as u32
+    }
+
     /// Virtual shards: the concatenated shards times the copies.
     pub fn shards(&self) -> u64 {
         self.shard_samples.len() as u64 * u64::from(self.copies)

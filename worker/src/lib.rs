@@ -51,6 +51,6 @@ pub use pipeline::decode::fields::{Column, Fields};
 pub use pipeline::decode::pixels::DecodeLimits;
 pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::fetch::FetchConfig;
-pub use pipeline::{Batch, Images, Loader, LoaderBuilder, LoaderConfig, Stripe, Tail};
+pub use pipeline::{Batch, Datasets, Images, Loader, LoaderBuilder, LoaderConfig, Stripe, Tail};
 /// The object-store layer this crate reads through (`tributary-io`).
 pub use tributary_io::{Dataset, Location, StoreOptions};

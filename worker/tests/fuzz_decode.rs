@@ -22,12 +22,13 @@ use tributary_common::sample::{Field, Sample};
 use tributary_worker::pipeline::batch::SampleBatch;
 use tributary_worker::{Fields, Preset, Size, Transform};
 
+use object_store::memory::InMemory;
 use tributary_common::manifest::Compression;
 use tributary_common::manifest::Manifest;
 use tributary_common::shard::ShardWriter;
 use tributary_worker::pipeline::decode::pixels::{DecodeLimits, PixelBudget};
 use tributary_worker::pipeline::decode::{BatchDecoder, DecodeSetup};
-use tributary_worker::OnError;
+use tributary_worker::{Dataset, Location, OnError};
 
 use harness::{fuzz, inputs, CappedAlloc, ALLOCATION_CAP};
 
@@ -135,7 +136,11 @@ fn fuzz_image_decode_path() {
         limits,
         budget: Arc::new(PixelBudget::new(limits.max_pixels_in_flight)),
         on_error: OnError::Raise,
-        manifest: Arc::new(manifest),
+        datasets: Dataset {
+            location: Location::from_store(Arc::new(InMemory::new()), "", "memory:///"),
+            manifest: Arc::new(manifest),
+        }
+        .into(),
     };
     // Every preset: the bytes reach each one's plan and renderer.
     let decoders: Vec<BatchDecoder> = [Preset::Train, Preset::Eval, Preset::Resize, Preset::None]

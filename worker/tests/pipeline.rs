@@ -374,7 +374,8 @@ async fn reads_start_small_and_double_up_to_the_largest() {
         ..FetchConfig::default()
     };
     let spans = SpanSet::new([Span::new(0, 0, meta.samples)]);
-    let reads = tributary_worker::pipeline::fetch::plan_reads(&dataset, &spans, &config);
+    let reads =
+        tributary_worker::pipeline::fetch::plan_reads(&dataset.clone().into(), &spans, &config);
     let sizes: Vec<u64> = reads
         .iter()
         .map(|r| r.range.bytes.end - r.range.bytes.start)

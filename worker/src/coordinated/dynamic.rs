@@ -26,7 +26,6 @@ use rayon::ThreadPool;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
-use tributary_common::manifest::Manifest;
 use tributary_common::proto::v1;
 use tributary_common::span::Span;
 
@@ -35,8 +34,8 @@ use crate::error::{Result, WorkerError};
 use crate::pipeline::batch::Batch;
 use crate::pipeline::fetch::Input;
 use crate::pipeline::metrics::Metrics;
+use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, Loader, LoaderConfig};
-use tributary_io::Dataset;
 
 /// The most units leased per request.
 const LEASE_BATCH: u64 = 4;
@@ -167,7 +166,7 @@ impl Progress {
 /// A member's loader under a dynamic-mode coordinator.
 pub struct DynamicLoader {
     session: Arc<Session>,
-    dataset: Dataset,
+    dataset: Datasets,
     base: LoaderConfig,
     options: DynamicOptions,
     epoch: u64,
@@ -202,14 +201,14 @@ impl DynamicLoader {
     /// Starts reading the job's current epoch.
     pub async fn start(
         session: Arc<Session>,
-        dataset: Dataset,
+        dataset: impl Into<Datasets>,
         base: LoaderConfig,
         options: DynamicOptions,
     ) -> Result<Self> {
         let epoch = session.epoch();
         let mut loader = Self {
             session,
-            dataset,
+            dataset: dataset.into(),
             pool: decode_pool(base.decode_threads)?,
             metrics: Arc::default(),
             base,
@@ -427,7 +426,7 @@ impl Drop for DynamicLoader {
 
 struct Feeder {
     session: Arc<Session>,
-    dataset: Dataset,
+    dataset: Datasets,
     epoch: u64,
     progress: Arc<Progress>,
     on_lease: Option<OnLease>,
@@ -503,8 +502,8 @@ impl Feeder {
     }
 
     async fn send(&self, unit: &v1::Unit) -> Result<()> {
-        let span = unit_span(unit, &self.dataset.manifest)?;
-        let first = self.dataset.manifest.shard_start(span.shard as usize) + u64::from(span.start);
+        let span = unit_span(unit, &self.dataset)?;
+        let first = self.dataset.layout().shard_start(span.shard) + u64::from(span.start);
         {
             let mut tracker = self.progress.tracker();
             tracker.units.insert(
@@ -533,23 +532,18 @@ impl Feeder {
 /// A leased unit's span, checked: present, forward and inside the dataset
 /// (a coordinator serving another dataset's units must not index past this
 /// manifest).
-fn unit_span(unit: &v1::Unit, manifest: &Manifest) -> Result<Span> {
+fn unit_span(unit: &v1::Unit, datasets: &Datasets) -> Result<Span> {
     let bad = |reason: String| WorkerError::Coordinator {
         code: tonic::Code::Internal,
         message: format!("unit {} of epoch {}: {reason}", unit.id, unit.epoch),
     };
     let span = Span::try_from(unit.span.ok_or_else(|| bad("has no span".into()))?)
         .map_err(|error| bad(error.to_string()))?;
-    match manifest.shards.get(span.shard as usize) {
-        Some(shard) if span.end <= shard.samples => Ok(span),
-        _ => Err(bad(format!(
-            "span {}:{}..{} is outside the dataset ({} shards)",
-            span.shard,
-            span.start,
-            span.end,
-            manifest.shards.len()
-        ))),
-    }
+    datasets.check_span(&span).map_err(|error| match error {
+        WorkerError::Config(message) => bad(message),
+        other => other,
+    })?;
+    Ok(span)
 }
 
 #[cfg(test)]

@@ -20,8 +20,8 @@ use super::Session;
 use crate::error::{Result, WorkerError};
 use crate::pipeline::batch::Batch;
 use crate::pipeline::metrics::Metrics;
+use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, Loader, LoaderConfig};
-use tributary_io::Dataset;
 
 /// Where a rank stands: saved with a checkpoint, committed once durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +44,7 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct SyncLoader {
     session: Arc<Session>,
-    dataset: Dataset,
+    dataset: Datasets,
     base: LoaderConfig,
     assignment: v1::Assignment,
     pipeline: Pipeline,
@@ -71,7 +71,7 @@ impl SyncLoader {
     /// rank, world, epoch, generation).
     pub async fn start(
         session: Arc<Session>,
-        dataset: Dataset,
+        dataset: impl Into<Datasets>,
         base: LoaderConfig,
     ) -> Result<Self> {
         let epoch = session.epoch();
@@ -82,13 +82,13 @@ impl SyncLoader {
     /// generation the member is in, or the next one.
     pub async fn start_at(
         session: Arc<Session>,
-        dataset: Dataset,
+        dataset: impl Into<Datasets>,
         base: LoaderConfig,
         epoch: u64,
     ) -> Result<Self> {
         let mut loader = Self {
             session,
-            dataset,
+            dataset: dataset.into(),
             base,
             assignment: v1::Assignment::default(),
             pipeline: Pipeline::None,

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use futures::stream::{BoxStream, StreamExt};
 use tokio::sync::mpsc;
 use tributary_common::sample::Sample;
-use tributary_io::Dataset;
 
 use super::buffers::Buffer;
 use super::config::{LoaderConfig, Stripe};
+use super::datasets::Datasets;
 use super::decode::fields::Column;
 use super::fetch::Input;
 use super::metrics::Metrics;
@@ -37,8 +37,13 @@ pub struct Batch {
     /// [`Fields`](super::decode::fields::Fields), in their order.
     pub columns: Vec<Column>,
     pub keys: Vec<String>,
-    /// Dataset-wide sample ids.
+    /// Sample ids: a dataset's ids; in a mix, positions in the mix's
+    /// virtual sample space (unique within an epoch, see
+    /// [`Datasets`]).
     pub ids: Vec<u64>,
+    /// The dataset each sample comes from: its position in the mix (all 0
+    /// for one dataset).
+    pub sources: Vec<u32>,
     /// Ids of the samples of this batch that were bad and skipped
     /// (`on_error = skip`): read, so counted as done by progress tracking
     /// (commits, acks), but not in the batch.
@@ -108,7 +113,7 @@ pub struct Padding {
 
 /// Fetch, parse and shuffle, sending batches of samples downstream.
 pub(super) async fn assemble(
-    dataset: Dataset,
+    dataset: Datasets,
     input: BoxStream<'static, Input>,
     config: LoaderConfig,
     metrics: Arc<Metrics>,

@@ -18,9 +18,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tributary_common::shard::{chunk_range, ChunkRange};
 use tributary_common::span::{Span, SpanSet};
 
+use super::datasets::Datasets;
 use super::metrics::Metrics;
 use crate::error::{Result, WorkerError};
-use tributary_io::Dataset;
 
 /// Bounds of the fetch stage.
 #[derive(Debug, Clone)]
@@ -79,13 +79,14 @@ impl ReadSizes {
 /// the span wanted from them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
-    pub shard: usize,
+    /// The virtual shard ([`Datasets::shard`]).
+    pub shard: u32,
     pub range: ChunkRange,
     pub want: Range<u32>,
 }
 
 /// Plans the range reads for `spans`, in order.
-pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, config: &FetchConfig) -> Vec<Read> {
+pub fn plan_reads(dataset: &Datasets, spans: &SpanSet, config: &FetchConfig) -> Vec<Read> {
     let mut reads = Vec::new();
     let mut sizes = ReadSizes::new(config);
     for span in spans.spans() {
@@ -95,9 +96,13 @@ pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, config: &FetchConfig) -> V
 }
 
 /// Appends the range reads for one span.
-fn plan_span(dataset: &Dataset, span: &Span, sizes: &mut ReadSizes, reads: &mut Vec<Read>) {
+fn plan_span(dataset: &Datasets, span: &Span, sizes: &mut ReadSizes, reads: &mut Vec<Read>) {
     {
-        let meta = &dataset.manifest.shards[span.shard as usize];
+        let Some(shard) = dataset.shard(span.shard) else {
+            // Checked when the span came in (`Datasets::check_span`).
+            return;
+        };
+        let meta = shard.meta;
         let whole = chunk_range(meta, span.start..span.end);
         let mut chunk = whole.chunks.start;
         let mut first_sample = whole.first_sample;
@@ -115,7 +120,7 @@ fn plan_span(dataset: &Dataset, span: &Span, sizes: &mut ReadSizes, reads: &mut 
             }
             let want = span.start.max(start_sample)..span.end.min(first_sample);
             reads.push(Read {
-                shard: span.shard as usize,
+                shard: span.shard,
                 range: ChunkRange {
                     chunks: start_chunk..chunk,
                     bytes: start_byte..meta.chunk_offsets[chunk],
@@ -159,7 +164,7 @@ pub enum Fetch {
 /// Streams the bytes of spans as they arrive, in input order: each read
 /// holds its share of the byte budget until its samples are dropped.
 pub fn fetch_reads(
-    dataset: Dataset,
+    dataset: Datasets,
     input: impl Stream<Item = Input> + Send + 'static,
     config: &FetchConfig,
     metrics: Arc<Metrics>,
@@ -194,14 +199,17 @@ pub fn fetch_reads(
                     .acquire_many_owned(budget_units(len).min(total_units))
                     .await
                     .map_err(|_| WorkerError::Stopped("fetch budget closed".into()))?;
-                let meta = &dataset.manifest.shards[read.shard];
+                let shard = dataset
+                    .shard(read.shard)
+                    .expect("reads are planned for shards inside the layout");
                 // In flight until dropped: done, failed or cancelled.
                 let in_flight = metrics.fetch_started();
                 // Retries, resumption and errors that name the object and
                 // range: `Location::get_range`.
-                let data = dataset
+                let data = shard
+                    .dataset
                     .location
-                    .get_range(&meta.name, read.range.bytes.clone())
+                    .get_range(&shard.meta.name, read.range.bytes.clone())
                     .await?;
                 in_flight.done(len);
                 Ok(Fetch::Read(Raw {

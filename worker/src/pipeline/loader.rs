@@ -16,13 +16,13 @@ use futures::stream::{self, StreamExt};
 use rayon::ThreadPool;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tributary_common::manifest::Manifest;
-use tributary_common::plan::{epoch_spans, split_equal, Remainder};
+use tributary_common::mix::Layout;
+use tributary_common::plan::{split_equal, Remainder};
 use tributary_common::span::{Span, SpanSet};
-use tributary_io::Dataset;
 
 use super::batch::{assemble, Batch, Padding};
 use super::config::{LoaderConfig, Tail};
+use super::datasets::Datasets;
 use super::decode::bad_samples::BadTally;
 use super::decode::pixels::PixelBudget;
 use super::decode::{decode_stage, DecodeSetup};
@@ -33,7 +33,7 @@ use crate::error::{Result, WorkerError};
 /// Builds a [`Loader`].
 #[derive(Debug)]
 pub struct LoaderBuilder {
-    dataset: Dataset,
+    dataset: Datasets,
     spans: Option<SpanSet>,
     input: Option<mpsc::Receiver<Input>>,
     config: LoaderConfig,
@@ -89,7 +89,7 @@ impl LoaderBuilder {
     pub async fn build(self) -> Result<Loader> {
         let config = self.config;
         config.validate()?;
-        let manifest = &self.dataset.manifest;
+        let layout = self.dataset.layout();
         let mut padding = None;
         let spans = match self.spans {
             Some(spans) => {
@@ -102,29 +102,14 @@ impl LoaderBuilder {
             }
             None if !config.shuffle => {
                 let (spans, pad) =
-                    ordered_assignment(manifest, config.rank, config.world, config.tail);
+                    ordered_assignment(layout, config.rank, config.world, config.tail);
                 padding = pad;
                 spans
             }
-            None => static_assignment(
-                manifest,
-                config.seed,
-                config.epoch,
-                config.rank,
-                config.world,
-            ),
+            None => static_assignment(layout, config.seed, config.epoch, config.rank, config.world),
         };
-        if let Some(span) = spans.spans().iter().find(|s| {
-            s.shard as usize >= manifest.shards.len()
-                || s.end > manifest.shards[s.shard as usize].samples
-        }) {
-            return Err(WorkerError::Config(format!(
-                "span {}:{}..{} is outside the dataset ({} shards)",
-                span.shard,
-                span.start,
-                span.end,
-                manifest.shards.len()
-            )));
+        for span in spans.spans() {
+            self.dataset.check_span(span)?;
         }
         let pool = match self.pool {
             Some(pool) => pool,
@@ -149,7 +134,7 @@ impl LoaderBuilder {
             limits: config.decode_limits,
             budget,
             on_error: config.on_error,
-            manifest: Arc::clone(&self.dataset.manifest),
+            datasets: self.dataset.clone(),
         };
         // A striped loader decodes only its stripe of the samples it reads.
         let tally = BadTally::new(
@@ -207,41 +192,38 @@ pub fn decode_pool(threads: usize) -> Result<Arc<ThreadPool>> {
         .map_err(|e| WorkerError::Config(format!("cannot start the decode pool: {e}")))
 }
 
-/// Rank `rank`'s spans of epoch `epoch` when `world` ranks share the dataset
-/// without a coordinator: the epoch's seeded shard order, split into equal
-/// parts (the last `samples % world` samples dropped).
+/// Rank `rank`'s spans of epoch `epoch` when `world` ranks share the data
+/// without a coordinator: the epoch's spans (for one dataset, its seeded
+/// shard order), split into equal parts (the last `samples % world`
+/// samples dropped).
 pub fn static_assignment(
-    manifest: &Manifest,
+    layout: &Layout,
     seed: u64,
     epoch: u64,
     rank: usize,
     world: usize,
 ) -> SpanSet {
-    let counts: Vec<u32> = manifest.shards.iter().map(|s| s.samples).collect();
-    let cut = epoch_spans(&counts, seed, epoch);
+    let cut = layout.epoch_spans(seed, epoch);
     split_equal(&cut, world, Remainder::Drop).swap_remove(rank)
 }
 
 /// Rank `rank`'s part of an unshuffled (evaluation) read of the whole
-/// dataset by `world` ranks: contiguous in manifest order, the first
+/// dataset by `world` ranks: contiguous in manifest order (a mix: every
+/// dataset once, in mix order, whatever an epoch takes), the first
 /// `samples % world` ranks one sample longer, nothing dropped. With
 /// [`Tail::Pad`] every rank's stream is `ceil(samples / world)` long, the
 /// short ones padded by repeating their last sample (a rank with no sample
 /// of its own reads the dataset's first, all of it padding).
 pub fn ordered_assignment(
-    manifest: &Manifest,
+    layout: &Layout,
     rank: usize,
     world: usize,
     tail: Tail,
 ) -> (SpanSet, Option<Padding>) {
-    let all = SpanSet::new(
-        manifest
-            .shards
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.samples > 0)
-            .map(|(i, s)| Span::new(i as u32, 0, s.samples)),
-    );
+    let all = SpanSet::new((0..layout.concatenated_shards()).filter_map(|shard| {
+        let samples = layout.shard_samples(shard)?;
+        (samples > 0).then(|| Span::new(shard, 0, samples))
+    }));
     let (n, w, r) = (all.len(), world as u64, rank as u64);
     let (base, extra) = (n / w, n % w);
     let start = r * base + r.min(extra);
@@ -273,10 +255,11 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// A builder reading `dataset`.
-    pub fn builder(dataset: Dataset) -> LoaderBuilder {
+    /// A builder reading `dataset` (one [`tributary_io::Dataset`], or
+    /// several mixed: [`Datasets`]).
+    pub fn builder(dataset: impl Into<Datasets>) -> LoaderBuilder {
         LoaderBuilder {
-            dataset,
+            dataset: dataset.into(),
             spans: None,
             input: None,
             config: LoaderConfig::default(),

@@ -27,6 +27,7 @@
 pub mod batch;
 pub mod buffers;
 pub mod config;
+pub mod datasets;
 pub mod decode;
 pub mod fetch;
 pub mod loader;
@@ -39,4 +40,5 @@ mod tests;
 
 pub use batch::{Batch, Images};
 pub use config::{limits, LoaderConfig, Stripe, Tail};
+pub use datasets::Datasets;
 pub use loader::{decode_pool, ordered_assignment, static_assignment, Loader, LoaderBuilder};

@@ -12,8 +12,8 @@ use tokio::sync::OwnedSemaphorePermit;
 use tributary_common::sample::{check_labels, Field, Sample};
 use tributary_common::shard::decode_chunks;
 use tributary_common::span::SpanSet;
-use tributary_io::Dataset;
 
+use super::datasets::Datasets;
 use super::fetch::{fetch_reads, Fetch, FetchConfig, Input, Raw, Read};
 use super::metrics::Metrics;
 use crate::error::{Result, WorkerError};
@@ -35,13 +35,13 @@ pub enum Output {
 /// The samples of a fixed span set, in span order (the decode-ceiling
 /// benchmark, and tests that compare what reads give under faults).
 pub fn span_samples(
-    dataset: Dataset,
+    dataset: impl Into<Datasets>,
     spans: &SpanSet,
     config: &FetchConfig,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
     let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
-    read_samples(dataset, input, config, metrics).filter_map(|out| async move {
+    read_samples(dataset.into(), input, config, metrics).filter_map(|out| async move {
         match out {
             Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
             Ok(Output::Flush) => None,
@@ -53,7 +53,7 @@ pub fn span_samples(
 /// The samples of spans as they arrive, in input order: the fetch stage
 /// and this one.
 pub fn read_samples(
-    dataset: Dataset,
+    dataset: Datasets,
     input: impl Stream<Item = Input> + Send + 'static,
     config: &FetchConfig,
     metrics: Arc<Metrics>,
@@ -85,22 +85,24 @@ pub fn read_samples(
 /// Verifies and parses one read, then copies each sample into one compact
 /// allocation of its own, so a sample waiting in the shuffle buffer does not
 /// pin the whole read (or decompressed block) it came from.
-fn parse(dataset: &Dataset, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
-    let meta = &dataset.manifest.shards[read.shard];
-    let first_id = dataset.manifest.shard_start(read.shard);
+fn parse(datasets: &Datasets, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
+    let shard = datasets
+        .shard(read.shard)
+        .expect("reads are planned for shards inside the layout");
+    let (meta, first_id, manifest) = (shard.meta, shard.first_id, shard.manifest());
     // A hint only: the samples a read holds are bounded by its bytes (the
     // manifest was validated), not by a number that sizes memory up front.
     let mut samples = Vec::with_capacity(read.want.len().min(4096));
     decode_chunks(
         meta,
-        dataset.manifest.compression,
+        manifest.compression,
         &read.range,
         data,
         first_id,
         read.want.clone(),
         &mut samples,
     )?;
-    check_labels(&meta.name, &samples, dataset.manifest.classes.len())?;
+    check_labels(&meta.name, &samples, manifest.classes.len())?;
     Ok(samples.into_iter().map(compact).collect())
 }
 

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tributary_common::mix::{Take, MAX_SOURCES};
 use tributary_common::proto::v1;
 
 use crate::coordinated::client::FAILOVER_DEADLINE;
@@ -99,8 +100,14 @@ impl Credentials {
 /// [`RankConfig::new`] fills in the defaults.
 #[derive(Debug)]
 pub struct RankConfig {
-    /// The dataset's URL (the job's `manifest_url`).
+    /// The dataset's URL (the job's `manifest_url`); empty when `sources`
+    /// mixes several.
     pub dataset: String,
+    /// Several datasets mixed (the job's `sources`): each one's URL and what
+    /// an epoch takes from it (see [`tributary_common::mix`]).
+    pub sources: Vec<MixSource>,
+    /// Weighted `sources`: samples per epoch (0: all their samples).
+    pub epoch_samples: u64,
     /// How the dataset (and an in-process coordinator) reads the store.
     pub store: StoreOptions,
     pub coordinator: Coordinator,
@@ -142,6 +149,13 @@ pub struct RankConfig {
     pub metrics_listen: Option<String>,
 }
 
+/// One dataset of a mix: its URL and what an epoch takes from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixSource {
+    pub url: String,
+    pub take: Take,
+}
+
 impl RankConfig {
     /// A sync job of one epoch, batches of 64, a shuffle buffer of 1024,
     /// seed 0, drop-last; the loader's defaults; no credentials.
@@ -153,6 +167,8 @@ impl RankConfig {
     ) -> Self {
         Self {
             dataset: dataset.into(),
+            sources: Vec::new(),
+            epoch_samples: 0,
             store: StoreOptions::default(),
             coordinator,
             credentials: Credentials::default(),
@@ -188,6 +204,19 @@ impl RankConfig {
             shuffle_buffer: self.shuffle_buffer,
             unit_samples: self.unit_samples,
             member_ttl_s: self.member_ttl_s,
+            sources: self
+                .sources
+                .iter()
+                .map(|source| v1::Source {
+                    manifest_url: source.url.clone(),
+                    take: Some(match source.take {
+                        Take::Weight(w) => v1::source::Take::Weight(w),
+                        Take::Samples(n) => v1::source::Take::Samples(n),
+                        Take::Repeat(r) => v1::source::Take::Repeat(r),
+                    }),
+                })
+                .collect(),
+            epoch_samples: self.epoch_samples,
         }
     }
 
@@ -203,6 +232,7 @@ impl RankConfig {
         if self.batch_size == 0 {
             return bad("batch_size must be at least 1".into());
         }
+        self.validate_sources()?;
         let size = self.loader.transform.size;
         if size.height == 0 || size.width == 0 {
             return bad(format!("image_size {size} must be at least 1"));
@@ -256,6 +286,39 @@ impl RankConfig {
                     "a world of {world} ranks needs a shared coordinator: pass coordinator=\"host:port\" \
                      (coordinator=None runs one rank alone)"
                 ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RankConfig {
+    fn validate_sources(&self) -> Result<()> {
+        let bad = |message: String| Err(WorkerError::Config(message));
+        if self.sources.is_empty() {
+            if self.dataset.trim().is_empty() {
+                return bad("dataset is empty: give a dataset URL, or several to mix".into());
+            }
+            if self.epoch_samples != 0 {
+                return bad("epoch_samples is for mixed datasets (weights)".into());
+            }
+            return Ok(());
+        }
+        if !self.dataset.is_empty() {
+            return bad("give the dataset URL or sources to mix, not both".into());
+        }
+        if self.sources.len() > MAX_SOURCES {
+            return bad(format!(
+                "{} datasets to mix; the limit is {MAX_SOURCES}",
+                self.sources.len()
+            ));
+        }
+        for (i, source) in self.sources.iter().enumerate() {
+            if source.url.trim().is_empty() {
+                return bad(format!("dataset {i} of the mix has no URL"));
+            }
+            if let Err(why) = source.take.check() {
+                return bad(format!("dataset {i} of the mix ({}): {why}", source.url));
             }
         }
         Ok(())

@@ -39,12 +39,12 @@ use std::sync::Arc;
 use tributary_common::proto::v1;
 use tributary_io::MetricsServer;
 
-pub use config::{Coordinator, Credentials, InProcess, RankConfig, StartInProcess};
+pub use config::{Coordinator, Credentials, InProcess, MixSource, RankConfig, StartInProcess};
 pub use ordered::OrderedReader;
 
 use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
 use crate::pipeline::metrics::{Metrics, MetricsSnapshot};
-use crate::{Batch, Dataset, Result, WorkerError};
+use crate::{Batch, Dataset, Datasets, Result, WorkerError};
 
 enum Reader {
     Sync(SyncLoader),
@@ -88,6 +88,25 @@ impl std::fmt::Debug for Rank {
     }
 }
 
+/// Opens the rank's dataset, or each dataset of its mix (concurrently).
+fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Datasets>> + Send {
+    let (url, sources) = (config.dataset.clone(), config.sources.clone());
+    let (epoch_samples, store) = (config.epoch_samples, config.store.clone());
+    async move {
+        if sources.is_empty() {
+            return Ok(Dataset::open(&url, &store).await?.into());
+        }
+        let opened = futures::future::try_join_all(
+            sources
+                .iter()
+                .map(|source| Dataset::open(&source.url, &store)),
+        )
+        .await?;
+        let takes: Vec<_> = sources.iter().map(|s| s.take).collect();
+        Datasets::mixed(opened, &takes, epoch_samples)
+    }
+}
+
 impl Rank {
     /// Validates `config`, opens the dataset, reaches the coordinator,
     /// creates the job (or checks it against `config`), joins it and starts
@@ -111,8 +130,8 @@ impl Rank {
 
     async fn start_coordinated(config: RankConfig) -> Result<Self> {
         let job = config.job_config();
+        let dataset = open_data(&config).await?;
         let RankConfig {
-            dataset,
             store,
             coordinator,
             credentials,
@@ -127,7 +146,6 @@ impl Rank {
             stripe,
             ..
         } = config;
-        let dataset = Dataset::open(&dataset, &store).await?;
         let (addresses, credentials, in_process) = match coordinator {
             Coordinator::Shared(addresses) => (addresses, Some(credentials), None),
             Coordinator::InProcess(start) => {
@@ -178,7 +196,7 @@ impl Rank {
                 "shuffle=False reads a fixed split by rank: use mode=\"sync\"".into(),
             ));
         };
-        let dataset = Dataset::open(&config.dataset, &config.store).await?;
+        let dataset = open_data(&config).await?;
         let loader = crate::LoaderConfig {
             seed: config.seed,
             epoch: config.epoch.unwrap_or(0),

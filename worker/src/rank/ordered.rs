@@ -7,7 +7,7 @@ use rayon::ThreadPool;
 
 use crate::pipeline::decode_pool;
 use crate::pipeline::metrics::Metrics;
-use crate::{Batch, Dataset, Loader, LoaderConfig, Result};
+use crate::{Batch, Datasets, Loader, LoaderConfig, Result};
 
 /// Rank `config.rank` of `config.world` reading its contiguous part of the
 /// dataset in manifest order (see [`crate::pipeline::ordered_assignment`]),
@@ -15,7 +15,7 @@ use crate::{Batch, Dataset, Loader, LoaderConfig, Result};
 /// whole or read again.
 #[derive(Debug)]
 pub struct OrderedReader {
-    dataset: Dataset,
+    dataset: Datasets,
     config: LoaderConfig,
     pool: Arc<ThreadPool>,
     /// Counted into by every pass's loader.
@@ -25,8 +25,9 @@ pub struct OrderedReader {
 
 impl OrderedReader {
     /// Starts pass `config.epoch`.
-    pub async fn start(dataset: Dataset, config: LoaderConfig) -> Result<Self> {
+    pub async fn start(dataset: Datasets, config: LoaderConfig) -> Result<Self> {
         config.validate()?;
+        let dataset = dataset.into();
         let pool = decode_pool(config.decode_threads)?;
         let metrics = Arc::default();
         let loader = Self::loader(&dataset, &config, &pool, &metrics).await?;
@@ -40,7 +41,7 @@ impl OrderedReader {
     }
 
     async fn loader(
-        dataset: &Dataset,
+        dataset: &Datasets,
         config: &LoaderConfig,
         pool: &Arc<ThreadPool>,
         metrics: &Arc<Metrics>,

@@ -54,7 +54,7 @@ fn the_tracker_counts_owed_samples_and_readies_finished_units() {
 
 #[test]
 fn a_unit_without_a_span_backwards_or_outside_the_dataset_is_refused() {
-    use tributary_common::manifest::{Compression, CompressionKind};
+    use tributary_common::manifest::{Compression, CompressionKind, Manifest};
     use tributary_common::shard::ShardWriter;
     let mut writer = ShardWriter::new("shard-000000.tar", Compression::NONE);
     for i in 0..4 {
@@ -70,6 +70,15 @@ fn a_unit_without_a_span_backwards_or_outside_the_dataset_is_refused() {
         vec![shard.meta],
     )
     .expect("manifest");
+    let manifest: Datasets = tributary_io::Dataset {
+        location: tributary_io::Location::from_store(
+            Arc::new(object_store::memory::InMemory::new()),
+            "",
+            "memory:///",
+        ),
+        manifest: Arc::new(manifest),
+    }
+    .into();
     let unit = |span: Option<(u32, u32, u32)>| v1::Unit {
         epoch: 2,
         id: 7,

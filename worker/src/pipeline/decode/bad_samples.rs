@@ -26,10 +26,10 @@
 
 use std::str::FromStr;
 
-use tributary_common::manifest::Manifest;
 use tributary_common::shard::chunk_range;
 
 use crate::error::WorkerError;
+use crate::pipeline::datasets::Datasets;
 
 /// What a loader does with a bad sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,14 +81,13 @@ pub fn validate_fraction(fraction: f64) -> Result<(), String> {
     }
 }
 
-/// The error for sample `id` (key `key`) of `manifest`: names its shard and
+/// The error for sample `id` (key `key`) of `datasets`: names its shard and
 /// the byte offset of the chunk that holds it.
-pub fn bad_sample(manifest: &Manifest, id: u64, key: &str, reason: String) -> WorkerError {
-    let (shard, offset) = match manifest.locate(id) {
+pub fn bad_sample(datasets: &Datasets, id: u64, key: &str, reason: String) -> WorkerError {
+    let (shard, offset) = match datasets.locate(id) {
         Some((shard, index)) => {
-            let meta = &manifest.shards[shard];
-            let offset = chunk_range(meta, index..index + 1).bytes.start;
-            (meta.name.clone(), offset)
+            let offset = chunk_range(shard.meta, index..index + 1).bytes.start;
+            (shard.meta.name.clone(), offset)
         }
         None => (String::from("(unknown shard)"), 0),
     };

@@ -32,7 +32,6 @@ use futures::stream::{self, StreamExt};
 use rayon::prelude::*;
 use rayon::ThreadPool;
 use tokio::sync::{mpsc, oneshot};
-use tributary_common::manifest::Manifest;
 use tributary_common::sample::Sample;
 
 use self::bad_samples::{BadTally, OnError};
@@ -43,6 +42,7 @@ use self::transform::{Dtype, Layout, Plan, Transform};
 use super::batch::{Batch, Images, SampleBatch};
 use super::buffers::{Buffer, BufferPool};
 use super::config::LoaderConfig;
+use super::datasets::Datasets;
 use super::metrics::Metrics;
 use crate::error::{Result, WorkerError};
 
@@ -61,8 +61,9 @@ pub struct DecodeSetup {
     /// Shared by every thread decoding for this loader.
     pub budget: Arc<PixelBudget>,
     pub on_error: OnError,
-    /// Locates bad samples (shard, byte offset) for their errors.
-    pub manifest: Arc<Manifest>,
+    /// Locates bad samples (shard, byte offset) for their errors, and tells
+    /// which dataset each sample comes from.
+    pub datasets: Datasets,
 }
 
 /// A decoded batch and the samples left out of it (`on_error = skip`).
@@ -203,7 +204,7 @@ impl BatchDecoder {
                 Err(format!("the decoder panicked: {}", panic_message(&*panic)))
             })
             .map_err(|reason| {
-                bad_samples::bad_sample(&self.setup.manifest, sample.id, &sample.key, reason)
+                bad_samples::bad_sample(&self.setup.datasets, sample.id, &sample.key, reason)
             })
     }
 
@@ -309,6 +310,10 @@ impl BatchDecoder {
             padded: keep.iter().filter(|&&i| i >= first_pad).count(),
             keys: keep.iter().map(|&i| samples[i].key.clone()).collect(),
             ids: keep.iter().map(|&i| samples[i].id).collect(),
+            sources: keep
+                .iter()
+                .map(|&i| self.setup.datasets.source_of(samples[i].id))
+                .collect(),
             skipped_ids,
         };
         Ok(Decoded { batch, skipped })

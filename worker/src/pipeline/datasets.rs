@@ -1,0 +1,138 @@
+//! What a loader reads: one dataset, or several mixed into one epoch.
+//!
+//! Spans name *virtual* shards (see [`tributary_common::mix`]): for one
+//! dataset they are its shards; for a mix, the datasets' shards
+//! concatenated and repeated as often as an epoch takes a dataset more than
+//! once. [`Datasets::shard`] resolves one to its dataset and shard, and a
+//! sample's id is its position in that space, so ids stay unique within an
+//! epoch and a repeated sample gets its own augmentations.
+
+use std::sync::Arc;
+
+use tributary_common::manifest::{Manifest, ShardMeta};
+use tributary_common::mix::{Layout, SourceShape, Take};
+use tributary_common::span::Span;
+use tributary_io::Dataset;
+
+use crate::error::{Result, WorkerError};
+
+/// One dataset, or several mixed by a [`Layout`].
+#[derive(Debug, Clone)]
+pub struct Datasets {
+    datasets: Arc<[Dataset]>,
+    layout: Arc<Layout>,
+}
+
+/// A virtual shard resolved: its dataset, and its shard there.
+#[derive(Debug, Clone, Copy)]
+pub struct ShardRef<'a> {
+    pub dataset: &'a Dataset,
+    /// The dataset's position in the mix (0 for one dataset).
+    pub source: usize,
+    /// The shard's index in its dataset's manifest.
+    pub index: usize,
+    pub meta: &'a ShardMeta,
+    /// The id of the shard's first sample (in the virtual space).
+    pub first_id: u64,
+}
+
+impl ShardRef<'_> {
+    pub fn manifest(&self) -> &Manifest {
+        &self.dataset.manifest
+    }
+}
+
+impl From<Dataset> for Datasets {
+    fn from(dataset: Dataset) -> Self {
+        let counts = dataset.manifest.shards.iter().map(|s| s.samples).collect();
+        Self {
+            datasets: Arc::from([dataset]),
+            layout: Arc::new(Layout::single(counts)),
+        }
+    }
+}
+
+impl Datasets {
+    /// `datasets` mixed as `takes` says (one [`Take`] each; `epoch_samples`
+    /// for weighted ones, 0: all their samples): the same layout the
+    /// coordinator plans with. Errors name the field (`sources[i]`).
+    pub fn mixed(datasets: Vec<Dataset>, takes: &[Take], epoch_samples: u64) -> Result<Self> {
+        if datasets.len() != takes.len() {
+            return Err(WorkerError::Config(format!(
+                "{} datasets but {} ways to take from them",
+                datasets.len(),
+                takes.len()
+            )));
+        }
+        let shapes: Vec<SourceShape> = datasets
+            .iter()
+            .zip(takes)
+            .map(|(dataset, &take)| SourceShape {
+                shard_samples: dataset.manifest.shards.iter().map(|s| s.samples).collect(),
+                take,
+            })
+            .collect();
+        let layout = Layout::mixed(&shapes, epoch_samples)
+            .map_err(|e| WorkerError::Config(e.to_string()))?;
+        Ok(Self {
+            datasets: datasets.into(),
+            layout: Arc::new(layout),
+        })
+    }
+
+    /// The plan's view of the data.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The datasets, in mix order.
+    pub fn datasets(&self) -> &[Dataset] {
+        &self.datasets
+    }
+
+    /// The first dataset: the one dataset of an unmixed loader.
+    pub fn first(&self) -> &Dataset {
+        &self.datasets[0]
+    }
+
+    /// Virtual shard `shard` resolved; `None` outside the layout.
+    pub fn shard(&self, shard: u32) -> Option<ShardRef<'_>> {
+        self.layout.shard_samples(shard)?;
+        let (source, index) = self.layout.resolve(shard);
+        let dataset = &self.datasets[source];
+        Some(ShardRef {
+            dataset,
+            source,
+            index: index as usize,
+            meta: &dataset.manifest.shards[index as usize],
+            first_id: self.layout.shard_start(shard),
+        })
+    }
+
+    /// Sample `id`'s shard, resolved, and its index there.
+    pub fn locate(&self, id: u64) -> Option<(ShardRef<'_>, u32)> {
+        let (shard, index) = self.layout.locate(id)?;
+        Some((self.shard(shard)?, index))
+    }
+
+    /// The dataset (its position in the mix) sample `id` comes from.
+    pub fn source_of(&self, id: u64) -> u32 {
+        self.layout
+            .locate(id)
+            .map_or(0, |(shard, _)| self.layout.resolve(shard).0 as u32)
+    }
+
+    /// An error unless `span` lies inside the layout.
+    pub fn check_span(&self, span: &Span) -> Result<()> {
+        match self.layout.shard_samples(span.shard) {
+            Some(samples) if span.start <= span.end && span.end <= samples => Ok(()),
+            _ => Err(WorkerError::Config(format!(
+                "span {}:{}..{} is outside the dataset ({} shards)",
+                span.shard,
+                span.start,
+                span.end,
+                self.layout.shards()
+            ))),
+        }
+    }
+}
