@@ -68,6 +68,24 @@ impl Default for Take {
     }
 }
 
+impl std::str::FromStr for Take {
+    type Err = String;
+
+    /// Parses `weight:W`, `samples:N` or `repeat:R`, then checks bounds.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || format!("{text:?} is not weight:W, samples:N or repeat:R");
+        let (kind, value) = text.split_once(':').ok_or_else(bad)?;
+        let take = match kind {
+            "weight" => Self::Weight(value.parse().map_err(|_| bad())?),
+            "samples" => Self::Samples(value.parse().map_err(|_| bad())?),
+            "repeat" => Self::Repeat(value.parse().map_err(|_| bad())?),
+            _ => return Err(bad()),
+        };
+        take.check()?;
+        Ok(take)
+    }
+}
+
 impl Take {
     /// Checks the value's bounds; the error says why.
     pub fn check(&self) -> Result<(), String> {

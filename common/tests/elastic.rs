@@ -15,6 +15,7 @@ use proptest::prelude::*;
 use tributary_common::generation::{generation_cut, CommitPoint, GenerationRecord};
 use tributary_common::invariants::{check_epoch_commits, check_unit_acks, EpochRemainder};
 use tributary_common::lease::{units, LeasePool, UnitState};
+use tributary_common::mix::{Layout, SourceShape, Take};
 use tributary_common::plan::{dropped, epoch_spans, split_equal, Remainder};
 use tributary_common::shuffle::{ShuffleBuffer, ShuffleSpec};
 use tributary_common::span::SpanSet;
@@ -66,10 +67,24 @@ proptest! {
             0..6,
         ),
         final_world in 1usize..=8,
+        mixed_with in proptest::option::of((proptest::collection::vec(0u32..20, 1..5), 1u64..40)),
     ) {
+        // One dataset, or a mix of it (some of its samples) and another
+        // (one and a half passes): generations plan over either alike.
+        let layout = match &mixed_with {
+            None => Layout::single(shard_samples.clone()),
+            Some((other, take)) => {
+                let mixed = Layout::mixed(&[
+                    SourceShape { shard_samples: shard_samples.clone(), take: Take::Samples(*take) },
+                    SourceShape { shard_samples: other.clone(), take: Take::Repeat(1.5) },
+                ], 0);
+                prop_assume!(mixed.is_ok());
+                mixed.map_err(|e| TestCaseError::fail(e.to_string()))?
+            }
+        };
         let remainder = if pad { Remainder::Pad } else { Remainder::Drop };
         let plan = |history: &[GenerationRecord], g: usize| {
-            generation_cut(&shard_samples, seed, remainder, spec, history, Generation(g as u64))
+            generation_cut(&layout, seed, remainder, spec, history, Generation(g as u64))
                 .map_err(|e| TestCaseError::fail(e.to_string()))
         };
         let worlds: Vec<usize> = abandoned.iter().map(|a| a.world).chain([final_world]).collect();
@@ -130,7 +145,7 @@ proptest! {
             max_extra += padding(g);
             record = history[g];
         }
-        let epoch_set = epoch_spans(&shard_samples, seed, epoch);
+        let epoch_set = layout.epoch_spans(seed, epoch);
         let expected = match remainder {
             Remainder::Drop => EpochRemainder::Dropped {
                 tail: dropped(&run.cuts[last], final_world, remainder),

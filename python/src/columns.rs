@@ -13,10 +13,17 @@ use tributary_worker::{Batch, Column};
 use crate::images::{bytes_to_py, images_to_py, typed_to_py};
 
 /// What a batch becomes in Python: its columns in field order, then the
-/// sample ids (with `ids`) and the validity mask (with `valid`).
-pub fn batch_to_py(py: Python<'_>, batch: Batch, ids: bool, valid: bool) -> PyResult<Py<PyAny>> {
+/// sample ids (with `ids`), each sample's dataset in the mix (with
+/// `sources`) and the validity mask (with `valid`).
+pub fn batch_to_py(
+    py: Python<'_>,
+    batch: Batch,
+    ids: bool,
+    sources: bool,
+    valid: bool,
+) -> PyResult<Py<PyAny>> {
     let mask = valid.then(|| batch.valid());
-    let mut items: Vec<Py<PyAny>> = Vec::with_capacity(batch.columns.len() + 2);
+    let mut items: Vec<Py<PyAny>> = Vec::with_capacity(batch.columns.len() + 3);
     for column in batch.columns {
         items.push(column_to_py(py, column)?);
     }
@@ -26,6 +33,9 @@ pub fn batch_to_py(py: Python<'_>, batch: Batch, ids: bool, valid: bool) -> PyRe
                 .into_any()
                 .unbind(),
         );
+    }
+    if sources {
+        items.push(PyArray1::from_vec(py, batch.sources).into_any().unbind());
     }
     if let Some(mask) = mask {
         items.push(PyArray1::from_vec(py, mask).into_any().unbind());

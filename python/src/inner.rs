@@ -8,7 +8,9 @@ use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
 use tributary_worker::coordinated::{DynamicOptions, Identity, LoaderState, OnLeaseLost};
 use tributary_worker::pipeline::metrics::MetricsSnapshot;
-use tributary_worker::rank::{self, Coordinator, Credentials, Description, InProcess, RankConfig};
+use tributary_worker::rank::{
+    self, Coordinator, Credentials, Description, InProcess, MixSource, RankConfig,
+};
 use tributary_worker::{
     Batch, Fields, LoaderConfig, OnError, Result, StoreOptions, Stripe, Tail, Transform,
     WorkerError,
@@ -17,7 +19,14 @@ use tributary_worker::{
 /// Everything the Python constructor takes, kept to rebuild after `fork()`.
 #[derive(Debug, Clone)]
 pub struct Args {
+    /// The dataset's URL; empty when `sources` mixes several.
     pub dataset: String,
+    /// Datasets mixed (`dataset=[tributary.Source(...), ...]`).
+    pub sources: Vec<MixSource>,
+    /// Weighted sources: samples per epoch (0: all their samples).
+    pub epoch_samples: u64,
+    /// Yield each batch's sample datasets (positions in the mix).
+    pub return_sources: bool,
     pub coordinator: Option<String>,
     pub job: String,
     pub batch_size: u32,
@@ -159,8 +168,26 @@ impl Args {
             epoch: self.epoch,
             stripe: self.stripe,
             metrics_listen: self.metrics_listen.clone(),
+            sources: self.sources.clone(),
+            epoch_samples: self.epoch_samples,
             ..RankConfig::new(&self.dataset, coordinator, &self.job, self.identity()?)
         })
+    }
+}
+
+impl Args {
+    /// What the loader reads, for `repr`: the URL, or the mix.
+    pub fn describe_data(&self) -> String {
+        if self.sources.is_empty() {
+            format!("{:?}", self.dataset)
+        } else {
+            let parts: Vec<String> = self
+                .sources
+                .iter()
+                .map(|s| format!("{:?} ({:?})", s.url, s.take))
+                .collect();
+            format!("[{}]", parts.join(", "))
+        }
     }
 }
 

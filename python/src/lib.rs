@@ -33,6 +33,7 @@ use pyo3::types::PyDict;
 use tributary_common::proto::v1;
 use tributary_io::IoError;
 use tributary_worker::coordinated::{Code, LoaderState, OnLeaseLost};
+use tributary_worker::rank::MixSource;
 use tributary_worker::{
     Dtype, Fields, Layout, OnError, Preset, Size, Stripe, Tail, Transform, WorkerError,
 };
@@ -151,6 +152,36 @@ fn image_size_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Size> {
     Ok(Size { height, width })
 }
 
+/// `dataset=`: one URL, or a mix: `(url, take)` pairs, `take` being
+/// `"weight:W"`, `"samples:N"` or `"repeat:R"` (what the Python `Loader`
+/// makes of a list of `tributary.Source`).
+fn dataset_arg(value: &Bound<'_, PyAny>) -> PyResult<(String, Vec<MixSource>)> {
+    if let Ok(url) = value.extract::<String>() {
+        return Ok((url, Vec::new()));
+    }
+    let pairs: Vec<(String, String)> = value.extract().map_err(|_| {
+        PyValueError::new_err(
+            "dataset must be a URL, or a list of tributary.Source(url, weight=|samples=|repeat=) to mix",
+        )
+    })?;
+    if pairs.is_empty() {
+        return Err(PyValueError::new_err(
+            "dataset: the list of sources to mix is empty",
+        ));
+    }
+    let sources = pairs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (url, take))| {
+            let take = take
+                .parse()
+                .map_err(|e| PyValueError::new_err(format!("dataset[{i}] ({url}): {e}")))?;
+            Ok(MixSource { url, take })
+        })
+        .collect::<PyResult<_>>()?;
+    Ok((String::new(), sources))
+}
+
 /// `fields=`: a list of names, or one comma-separated string.
 fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Fields> {
     let Some(value) = value else {
@@ -195,12 +226,12 @@ impl Loader {
         transform="train", scale=(0.08, 1.0), ratio=(0.75, 4.0 / 3.0), flip=true,
         crop_fraction=0.875, keep_aspect=false, fill=0, dtype="float32", layout="NCHW",
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
-        tail="uneven", metrics_port=MetricsPort::FromEnv
+        tail="uneven", metrics_port=MetricsPort::FromEnv, epoch_samples=0, return_sources=false
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
         py: Python<'_>,
-        dataset: String,
+        dataset: &Bound<'_, PyAny>,
         coordinator: Option<String>,
         job: String,
         batch_size: u32,
@@ -241,8 +272,11 @@ impl Loader {
         shuffle: bool,
         tail: &str,
         #[pyo3(from_py_with = metrics_port_arg)] metrics_port: MetricsPort,
+        epoch_samples: u64,
+        return_sources: bool,
     ) -> PyResult<Self> {
         let value = |e: String| PyValueError::new_err(e);
+        let (dataset, sources) = dataset_arg(dataset)?;
         let transform = Transform {
             preset: transform.parse::<Preset>().map_err(value)?,
             size: image_size_arg(image_size)?,
@@ -290,6 +324,9 @@ impl Loader {
         };
         let args = Args {
             dataset,
+            sources,
+            epoch_samples,
+            return_sources,
             coordinator,
             job,
             batch_size,
@@ -347,13 +384,14 @@ impl Loader {
     /// with `return_ids=True`, then the validity mask with `tail="pad"`.
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let ids = self.args.return_ids;
+        let sources = self.args.return_sources;
         let valid = self.args.tail == Tail::Pad;
         let Inner { runtime, rank } = self.inner(py)?;
         if rank.exhausted || rank.finished() {
             return Err(PyStopIteration::new_err(()));
         }
         match block(py, runtime, rank.next())? {
-            Some(Ok(batch)) => columns::batch_to_py(py, batch, ids, valid),
+            Some(Ok(batch)) => columns::batch_to_py(py, batch, ids, sources, valid),
             Some(Err(error)) => Err(to_py(error)),
             None => Err(PyStopIteration::new_err(())),
         }
@@ -453,8 +491,8 @@ impl Loader {
         let (epoch, generation, rank, world) =
             (place.epoch, place.generation, place.rank, place.world);
         Ok(format!(
-            "Loader(dataset={:?}, job={:?}, epoch={epoch}, generation={generation}, rank={rank}, world_size={world})",
-            self.args.dataset, self.args.job
+            "Loader(dataset={}, job={:?}, epoch={epoch}, generation={generation}, rank={rank}, world_size={world})",
+            self.args.describe_data(), self.args.job
         ))
     }
 }

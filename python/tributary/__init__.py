@@ -10,6 +10,10 @@ One call per rank::
         # checkpoint: save loader.state_dict() with the model, then
         loader.commit(state)
 
+    # Mixing: 70% of each epoch from one dataset, 30% from another.
+    mixed = tributary.Loader([tributary.Source("s3://bucket/a", weight=0.7),
+                              tributary.Source("s3://bucket/b", weight=0.3)], ...)
+
     # Evaluation: every sample once across the ranks, in manifest order, no coordinator.
     val = tributary.Loader("s3://bucket/val", shuffle=False, transform="eval", batch_size=256)
 
@@ -19,6 +23,8 @@ passed. With ``coordinator=None`` the loader runs a coordinator in-process on
 the in-memory store (one rank). ``tributary.torch`` adapts it to PyTorch.
 """
 
+import os
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -26,7 +32,7 @@ import numpy as np
 from . import _tributary
 from ._tributary import __version__
 
-__all__ = ["Loader", "__version__", "collate", "apply_maps"]
+__all__ = ["Loader", "Source", "__version__", "collate", "apply_maps"]
 
 
 def collate(values: Sequence[Any]) -> Any:
@@ -70,6 +76,53 @@ def apply_maps(batch: tuple, map: Optional[Callable[[tuple], Any]],
     return batch
 
 
+@dataclass(frozen=True)
+class Source:
+    """One dataset of a mix: ``Loader([Source(url_a, weight=3), Source(url_b,
+    weight=1)])``. Give at most one of ``weight`` (a share of the epoch,
+    proportional; weight every source or none), ``samples`` (exactly this many
+    per epoch) and ``repeat`` (passes per epoch; 1.5 reads every sample once
+    and half of them twice); none is one pass. Weighted epochs hold
+    ``epoch_samples`` samples (default: all sources' together)."""
+
+    url: str
+    weight: Optional[float] = None
+    samples: Optional[int] = None
+    repeat: Optional[float] = None
+
+    def _take(self) -> str:
+        given = [(k, v) for k, v in (("weight", self.weight), ("samples", self.samples),
+                                     ("repeat", self.repeat)) if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"Source({self.url!r}): give one of weight, samples and repeat, "
+                             f"not {' and '.join(k for k, _ in given)}")
+        if not given:
+            return "repeat:1"
+        kind, value = given[0]
+        if kind == "samples" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"Source({self.url!r}): samples must be an int, not {value!r}")
+        return f"{kind}:{value!r}"
+
+
+def _dataset_arg(dataset: Any) -> Any:
+    """A URL as it is; a list of :class:`Source` (or URLs) as ``(url, take)``
+    pairs for the native loader."""
+    if isinstance(dataset, (str, os.PathLike)):
+        return os.fspath(dataset)
+    try:
+        sources = list(dataset)
+    except TypeError:
+        raise TypeError(f"dataset must be a URL or a list of tributary.Source, not {type(dataset).__name__}") from None
+    pairs = []
+    for source in sources:
+        if isinstance(source, str):
+            source = Source(source)
+        if not isinstance(source, Source):
+            raise TypeError(f"dataset: a mix lists tributary.Source (or URLs), not {type(source).__name__}")
+        pairs.append((source.url, source._take()))
+    return pairs
+
+
 class Loader:
     """A rank's data loader; see ``tributary/__init__.pyi`` for every argument.
 
@@ -82,12 +135,12 @@ class Loader:
     them a batch passes straight through.
     """
 
-    def __init__(self, dataset: str, *, map: Optional[Callable[[tuple], Any]] = None,
+    def __init__(self, dataset: Any, *, map: Optional[Callable[[tuple], Any]] = None,
                  batch_map: Optional[Callable[[Any], Any]] = None, **kwargs: Any) -> None:
         for name, fn in (("map", map), ("batch_map", batch_map)):
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable, not {type(fn).__name__}")
-        self._native = _tributary.Loader(dataset, **kwargs)
+        self._native = _tributary.Loader(_dataset_arg(dataset), **kwargs)
         self._map = map
         self._batch_map = batch_map
 

@@ -35,6 +35,21 @@ class LoaderMetrics(TypedDict):
     data_wait_seconds: float
     bad_samples_skipped: int
 
+class Source:
+    """One dataset of a mix: its manifest URL and at most one of ``weight``
+    (a share of the epoch proportional to it: weight every source or none),
+    ``samples`` (exactly this many per epoch) and ``repeat`` (passes per epoch,
+    fractions allowed); none given: one pass. Each epoch takes exactly these
+    counts, drawn afresh per (seed, epoch)."""
+
+    url: str
+    weight: Optional[float]
+    samples: Optional[int]
+    repeat: Optional[float]
+
+    def __init__(self, url: str, weight: Optional[float] = None,
+                 samples: Optional[int] = None, repeat: Optional[float] = None) -> None: ...
+
 class Loader:
     """A rank's data loader.
 
@@ -42,8 +57,9 @@ class Loader:
     ``("image", "cls?")``, so ``(images, labels)``: float32 ``N x 3 x S x S``
     images, normalised with the ImageNet mean and std after
     RandomResizedCrop(S) and a random flip, and int64 labels, -1 where a
-    sample has none), then the sample ids with ``return_ids=True``, then a
-    bool validity mask with ``tail="pad"``. Arrays own the Rust buffers they
+    sample has none), then the sample ids with ``return_ids=True``, then each
+    sample's dataset (int32 positions in the mix) with
+    ``return_sources=True``, then a bool validity mask with ``tail="pad"``. Arrays own the Rust buffers they
     were decoded into: nothing is copied. Iterating again after an epoch ends
     starts the next epoch; iteration ends at once when the job's epochs are
     done (an unshuffled loader reads its split again on every pass).
@@ -64,7 +80,7 @@ class Loader:
 
     def __init__(
         self,
-        dataset: str,
+        dataset: Union[str, Sequence[Union[Source, str]]],
         *,
         coordinator: Optional[str] = None,
         job: str = "default",
@@ -106,6 +122,8 @@ class Loader:
         shuffle: bool = True,
         tail: str = "uneven",
         metrics_port: Optional[int] = ...,
+        epoch_samples: int = 0,
+        return_sources: bool = False,
         map: Optional[Callable[[tuple], Any]] = None,
         batch_map: Optional[Callable[[Any], Any]] = None,
     ) -> None:
@@ -119,6 +137,14 @@ class Loader:
         coordinator or a leader change before raising ``ConnectionError``.
         ``return_ids``: yield ``(images, labels, ids)``, ids being the
         dataset-wide uint64 sample ids (for logging what was trained).
+        ``dataset``: a URL, or a list of :class:`Source` to mix: every epoch
+        takes from each what it says (weights split ``epoch_samples``
+        samples, by default all sources' together), planned by the
+        coordinator like one dataset (sync resume, dynamic leases and
+        exactly-once acks work alike); ids are then positions in the mix
+        (unique within an epoch) and ``return_sources=True`` adds each
+        sample's source (its position in the list). ``shuffle=False`` reads
+        every source once, in list order.
         ``worker=(id, count)``: this is DataLoader worker process ``id`` of
         ``count``; in sync mode it decodes and yields only batches ``id``,
         ``id + count``, ... of the rank's part (``tributary.torch`` passes it).

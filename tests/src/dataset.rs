@@ -84,6 +84,24 @@ impl S3Dataset {
         }
     }
 
+    /// Packs another `images` synthetic images into
+    /// `s3://data/NAME` beside the first dataset: its URL and manifest.
+    pub fn another(&self, name: &str, images: usize, per_shard: u32) -> (String, Manifest) {
+        let src = self.scratch.synth(&format!("images-{name}"), images, 4);
+        let url = format!("s3://data/{name}");
+        let per_shard = per_shard.to_string();
+        tributary_ok(
+            &["pack", &src, &url, "--max-samples", &per_shard],
+            &self.s3.env(),
+        );
+        let local = self.scratch.path(&format!("local-{name}"));
+        tributary_ok(&["pack", &src, &local, "--max-samples", &per_shard], &[]);
+        let manifest =
+            Manifest::from_json(&std::fs::read(format!("{local}/manifest.json")).expect("read"))
+                .expect("manifest");
+        (url, manifest)
+    }
+
     /// The S3 server's endpoint.
     pub fn endpoint(&self) -> &str {
         &self.s3.endpoint

@@ -100,6 +100,23 @@ fn samples_and_repeat_fix_counts_and_choose_different_samples_each_epoch() {
 }
 
 #[test]
+fn takes_parse_and_are_checked() {
+    assert_eq!("weight:0.5".parse(), Ok(Take::Weight(0.5)));
+    assert_eq!("samples:10".parse(), Ok(Take::Samples(10)));
+    assert_eq!("repeat:2.5".parse(), Ok(Take::Repeat(2.5)));
+    for bad in [
+        "weight",
+        "weight:x",
+        "twice:2",
+        "samples:-1",
+        "repeat:inf",
+        "weight:0",
+    ] {
+        assert!(bad.parse::<Take>().is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn weights_apportion_by_largest_remainder() {
     assert_eq!(apportion(10, &[1.0, 1.0, 1.0]), [4, 3, 3]);
     assert_eq!(apportion(7, &[0.5, 0.25, 0.25]), [3, 2, 2]);

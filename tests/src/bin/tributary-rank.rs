@@ -30,7 +30,7 @@ use clap::Parser;
 use tributary_common::proto::v1;
 use tributary_io::S3Settings;
 use tributary_worker::coordinated::{self, DynamicOptions, Identity, OnLeaseLost};
-use tributary_worker::rank::{Coordinator, Credentials, Rank, RankConfig};
+use tributary_worker::rank::{Coordinator, Credentials, MixSource, Rank, RankConfig};
 use tributary_worker::{LoaderConfig, StoreOptions};
 use tributary_worker::{Size, Transform};
 
@@ -41,8 +41,16 @@ struct Args {
     coordinator: String,
     #[arg(long)]
     job: String,
-    #[arg(long)]
+    /// The dataset (empty with --mix).
+    #[arg(long, default_value = "")]
     dataset: String,
+    /// A dataset to mix, `URL=weight:W|samples:N|repeat:R` (repeatable);
+    /// batches then print `src SOURCE...` after `got`/`batch` lines.
+    #[arg(long, value_parser = parse_mix)]
+    mix: Vec<MixSource>,
+    /// Weighted --mix: samples per epoch (0: all).
+    #[arg(long, default_value_t = 0)]
+    epoch_samples: u64,
     /// S3 endpoint of the dataset.
     #[arg(long)]
     s3_endpoint: Option<String>,
@@ -85,6 +93,16 @@ struct Args {
     /// `metrics ADDRESS` once bound.
     #[arg(long)]
     metrics_listen: Option<String>,
+}
+
+fn parse_mix(text: &str) -> Result<MixSource, String> {
+    let (url, take) = text
+        .rsplit_once('=')
+        .ok_or_else(|| format!("--mix {text:?} is not URL=TAKE"))?;
+    Ok(MixSource {
+        url: url.to_owned(),
+        take: take.parse()?,
+    })
 }
 
 fn parse_hold(text: &str) -> Result<(u64, PathBuf), String> {
@@ -139,7 +157,11 @@ async fn main() -> anyhow::Result<()> {
         endpoint: args.s3_endpoint.clone(),
         ..S3Settings::default()
     };
-    let store = StoreOptions::from_vars(std::env::vars()).with_s3(&args.dataset, &s3);
+    let url = args
+        .mix
+        .first()
+        .map_or(args.dataset.as_str(), |m| m.url.as_str());
+    let store = StoreOptions::from_vars(std::env::vars()).with_s3(url, &s3);
     let mode = match args.mode.as_str() {
         "dynamic" => v1::Mode::Dynamic,
         _ => v1::Mode::Sync,
@@ -169,15 +191,18 @@ async fn main() -> anyhow::Result<()> {
         },
         dynamic: dynamic_options(args.lookahead, args.on_lease_lost),
         metrics_listen: args.metrics_listen.clone(),
+        sources: args.mix.clone(),
+        epoch_samples: args.epoch_samples,
         ..RankConfig::new(&args.dataset, coordinator, &args.job, identity)
     };
+    let mixed = !args.mix.is_empty();
     let rank = Rank::start(config).await?;
     if let Some(address) = rank.metrics_address() {
         emit(&format!("metrics {address}"));
     }
     match mode {
-        v1::Mode::Dynamic => run_dynamic(rank, step).await?,
-        _ => run_sync(rank, step, args.commit_every, args.hold).await?,
+        v1::Mode::Dynamic => run_dynamic(rank, step, mixed).await?,
+        _ => run_sync(rank, step, args.commit_every, args.hold, mixed).await?,
     }
     emit("done");
     Ok(())
@@ -188,6 +213,7 @@ async fn run_sync(
     step: Duration,
     commit_every: u64,
     mut holds: Vec<(u64, PathBuf)>,
+    mixed: bool,
 ) -> anyhow::Result<()> {
     while !rank.finished() {
         let place = rank.describe();
@@ -211,6 +237,9 @@ async fn run_sync(
                 state.samples,
                 ids.join(" ")
             ));
+            if mixed {
+                emit_sources(&batch.sources);
+            }
             if commit_every > 0 && state.samples >= next_commit {
                 next_commit += commit_every;
                 rank.commit(&state).await?;
@@ -248,11 +277,20 @@ fn dynamic_options(lookahead: Option<u64>, on_lease_lost: OnLeaseLost) -> Dynami
     }
 }
 
-async fn run_dynamic(mut rank: Rank, step: Duration) -> anyhow::Result<()> {
+fn emit_sources(sources: &[u32]) {
+    let sources: Vec<String> = sources.iter().map(u32::to_string).collect();
+    emit(&format!("src {}", sources.join(" ")));
+}
+
+async fn run_dynamic(mut rank: Rank, step: Duration, mixed: bool) -> anyhow::Result<()> {
     loop {
         while let Some(batch) = rank.next().await {
-            let ids: Vec<String> = batch?.ids.iter().map(u64::to_string).collect();
+            let batch = batch?;
+            let ids: Vec<String> = batch.ids.iter().map(u64::to_string).collect();
             emit(&format!("got {}", ids.join(" ")));
+            if mixed {
+                emit_sources(&batch.sources);
+            }
             tokio::time::sleep(step).await;
         }
         if !rank.next_epoch().await? {

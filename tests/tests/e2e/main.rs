@@ -16,6 +16,7 @@ mod freeze;
 mod hostile;
 mod lifecycle;
 mod metrics;
+mod mix;
 mod s3;
 mod status;
 mod store_faults;

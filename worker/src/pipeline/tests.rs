@@ -105,7 +105,10 @@ fn config(on_error: OnError, max_bad_fraction: f64) -> LoaderConfig {
     }
 }
 
-async fn read(dataset: Dataset, config: LoaderConfig) -> (Vec<Batch>, Option<WorkerError>) {
+async fn read(
+    dataset: impl Into<crate::Datasets>,
+    config: LoaderConfig,
+) -> (Vec<Batch>, Option<WorkerError>) {
     let mut loader = Loader::builder(dataset)
         .config(config)
         .build()
@@ -331,4 +334,62 @@ async fn out_of_range_settings_are_config_errors_naming_the_setting() {
         let error = config.validate().expect_err(name).to_string();
         assert!(error.contains(name), "{name}: {error}");
     }
+}
+
+#[tokio::test]
+async fn a_mix_takes_its_counts_and_each_sample_names_its_dataset() {
+    use tributary_common::mix::Take;
+    let good = jpeg(24, 20);
+    let samples = |prefix: &str, bad: Option<usize>| -> Vec<(String, &'static str, Vec<u8>)> {
+        (0..16)
+            .map(|i| {
+                let bytes = if bad == Some(i) {
+                    b"not an image".to_vec()
+                } else {
+                    good.clone()
+                };
+                (format!("{prefix}/{i:03}"), "jpg", bytes)
+            })
+            .collect()
+    };
+    let (a, b) = (
+        dataset(samples("a", None)).await,
+        dataset(samples("b", Some(3))).await,
+    );
+    let mixed = crate::Datasets::mixed(
+        vec![a.clone(), b.clone()],
+        &[Take::Samples(10), Take::Repeat(2.0)],
+        0,
+    )
+    .expect("mix");
+    let mut config = config(OnError::Skip, 0.5);
+    config.shuffle_buffer = 8;
+    let (batches, error) = read(mixed.clone(), config.clone()).await;
+    assert!(error.is_none(), "{error:?}");
+    let mut per_source = [0usize; 2];
+    for batch in &batches {
+        assert_eq!(batch.sources.len(), batch.len());
+        for (key, &source) in batch.keys.iter().zip(&batch.sources) {
+            assert_eq!(&key[..1], ["a", "b"][source as usize], "{key}");
+            per_source[source as usize] += 1;
+        }
+    }
+    // Sample b/003 is bad and read twice (two passes): skipped twice.
+    let skipped: usize = batches.iter().map(|b| b.skipped_ids.len()).sum();
+    assert_eq!(skipped, 2);
+    assert_eq!(per_source, [10, 30]);
+    // A bad sample of a mix is named by its dataset's URL.
+    let (_, error) = read(
+        mixed,
+        LoaderConfig {
+            on_error: OnError::Raise,
+            ..config
+        },
+    )
+    .await;
+    let message = error.expect("a bad sample raises").to_string();
+    assert!(
+        message.contains("memory:///ds/shard-000000.tar"),
+        "{message}"
+    );
 }

@@ -87,7 +87,14 @@ pub fn bad_sample(datasets: &Datasets, id: u64, key: &str, reason: String) -> Wo
     let (shard, offset) = match datasets.locate(id) {
         Some((shard, index)) => {
             let offset = chunk_range(shard.meta, index..index + 1).bytes.start;
-            (shard.meta.name.clone(), offset)
+            // Datasets of a mix may name their shards alike: the URL says
+            // which.
+            let name = if datasets.layout().is_mixed() {
+                shard.dataset.location.url_of(&shard.meta.name)
+            } else {
+                shard.meta.name.clone()
+            };
+            (name, offset)
         }
         None => (String::from("(unknown shard)"), 0),
     };
