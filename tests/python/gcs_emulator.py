@@ -10,7 +10,10 @@ sends and the client requires; they are added here, and nothing else:
 - an upload's response carries the object's ETag (the client fails the
   upload without one);
 - a download's response carries ETag and Last-Modified (the client fails
-  the read without them).
+  the read without them);
+- GET /BUCKET?list-type=2 lists a bucket as the XML API does (the client
+  lists through it; the emulator lists through the JSON API only), all
+  keys in one page.
 
 Its listen backlog is raised from Python's 5: several rank processes and
 a coordinator connect at once, and the server answers one at a time.
@@ -21,8 +24,11 @@ import http.server
 import logging
 import sys
 from datetime import datetime, timezone
+from http import HTTPStatus
+from xml.sax.saxutils import escape
 
 from gcp_storage_emulator import server
+from gcp_storage_emulator.exceptions import NotFound
 from gcp_storage_emulator.handlers import objects
 
 
@@ -48,6 +54,37 @@ def with_object_headers(handler):
     return wrapped
 
 
+def xml_list(request, response, storage, *args, **kwargs):
+    """ListObjectsV2, as GCS's XML API answers it."""
+
+    def arg(name):
+        values = request.query.get(name)
+        return values[0] if values else None
+
+    bucket = request.params["bucket_name"]
+    prefix, start_after = arg("prefix"), arg("start-after")
+    try:
+        files, prefixes = storage.get_file_list(bucket, prefix, arg("delimiter"))
+    except NotFound:
+        response.status = HTTPStatus.NOT_FOUND
+        return
+    parts = ['<?xml version="1.0" encoding="UTF-8"?>', "<ListBucketResult>"]
+    parts.append("<Name>{}</Name>".format(escape(bucket)))
+    for obj in sorted(files, key=lambda o: o["name"]):
+        if start_after is not None and obj["name"] <= start_after:
+            continue
+        parts.append(
+            "<Contents><Key>{}</Key><Size>{}</Size><LastModified>{}</LastModified>"
+            '<ETag>"{}"</ETag></Contents>'.format(
+                escape(obj["name"]), obj["size"], obj["updated"], obj["generation"]
+            )
+        )
+    for common in sorted(prefixes):
+        parts.append("<CommonPrefixes><Prefix>{}</Prefix></CommonPrefixes>".format(escape(common)))
+    parts.append("</ListBucketResult>")
+    response.write_file("".join(parts), content_type="application/xml")
+
+
 def main():
     host, port = sys.argv[1], int(sys.argv[2])
     patched = {
@@ -57,6 +94,7 @@ def main():
     for _, methods in server.HANDLERS:
         for method, handler in methods.items():
             methods[method] = patched.get(handler, handler)
+    server.HANDLERS = server.HANDLERS + ((r"^/(?P<bucket_name>[-.\w]+)/?$", {server.GET: xml_list}),)
     http.server.HTTPServer.request_queue_size = 128
     logging.basicConfig(level=logging.CRITICAL)
     server.create_server(host, port, in_memory=True).run()
