@@ -148,7 +148,28 @@ fn pack_index_read_and_a_job(cloud: &Cloud) {
         assert_eq!(*label, class_index(key), "{key}");
     }
 
+    multipart_upload_lands_whole(cloud, &runtime);
     two_epoch_job(train, &manifest, &env);
+}
+
+/// A multipart upload (what a store client does for large objects) of two
+/// parts, the first of the smallest size S3 allows, reads back whole.
+fn multipart_upload_lands_whole(cloud: &Cloud, runtime: &tokio::runtime::Runtime) {
+    use object_store::{ObjectStoreExt, PutPayload};
+    let location = Location::open(&cloud.url("multipart"), &cloud.options(), false)
+        .expect("open the multipart URL");
+    let path = location.path("object");
+    let parts = [vec![1u8; 5 << 20], vec![2u8; 1 << 20]];
+    let read = runtime.block_on(async {
+        let mut upload = location.store.put_multipart(&path).await?;
+        for part in &parts {
+            upload.put_part(PutPayload::from(part.clone())).await?;
+        }
+        upload.complete().await?;
+        location.store.get(&path).await?.bytes().await
+    });
+    let read = read.unwrap_or_else(|e| panic!("multipart upload to {}: {e}", location.url));
+    assert!(read == parts.concat(), "the parts came back otherwise");
 }
 
 /// A sync job of two ranks over two epochs on `url`, through one
