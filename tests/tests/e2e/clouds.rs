@@ -6,7 +6,7 @@
 //! two epochs. Every process gets its credentials only through the
 //! environment variables a user would set for that cloud.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,7 +15,7 @@ use tributary_common::manifest::Manifest;
 use tributary_common::plan::epoch_spans;
 use tributary_tests::azurite::Azurite;
 use tributary_tests::cli::{parse_read, python, tributary, tributary_bin, tributary_ok, Scratch};
-use tributary_tests::cluster::{leader_status, rank_bin};
+use tributary_tests::cluster::{delivered, leader_status, rank_bin};
 use tributary_tests::dataset::{sample_ids, shard_counts};
 use tributary_tests::etcd::EtcdServer;
 use tributary_tests::gcs::GcsServer;
@@ -228,18 +228,7 @@ fn two_epoch_job(url: &str, manifest: &Manifest, env: &[(&str, &str)]) {
         rank.wait_ok(Duration::from_secs(120));
     }
     // "batch GENERATION SAMPLES IDS...": one generation per epoch here.
-    let mut delivered: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for rank in &ranks {
-        for line in rank.lines() {
-            let parts: Vec<&str> = line.split(' ').collect();
-            if parts[0] == "batch" {
-                delivered
-                    .entry(parts[1].parse().expect("generation"))
-                    .or_default()
-                    .extend(parts[3..].iter().map(|id| id.parse::<u64>().expect("id")));
-            }
-        }
-    }
+    let mut delivered = delivered(&ranks);
     let status = leader_status(std::slice::from_ref(&address), "clouds").expect("status");
     assert_eq!(status.generations.len() as u64, EPOCHS, "{status:?}");
     let counts = shard_counts(manifest);
