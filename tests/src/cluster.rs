@@ -2,6 +2,7 @@
 //! process ([`Proc`]) that a test can `kill -9`, with every stdout line a
 //! rank prints collected as it comes; and the job status a replica reports.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -198,4 +199,22 @@ pub fn status(address: &str, job: &str) -> Result<JobStatus, tonic::Status> {
 /// The status from whichever replica leads.
 pub fn leader_status(addresses: &[String], job: &str) -> Option<JobStatus> {
     addresses.iter().find_map(|a| status(a, job).ok())
+}
+
+/// The sample ids sync ranks delivered, by generation, from their `batch
+/// GENERATION SAMPLES IDS...` lines.
+pub fn delivered(ranks: &[Proc]) -> BTreeMap<u64, Vec<u64>> {
+    let mut delivered: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for rank in ranks {
+        for line in rank.lines() {
+            let parts: Vec<&str> = line.split(' ').collect();
+            if parts[0] == "batch" {
+                delivered
+                    .entry(parts[1].parse().expect("generation"))
+                    .or_default()
+                    .extend(parts[3..].iter().map(|id| id.parse::<u64>().expect("id")));
+            }
+        }
+    }
+    delivered
 }

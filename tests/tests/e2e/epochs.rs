@@ -14,7 +14,7 @@ use tributary_common::invariants::{check_exactly_once, check_unit_acks};
 use tributary_common::lease::units;
 use tributary_common::plan::epoch_spans;
 use tributary_tests::cluster::{
-    coordinators, leader_status, named_members, torchrun_group, JobArgs,
+    coordinators, delivered, leader_status, named_members, torchrun_group, JobArgs,
 };
 use tributary_tests::dataset::{sample_ids, shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdCluster;
@@ -104,18 +104,7 @@ fn a_sync_job_of_several_epochs_on_three_member_etcd_delivers_every_sample_once_
         rank.wait_ok(Duration::from_secs(180));
     }
     // "batch GENERATION SAMPLES IDS...": one generation per epoch here.
-    let mut delivered: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for rank in &ranks {
-        for line in rank.lines() {
-            let parts: Vec<&str> = line.split(' ').collect();
-            if parts[0] == "batch" {
-                delivered
-                    .entry(parts[1].parse().expect("generation"))
-                    .or_default()
-                    .extend(parts[3..].iter().map(|id| id.parse::<u64>().expect("id")));
-            }
-        }
-    }
+    let mut delivered = delivered(&ranks);
     // Every rank exited cleanly after the last epoch, one generation each.
     let status = leader_status(&addresses, "sync-epochs").expect("status");
     assert_eq!(status.generations.len() as u64, SYNC_EPOCHS, "{status:?}");

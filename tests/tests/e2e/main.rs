@@ -1,14 +1,16 @@
 //! End-to-end tests: the `tributary` binary, a real S3-compatible server
-//! (moto) on loopback, and the Python `webdataset` library, all started by
-//! the test support in this package's library (`tributary_tests`). One test
-//! binary, as the style guide asks.
+//! (moto), an Azure Blob Storage emulator (Azurite) and a GCS one
+//! (gcp-storage-emulator) on loopback, and the Python `webdataset` library,
+//! all started by the test support in this package's library
+//! (`tributary_tests`). One test binary, as the style guide asks.
 //!
-//! Needs the test virtualenv (`scripts/test.sh` creates it): `moto_server`
-//! and `python` with `webdataset`, found through `TRIBUTARY_VENV` or
-//! `<repo>/.venv`.
+//! Needs the test virtualenv (`scripts/test.sh` creates it): `moto_server`,
+//! `python` with `webdataset` and `gcp_storage_emulator`, and Azurite in its
+//! `azurite/` npm prefix, found through `TRIBUTARY_VENV` or `<repo>/.venv`.
 
 mod bad_requests;
 mod cli;
+mod clouds;
 mod deploy;
 mod elastic;
 mod epochs;
