@@ -11,9 +11,11 @@ fn shape(shard_samples: &[u32], take: Take) -> SourceShape {
     }
 }
 
-/// Samples per dataset in an epoch's spans, and each (dataset, shard,
-/// index) read how many times.
-fn tally(layout: &Layout, spans: &SpanSet) -> (Vec<u64>, HashMap<(usize, u32, u32), u32>) {
+/// How many times each (dataset, shard, index) was read.
+type Reads = HashMap<(usize, u32, u32), u32>;
+
+/// Samples per dataset in an epoch's spans, and the reads of each sample.
+fn tally(layout: &Layout, spans: &SpanSet) -> (Vec<u64>, Reads) {
     let mut per_source = vec![0u64; layout.sources()];
     let mut reads = HashMap::new();
     for (shard, index) in spans.samples() {
@@ -87,7 +89,7 @@ fn samples_and_repeat_fix_counts_and_choose_different_samples_each_epoch() {
     let second = tally(&layout, &layout.epoch_spans(1, 1));
     assert_eq!(first.0, [50, 35]);
     assert_eq!(second.0, [50, 35]);
-    let chosen = |reads: &HashMap<(usize, u32, u32), u32>| {
+    let chosen = |reads: &Reads| {
         let mut keys: Vec<_> = reads.keys().filter(|k| k.0 == 0).copied().collect();
         keys.sort_unstable();
         keys

@@ -25,7 +25,7 @@ pub struct OrderedReader {
 
 impl OrderedReader {
     /// Starts pass `config.epoch`.
-    pub async fn start(dataset: Datasets, config: LoaderConfig) -> Result<Self> {
+    pub async fn start(dataset: impl Into<Datasets>, config: LoaderConfig) -> Result<Self> {
         config.validate()?;
         let dataset = dataset.into();
         let pool = decode_pool(config.decode_threads)?;
