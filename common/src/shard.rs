@@ -6,9 +6,11 @@
 //! is one independent zstd frame, so reading can start at any block; the
 //! concatenated frames decompress to a plain tar (`zstd -dc | tar t` works).
 //!
-//! Both directions are pure: they take and return bytes, no I/O.
+//! Both directions are pure: they take and return bytes, no I/O (a
+//! [`ShardWriter`] streams into whatever [`Write`] it is given).
 
 use std::collections::BTreeSet;
+use std::io::Write;
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -25,13 +27,25 @@ pub use crate::zstd_chunk::decompress_chunk;
 /// Default uncompressed size of a zstd block.
 pub const DEFAULT_BLOCK_BYTES: usize = 1 << 20;
 
-/// Builds one shard in memory.
+/// Builds one shard, streaming its bytes into a sink `W` as they are made:
+/// a `Vec<u8>` (the default, [`ShardWriter::new`]) or any [`Write`] (an
+/// upload, [`ShardWriter::with_sink`]).
+///
+/// Memory stays bounded whatever the shard's size: the writer holds one
+/// sample's tar entries (uncompressed) or one zstd block, and the manifest
+/// entry's offsets and checksums, computed as the bytes go out. The bytes
+/// and the [`ShardMeta`] are the same whichever sink takes them.
 #[derive(Debug)]
-pub struct ShardWriter {
+pub struct ShardWriter<W = Vec<u8>> {
     name: String,
     compression: Compression,
     block_bytes: usize,
-    out: Vec<u8>,
+    out: W,
+    /// Bytes written to `out` so far.
+    written: u64,
+    /// crc32c of those bytes.
+    crc: u32,
+    /// The open zstd block, or (uncompressed) the sample being written.
     block: Vec<u8>,
     block_samples: u32,
     samples: u32,
@@ -51,14 +65,43 @@ pub struct FinishedShard {
     pub fields: BTreeSet<String>,
 }
 
+/// A finished shard whose bytes went to a sink: the sink back (to finish an
+/// upload, say) and the manifest entry.
+#[derive(Debug)]
+pub struct StreamedShard<W> {
+    pub sink: W,
+    pub meta: ShardMeta,
+    /// Field extensions present in this shard.
+    pub fields: BTreeSet<String>,
+}
+
 impl ShardWriter {
-    /// A writer for the shard object `name`.
+    /// A writer for the shard object `name`, built in memory.
     pub fn new(name: impl Into<String>, compression: Compression) -> Self {
+        Self::with_sink(name, compression, Vec::new())
+    }
+
+    /// Closes the archive and returns its bytes and manifest entry.
+    pub fn finish(self) -> Result<FinishedShard, FormatError> {
+        let shard = self.finish_sink()?;
+        Ok(FinishedShard {
+            data: shard.sink,
+            meta: shard.meta,
+            fields: shard.fields,
+        })
+    }
+}
+
+impl<W: Write> ShardWriter<W> {
+    /// A writer for the shard object `name` whose bytes go to `sink`.
+    pub fn with_sink(name: impl Into<String>, compression: Compression, sink: W) -> Self {
         Self {
             name: name.into(),
             compression,
             block_bytes: DEFAULT_BLOCK_BYTES,
-            out: Vec::new(),
+            out: sink,
+            written: 0,
+            crc: 0,
             block: Vec::new(),
             block_samples: 0,
             samples: 0,
@@ -76,9 +119,9 @@ impl ShardWriter {
         self
     }
 
-    /// Bytes written so far (compressed bytes plus the open block).
-    pub fn len(&self) -> usize {
-        self.out.len() + self.block.len()
+    /// Bytes written so far (bytes sent to the sink plus the open block).
+    pub fn len(&self) -> u64 {
+        self.written + self.block.len() as u64
     }
 
     /// Whether no sample was written yet.
@@ -138,23 +181,37 @@ impl ShardWriter {
             shard: self.name.clone(),
             error,
         };
-        let target = match self.compression.kind {
-            CompressionKind::None => &mut self.out,
-            CompressionKind::Zstd => &mut self.block,
-        };
-        let start = target.len();
         for (ext, data) in fields {
-            tar::append_entry(target, &format!("{key}.{ext}"), data).map_err(tar_err)?;
+            tar::append_entry(&mut self.block, &format!("{key}.{ext}"), data).map_err(tar_err)?;
             if !self.fields.contains(*ext) {
                 self.fields.insert((*ext).to_owned());
             }
         }
         if self.compression.kind == CompressionKind::None {
-            self.chunk_offsets.push(start as u64);
-            self.chunk_crc32c.push(crc32c::crc32c(&self.out[start..]));
+            // Each sample is a chunk of its own, written out at once.
+            self.chunk_offsets.push(self.written);
+            self.chunk_crc32c.push(crc32c::crc32c(&self.block));
+            let sample = std::mem::take(&mut self.block);
+            self.emit(&sample)?;
+            self.block = sample;
+            self.block.clear();
         }
         self.block_samples += 1;
         self.samples += 1;
+        Ok(())
+    }
+
+    /// Sends `bytes` to the sink, keeping the running length and checksum.
+    fn emit(&mut self, bytes: &[u8]) -> Result<(), FormatError> {
+        self.out
+            .write_all(bytes)
+            .map_err(|error| FormatError::Write {
+                shard: self.name.clone(),
+                offset: self.written,
+                error,
+            })?;
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.written += bytes.len() as u64;
         Ok(())
     }
 
@@ -168,18 +225,19 @@ impl ShardWriter {
                 reason: format!("zstd compression failed: {e}"),
             }
         })?;
-        self.chunk_offsets.push(self.out.len() as u64);
+        self.chunk_offsets.push(self.written);
         self.chunk_samples.push(self.block_samples);
         self.chunk_uncompressed_bytes.push(self.block.len() as u64);
         self.chunk_crc32c.push(crc32c::crc32c(&frame));
-        self.out.extend_from_slice(&frame);
+        self.emit(&frame)?;
         self.block.clear();
         self.block_samples = 0;
         Ok(())
     }
 
-    /// Closes the archive and returns its bytes and manifest entry.
-    pub fn finish(mut self) -> Result<FinishedShard, FormatError> {
+    /// Closes the archive, flushes the sink and returns it with the
+    /// shard's manifest entry.
+    pub fn finish_sink(mut self) -> Result<StreamedShard<W>, FormatError> {
         if self.samples == 0 {
             return Err(FormatError::Shard {
                 shard: self.name,
@@ -188,26 +246,33 @@ impl ShardWriter {
         }
         match self.compression.kind {
             CompressionKind::None => {
-                self.chunk_offsets.push(self.out.len() as u64);
-                tar::append_end(&mut self.out);
+                self.chunk_offsets.push(self.written);
+                let mut end = Vec::new();
+                tar::append_end(&mut end);
+                self.emit(&end)?;
             }
             CompressionKind::Zstd => {
                 self.flush_block(true)?;
-                self.chunk_offsets.push(self.out.len() as u64);
+                self.chunk_offsets.push(self.written);
             }
         }
+        self.out.flush().map_err(|error| FormatError::Write {
+            shard: self.name.clone(),
+            offset: self.written,
+            error,
+        })?;
         let meta = ShardMeta {
             name: self.name,
             samples: self.samples,
-            bytes: self.out.len() as u64,
-            crc32c: crc32c::crc32c(&self.out),
+            bytes: self.written,
+            crc32c: self.crc,
             chunk_offsets: self.chunk_offsets,
             chunk_samples: self.chunk_samples,
             chunk_crc32c: self.chunk_crc32c,
             chunk_uncompressed_bytes: self.chunk_uncompressed_bytes,
         };
-        Ok(FinishedShard {
-            data: self.out,
+        Ok(StreamedShard {
+            sink: self.out,
             meta,
             fields: self.fields,
         })
@@ -436,6 +501,68 @@ mod tests {
             }
             prop_assert_eq!(verify_shard(&shard.meta, compression.kind, &Bytes::from(shard.data.clone())).ok(), Some(n as u32));
         }
+    }
+
+    /// A sink that takes at most 7 bytes per call, as a slow pipe would.
+    #[derive(Debug, Default)]
+    struct Trickle(Vec<u8>);
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(7);
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_streamed_shard_has_the_bytes_and_meta_of_one_built_in_memory(
+            samples in arb_samples(),
+            zstd in any::<bool>(),
+            block in 1usize..8000,
+        ) {
+            let compression = if zstd { Compression::ZSTD } else { Compression::NONE };
+            let in_memory = write(&samples, compression, block);
+            let mut writer =
+                ShardWriter::with_sink("s.tar", compression, Trickle::default()).block_bytes(block);
+            for (i, fields) in samples.iter().enumerate() {
+                let refs: Vec<(&str, &[u8])> = fields
+                    .iter()
+                    .map(|(e, d)| (e.as_str(), d.as_slice()))
+                    .collect();
+                writer.push(&format!("k/{i:05}"), &refs).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+            prop_assert_eq!(writer.len() > 0, true);
+            let streamed = writer.finish_sink().map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&streamed.sink.0, &in_memory.data);
+            prop_assert_eq!(&streamed.meta, &in_memory.meta);
+            prop_assert_eq!(&streamed.fields, &in_memory.fields);
+        }
+    }
+
+    #[test]
+    fn a_failing_sink_is_an_error_naming_the_shard_and_offset() {
+        #[derive(Debug)]
+        struct Broken;
+        impl Write for Broken {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("the upload gave up"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut writer = ShardWriter::with_sink("w.tar", Compression::NONE, Broken);
+        let err = writer.push("k", &[("bin", b"x")]).expect_err("sink fails");
+        let text = err.to_string();
+        assert!(text.contains("shard w.tar"), "{text}");
+        assert!(text.contains("byte 0"), "{text}");
+        assert!(text.contains("the upload gave up"), "{text}");
     }
 
     #[test]
