@@ -117,9 +117,9 @@ async fn big_shards_stream_up_in_parts_with_the_bytes_of_an_in_memory_build() {
         .expect("manifest");
     for (index, meta) in dataset.manifest.shards.iter().enumerate() {
         let mut writer = ShardWriter::new(meta.name.clone(), Compression::NONE);
-        for i in index * 4..index * 4 + 4 {
+        for (i, data) in samples.iter().enumerate().skip(index * 4).take(4) {
             writer
-                .push(&format!("s{i:03}"), &[("bin", &samples[i][..])])
+                .push(&format!("s{i:03}"), &[("bin", &data[..])])
                 .expect("push");
         }
         let built = writer.finish().expect("finish");

@@ -8,6 +8,7 @@
 //! `<repo>/.venv`.
 
 mod bad_requests;
+mod big_uploads;
 mod cli;
 mod deploy;
 mod elastic;
