@@ -9,7 +9,7 @@
 //! - a larger one becomes a multipart upload, up to
 //!   [`UploadOptions::parts_in_flight`] parts sent at once, each part retried
 //!   alone on transient failures under the location's
-//!   [`RetryPolicy`](crate::RetryPolicy) (stores that number parts
+//!   `RetryPolicy` (stores that number parts
 //!   themselves, the local filesystem, get no per-part retries: their
 //!   failures are not transient);
 //! - an upload that fails, is aborted or is dropped unfinished aborts its

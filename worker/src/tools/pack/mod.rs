@@ -6,7 +6,7 @@
 //!
 //! Shards are planned from the fields' sizes alone (so planning is instant
 //! and the result deterministic), then built in parallel on rayon, each
-//! streamed to the store as it is made ([`build`]): a shard over
+//! streamed to the store as it is made (`build.rs`): a shard over
 //! [`UploadOptions::single_put_limit`] goes up as a multipart upload whose
 //! parts are retried alone on transient errors, so memory stays bounded
 //! whatever `max_bytes` is. The manifest is written last: a run that fails
