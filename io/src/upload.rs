@@ -35,7 +35,7 @@
 //! on a blocking thread: a shard built on rayon streams into it.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -49,163 +49,13 @@ use crate::error::{IoError, Result};
 use crate::location::Location;
 use crate::read::{retry, RetryPolicy};
 
-/// The smallest part S3 takes (all parts but the last).
-pub const MIN_PART_BYTES: u64 = 5 << 20;
-/// The largest part S3 takes.
-pub const MAX_PART_BYTES: u64 = 5 << 30;
-/// The most parts one S3 multipart upload may have.
-pub const MAX_PARTS: u64 = 10_000;
-/// The largest object S3 takes in one PUT.
-pub const MAX_SINGLE_PUT_BYTES: u64 = 5 << 30;
-/// The most parts one upload sends at once.
-pub const MAX_PARTS_IN_FLIGHT: usize = 64;
+use options::Held;
+pub use options::{
+    UploadMeter, UploadOptions, MAX_PARTS, MAX_PARTS_IN_FLIGHT, MAX_PART_BYTES,
+    MAX_SINGLE_PUT_BYTES, MIN_PART_BYTES,
+};
 
-/// How objects are uploaded: validated by [`UploadOptions::new`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UploadOptions {
-    single_put_limit: u64,
-    part_bytes: usize,
-    parts_in_flight: usize,
-}
-
-impl Default for UploadOptions {
-    /// One PUT up to 64 MiB, above it parts of 16 MiB, 4 at once: at most
-    /// 80 MiB held per upload.
-    fn default() -> Self {
-        Self {
-            single_put_limit: 64 << 20,
-            part_bytes: 16 << 20,
-            parts_in_flight: 4,
-        }
-    }
-}
-
-impl UploadOptions {
-    /// Objects of at most `single_put_limit` bytes in one PUT, larger ones
-    /// in parts of `part_bytes`, `parts_in_flight` at once; each within the
-    /// limits in the module docs.
-    pub fn new(single_put_limit: u64, part_bytes: u64, parts_in_flight: usize) -> Result<Self> {
-        let bad = |reason: String| Err(IoError::UploadOptions { reason });
-        if single_put_limit > MAX_SINGLE_PUT_BYTES {
-            return bad(format!(
-                "single-PUT limit {single_put_limit} is over the {MAX_SINGLE_PUT_BYTES} bytes a PUT may carry"
-            ));
-        }
-        if !(MIN_PART_BYTES..=MAX_PART_BYTES).contains(&part_bytes) {
-            return bad(format!(
-                "part size {part_bytes} is outside {MIN_PART_BYTES}..={MAX_PART_BYTES} bytes (S3's limits)"
-            ));
-        }
-        let Ok(part_bytes) = usize::try_from(part_bytes) else {
-            return bad(format!(
-                "part size {part_bytes} does not fit in memory here"
-            ));
-        };
-        if !(1..=MAX_PARTS_IN_FLIGHT).contains(&parts_in_flight) {
-            return bad(format!(
-                "parts in flight {parts_in_flight} is outside 1..={MAX_PARTS_IN_FLIGHT}"
-            ));
-        }
-        Ok(Self {
-            single_put_limit,
-            part_bytes,
-            parts_in_flight,
-        })
-    }
-
-    /// Objects of at most this many bytes are written with one PUT.
-    pub fn single_put_limit(&self) -> u64 {
-        self.single_put_limit
-    }
-
-    /// Size of every part but the last.
-    pub fn part_bytes(&self) -> usize {
-        self.part_bytes
-    }
-
-    /// Parts one upload sends at once.
-    pub fn parts_in_flight(&self) -> usize {
-        self.parts_in_flight
-    }
-
-    /// The most bytes one upload holds in memory at any time.
-    pub fn memory_bound(&self) -> u64 {
-        let part = self.part_bytes as u64;
-        self.single_put_limit
-            .max(part * self.parts_in_flight as u64)
-            + part
-    }
-
-    /// The largest object these options can upload ([`MAX_PARTS`] parts).
-    pub fn max_object_bytes(&self) -> u64 {
-        self.part_bytes as u64 * MAX_PARTS
-    }
-}
-
-/// Bytes held in memory by uploads, and the most ever held at once.
-#[derive(Debug, Default)]
-pub struct UploadMeter {
-    held: AtomicU64,
-    peak: AtomicU64,
-    parts: AtomicU64,
-}
-
-impl UploadMeter {
-    /// Bytes held now.
-    pub fn held(&self) -> u64 {
-        self.held.load(Ordering::SeqCst)
-    }
-
-    /// The most bytes held at once so far.
-    pub fn peak(&self) -> u64 {
-        self.peak.load(Ordering::SeqCst)
-    }
-
-    /// Parts of multipart uploads completed so far.
-    pub fn parts(&self) -> u64 {
-        self.parts.load(Ordering::SeqCst)
-    }
-
-    fn add(&self, bytes: u64) {
-        let now = self.held.fetch_add(bytes, Ordering::SeqCst) + bytes;
-        self.peak.fetch_max(now, Ordering::SeqCst);
-    }
-
-    fn sub(&self, bytes: u64) {
-        self.held.fetch_sub(bytes, Ordering::SeqCst);
-    }
-}
-
-/// Bytes counted on a meter until dropped.
-#[derive(Debug)]
-struct Held {
-    meter: Arc<UploadMeter>,
-    bytes: u64,
-}
-
-impl Held {
-    fn new(meter: &Arc<UploadMeter>) -> Self {
-        Self {
-            meter: Arc::clone(meter),
-            bytes: 0,
-        }
-    }
-
-    fn set(&mut self, bytes: u64) {
-        if bytes > self.bytes {
-            self.meter.add(bytes - self.bytes);
-        } else {
-            self.meter.sub(self.bytes - bytes);
-        }
-        self.bytes = bytes;
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.meter.sub(self.bytes);
-    }
-}
+mod options;
 
 /// A full part (or the last one) and the memory it holds.
 #[derive(Debug)]
@@ -317,7 +167,7 @@ impl Upload {
         while !data.is_empty() {
             let n = self.fill(data);
             data = &data[n..];
-            if self.filling.len() == self.options.part_bytes {
+            if self.filling.len() == self.options.part_bytes() {
                 self.seal().await?;
             }
         }
@@ -327,13 +177,13 @@ impl Upload {
     /// Copies what fits of `data` into the part being filled; returns how
     /// many bytes that was. The buffer grows by doubling, up to one part.
     fn fill(&mut self, data: &[u8]) -> usize {
-        let n = (self.options.part_bytes - self.filling.len()).min(data.len());
+        let n = (self.options.part_bytes() - self.filling.len()).min(data.len());
         let need = self.filling.len() + n;
         if need > self.filling.capacity() {
             let target = need
                 .max(self.filling.capacity() * 2)
                 .max(64 << 10)
-                .min(self.options.part_bytes);
+                .min(self.options.part_bytes());
             self.filling.reserve_exact(target - self.filling.len());
             self.filling_held.set(self.filling.capacity() as u64);
         }
@@ -354,7 +204,7 @@ impl Upload {
     async fn seal(&mut self) -> Result<()> {
         let chunk = self.take_filling();
         self.waiting.push(chunk);
-        if self.multipart.is_some() || self.written > self.options.single_put_limit {
+        if self.multipart.is_some() || self.written > self.options.single_put_limit() {
             self.send_waiting().await?;
         }
         Ok(())
@@ -407,14 +257,14 @@ impl Upload {
         let Some(multipart) = self.multipart.as_mut() else {
             return Err(self.failed("a part was sent before the upload started".into()));
         };
-        while multipart.in_flight.len() >= self.options.parts_in_flight {
+        while multipart.in_flight.len() >= self.options.parts_in_flight() {
             join_one(&mut multipart.in_flight, &self.url).await?;
         }
         let index = multipart.next;
         if index as u64 >= MAX_PARTS {
             let reason = format!(
                 "the object needs more than {MAX_PARTS} parts of {} bytes: raise the part size",
-                self.options.part_bytes
+                self.options.part_bytes()
             );
             return Err(self.failed(reason));
         }
@@ -481,7 +331,7 @@ impl Upload {
     }
 
     async fn try_finish(&mut self) -> Result<Uploaded> {
-        if self.multipart.is_none() && self.written <= self.options.single_put_limit {
+        if self.multipart.is_none() && self.written <= self.options.single_put_limit() {
             let mut chunks = std::mem::take(&mut self.waiting);
             chunks.push(self.take_filling());
             let payload: PutPayload = chunks.iter().map(|c| c.data.clone()).collect();
@@ -661,7 +511,7 @@ impl std::io::Write for BlockingUpload {
             return Err(std::io::Error::other(error.to_string()));
         }
         let n = self.upload.fill(buf);
-        if self.upload.filling.len() == self.upload.options.part_bytes {
+        if self.upload.filling.len() == self.upload.options.part_bytes() {
             if let Err(error) = self.handle.block_on(self.upload.seal()) {
                 let io = std::io::Error::other(error.to_string());
                 self.error = Some(error);
