@@ -1,5 +1,6 @@
-//! A progress bar that shows samples/s and MB/s, drawn on stderr when it is a
-//! terminal and silent otherwise (each command prints a summary line).
+//! A progress bar that shows samples/s and MB/s (and, packing, the bytes and
+//! shards uploaded), drawn on stderr when it is a terminal and silent
+//! otherwise (each command prints a summary line).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,8 +12,17 @@ use tributary_worker::tools::progress::Progress;
 #[derive(Debug, Clone)]
 pub struct Bar {
     bar: ProgressBar,
-    bytes: Arc<AtomicU64>,
+    counts: Arc<Counts>,
     started: Instant,
+}
+
+/// What the message line shows: bytes read, bytes and objects uploaded.
+#[derive(Debug, Default)]
+struct Counts {
+    bytes: AtomicU64,
+    uploaded: AtomicU64,
+    shards: AtomicU64,
+    total_shards: AtomicU64,
 }
 
 impl Bar {
@@ -27,13 +37,29 @@ impl Bar {
         );
         Self {
             bar,
-            bytes: Arc::default(),
+            counts: Arc::default(),
             started: Instant::now(),
         }
     }
 
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+
+    /// `12.3 MB/s`, and for jobs that upload (`pack`) `, 80.0 MB up, 2/5 shards`.
+    fn message(&self) -> String {
+        let c = &self.counts;
+        let bytes = c.bytes.load(Ordering::Relaxed);
+        let rate = bytes as f64 / self.started.elapsed().as_secs_f64().max(1e-3) / 1e6;
+        let total_shards = c.total_shards.load(Ordering::Relaxed);
+        if total_shards == 0 {
+            return format!("{rate:.1} MB/s");
+        }
+        format!(
+            "{rate:.1} MB/s, {:.1} MB up, {}/{total_shards} shards",
+            c.uploaded.load(Ordering::Relaxed) as f64 / 1e6,
+            c.shards.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -45,9 +71,18 @@ impl Progress for Bar {
     }
 
     fn advance(&self, samples: u64, bytes: u64) {
-        let total = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        let rate = total as f64 / self.started.elapsed().as_secs_f64().max(1e-3) / 1e6;
-        self.bar.set_message(format!("{rate:.1} MB/s"));
+        self.counts.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.bar.set_message(self.message());
         self.bar.inc(samples);
+    }
+
+    fn total_shards(&self, shards: u64) {
+        self.counts.total_shards.store(shards, Ordering::Relaxed);
+    }
+
+    fn uploaded(&self, bytes: u64, shards: u64) {
+        self.counts.uploaded.fetch_add(bytes, Ordering::Relaxed);
+        self.counts.shards.fetch_add(shards, Ordering::Relaxed);
+        self.bar.set_message(self.message());
     }
 }

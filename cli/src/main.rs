@@ -8,6 +8,7 @@
 //!
 //! - `main.rs`: argument parsing and dispatch (this file).
 //! - `storage.rs`: object-store flags and environment, read once at the edge.
+//! - `upload_args.rs`: `pack`'s upload flags (single-PUT limit, parts).
 //! - `bar.rs`: progress bars with samples/s and MB/s.
 //! - `quickstart.rs`: the README's first command, end to end.
 //! - `bench.rs`: loader throughput against the decode-only ceiling.
@@ -42,12 +43,14 @@ mod remote;
 mod serve;
 mod status;
 mod storage;
+mod upload_args;
 
 use pipeline_args::{u32_in, u64_in, usize_in};
 use storage::StoreArgs;
 
-/// The largest `pack --max-bytes`: 64 GiB, a shard held in memory while it
-/// is built.
+/// The largest `pack --max-bytes`: 64 GiB. Shards stream to the store as
+/// they are built, so memory does not limit it; a shard needs at most
+/// 10,000 parts of `--part-size`.
 const MAX_SHARD_BYTES: u64 = 64 << 30;
 
 #[derive(Debug, Parser)]
@@ -116,6 +119,8 @@ enum Command {
         /// deleted.
         #[arg(long)]
         force: bool,
+        #[command(flatten)]
+        upload: upload_args::UploadArgs,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -256,32 +261,41 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             max_samples,
             compression,
             force,
+            upload,
             store,
         } => {
             let started = Instant::now();
-            let dest = Location::open(&url, &store.options(&url), true)?;
+            let defaults = PackOptions::default();
             let options = PackOptions {
                 max_bytes,
                 max_samples,
                 compression,
                 force,
                 format,
-                ..PackOptions::default()
+                upload: upload.options()?,
+                uploads_in_flight: upload
+                    .shards_in_flight
+                    .unwrap_or(defaults.uploads_in_flight),
+                ..defaults
             };
+            let dest = Location::open(&url, &store.options(&url), true)?;
             let bar = bar::Bar::new("pack", 0);
             let summary =
                 tributary_worker::tools::pack::pack(&src, &dest, &options, Arc::new(bar.clone()))
                     .await
                     .with_context(|| format!("packing {} into {url}", src.display()))?;
             bar.finish();
+            let seconds = started.elapsed().as_secs_f64();
             println!(
-                "packed {} samples of {} classes into {} shards ({:.1} MB, {compression}) at {url} in {:.1} s ({} source)",
+                "packed {} samples of {} classes into {} shards ({:.1} MB, {compression}) at {url} in {seconds:.1} s ({} source, {:.1} MB/s, {} multipart parts, at most {:.1} MB held by uploads)",
                 summary.samples,
                 summary.classes,
                 summary.shards,
                 summary.bytes as f64 / 1e6,
-                started.elapsed().as_secs_f64(),
-                summary.format
+                summary.format,
+                summary.bytes as f64 / seconds.max(1e-3) / 1e6,
+                summary.parts,
+                summary.peak_upload_bytes as f64 / 1e6,
             );
         }
         Command::Index { url, force, store } => {

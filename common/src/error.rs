@@ -53,6 +53,13 @@ pub enum FormatError {
     },
     #[error("shard {shard}: {reason}")]
     Shard { shard: String, reason: String },
+    /// The sink a shard streams into failed (an upload, a file).
+    #[error("shard {shard}: writing from byte {offset} failed: {error}")]
+    Write {
+        shard: String,
+        offset: u64,
+        error: std::io::Error,
+    },
 }
 
 /// A manifest that cannot be parsed or that contradicts itself.

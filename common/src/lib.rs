@@ -80,6 +80,7 @@ pub mod proto;
 pub mod sample;
 pub mod seed;
 pub mod shard;
+mod shard_writer;
 pub mod shuffle;
 pub mod span;
 pub mod tar;

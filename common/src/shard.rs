@@ -6,213 +6,25 @@
 //! is one independent zstd frame, so reading can start at any block; the
 //! concatenated frames decompress to a plain tar (`zstd -dc | tar t` works).
 //!
-//! Both directions are pure: they take and return bytes, no I/O.
+//! Both directions are pure: they take and return bytes, no I/O (a
+//! [`ShardWriter`] streams into whatever [`std::io::Write`] it is given).
 
-use std::collections::BTreeSet;
 use std::ops::Range;
 
 use bytes::Bytes;
 
 use crate::error::FormatError;
-use crate::manifest::{Compression, CompressionKind, ShardMeta, MAX_CHUNK_BYTES};
-use crate::sample::{check_key, group_entries, Field, Sample, SampleId};
-use crate::tar::{self, TarReader};
+use crate::manifest::{CompressionKind, ShardMeta};
+use crate::sample::{group_entries, Field, Sample, SampleId};
+use crate::tar::TarReader;
 
+pub use crate::shard_writer::{FinishedShard, ShardWriter, StreamedShard};
 pub use crate::tar_index::{index_tar, TarIndexer};
 pub use crate::verify::{verify_shard, ShardVerifier};
 pub use crate::zstd_chunk::decompress_chunk;
 
 /// Default uncompressed size of a zstd block.
 pub const DEFAULT_BLOCK_BYTES: usize = 1 << 20;
-
-/// Builds one shard in memory.
-#[derive(Debug)]
-pub struct ShardWriter {
-    name: String,
-    compression: Compression,
-    block_bytes: usize,
-    out: Vec<u8>,
-    block: Vec<u8>,
-    block_samples: u32,
-    samples: u32,
-    chunk_offsets: Vec<u64>,
-    chunk_samples: Vec<u32>,
-    chunk_crc32c: Vec<u32>,
-    chunk_uncompressed_bytes: Vec<u64>,
-    fields: BTreeSet<String>,
-}
-
-/// A finished shard: its bytes and its manifest entry.
-#[derive(Debug)]
-pub struct FinishedShard {
-    pub data: Vec<u8>,
-    pub meta: ShardMeta,
-    /// Field extensions present in this shard.
-    pub fields: BTreeSet<String>,
-}
-
-impl ShardWriter {
-    /// A writer for the shard object `name`.
-    pub fn new(name: impl Into<String>, compression: Compression) -> Self {
-        Self {
-            name: name.into(),
-            compression,
-            block_bytes: DEFAULT_BLOCK_BYTES,
-            out: Vec::new(),
-            block: Vec::new(),
-            block_samples: 0,
-            samples: 0,
-            chunk_offsets: Vec::new(),
-            chunk_samples: Vec::new(),
-            chunk_crc32c: Vec::new(),
-            chunk_uncompressed_bytes: Vec::new(),
-            fields: BTreeSet::new(),
-        }
-    }
-
-    /// Sets the target uncompressed size of a zstd block.
-    pub fn block_bytes(mut self, bytes: usize) -> Self {
-        self.block_bytes = bytes.max(1);
-        self
-    }
-
-    /// Bytes written so far (compressed bytes plus the open block).
-    pub fn len(&self) -> usize {
-        self.out.len() + self.block.len()
-    }
-
-    /// Whether no sample was written yet.
-    pub fn is_empty(&self) -> bool {
-        self.samples == 0
-    }
-
-    /// Samples written so far.
-    pub fn samples(&self) -> u32 {
-        self.samples
-    }
-
-    /// Appends a sample: its key and `(extension, bytes)` fields.
-    pub fn push(&mut self, key: &str, fields: &[(&str, &[u8])]) -> Result<(), FormatError> {
-        let bad = |reason: String| FormatError::BadSample {
-            shard: self.name.clone(),
-            key: key.to_owned(),
-            reason,
-        };
-        check_key(key).map_err(|reason| bad(reason.into()))?;
-        if fields.is_empty() {
-            return Err(bad("has no fields".into()));
-        }
-        if let Some((ext, _)) = fields
-            .iter()
-            .find(|(ext, _)| ext.is_empty() || ext.contains('/'))
-        {
-            return Err(bad(format!(
-                "field extension `{ext}` is empty or holds a `/`"
-            )));
-        }
-        if self.samples == u32::MAX {
-            return Err(bad(format!(
-                "is one sample past the {} a shard can hold",
-                u32::MAX
-            )));
-        }
-        // Each chunk stays within the limit every reader enforces.
-        let sample_bytes: u64 = fields
-            .iter()
-            .map(|(_, data)| tar::entry_len(data.len()) as u64)
-            .sum();
-        let end_marker = 2 * tar::BLOCK as u64;
-        if sample_bytes + end_marker > MAX_CHUNK_BYTES {
-            return Err(bad(format!(
-                "is {sample_bytes} bytes as tar entries, over the {MAX_CHUNK_BYTES}-byte chunk limit"
-            )));
-        }
-        if self.compression.kind == CompressionKind::Zstd
-            && self.block_samples > 0
-            && (self.block.len() >= self.block_bytes
-                || self.block.len() as u64 + sample_bytes + end_marker > MAX_CHUNK_BYTES)
-        {
-            self.flush_block(false)?;
-        }
-        let tar_err = |error| FormatError::Tar {
-            shard: self.name.clone(),
-            error,
-        };
-        let target = match self.compression.kind {
-            CompressionKind::None => &mut self.out,
-            CompressionKind::Zstd => &mut self.block,
-        };
-        let start = target.len();
-        for (ext, data) in fields {
-            tar::append_entry(target, &format!("{key}.{ext}"), data).map_err(tar_err)?;
-            if !self.fields.contains(*ext) {
-                self.fields.insert((*ext).to_owned());
-            }
-        }
-        if self.compression.kind == CompressionKind::None {
-            self.chunk_offsets.push(start as u64);
-            self.chunk_crc32c.push(crc32c::crc32c(&self.out[start..]));
-        }
-        self.block_samples += 1;
-        self.samples += 1;
-        Ok(())
-    }
-
-    fn flush_block(&mut self, last: bool) -> Result<(), FormatError> {
-        if last {
-            tar::append_end(&mut self.block);
-        }
-        let frame = zstd::bulk::compress(&self.block, self.compression.level).map_err(|e| {
-            FormatError::Shard {
-                shard: self.name.clone(),
-                reason: format!("zstd compression failed: {e}"),
-            }
-        })?;
-        self.chunk_offsets.push(self.out.len() as u64);
-        self.chunk_samples.push(self.block_samples);
-        self.chunk_uncompressed_bytes.push(self.block.len() as u64);
-        self.chunk_crc32c.push(crc32c::crc32c(&frame));
-        self.out.extend_from_slice(&frame);
-        self.block.clear();
-        self.block_samples = 0;
-        Ok(())
-    }
-
-    /// Closes the archive and returns its bytes and manifest entry.
-    pub fn finish(mut self) -> Result<FinishedShard, FormatError> {
-        if self.samples == 0 {
-            return Err(FormatError::Shard {
-                shard: self.name,
-                reason: "no samples were written".into(),
-            });
-        }
-        match self.compression.kind {
-            CompressionKind::None => {
-                self.chunk_offsets.push(self.out.len() as u64);
-                tar::append_end(&mut self.out);
-            }
-            CompressionKind::Zstd => {
-                self.flush_block(true)?;
-                self.chunk_offsets.push(self.out.len() as u64);
-            }
-        }
-        let meta = ShardMeta {
-            name: self.name,
-            samples: self.samples,
-            bytes: self.out.len() as u64,
-            crc32c: crc32c::crc32c(&self.out),
-            chunk_offsets: self.chunk_offsets,
-            chunk_samples: self.chunk_samples,
-            chunk_crc32c: self.chunk_crc32c,
-            chunk_uncompressed_bytes: self.chunk_uncompressed_bytes,
-        };
-        Ok(FinishedShard {
-            data: self.out,
-            meta,
-            fields: self.fields,
-        })
-    }
-}
 
 /// The chunks, and the byte range holding them, that a reader fetches to get
 /// samples `samples` of a shard.
@@ -341,7 +153,12 @@ pub fn decode_chunks(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::io::Write;
+
     use super::*;
+    use crate::manifest::{Compression, MAX_CHUNK_BYTES};
+    use crate::tar;
     use proptest::prelude::*;
 
     type Fields = Vec<(String, Vec<u8>)>;
@@ -436,6 +253,68 @@ mod tests {
             }
             prop_assert_eq!(verify_shard(&shard.meta, compression.kind, &Bytes::from(shard.data.clone())).ok(), Some(n as u32));
         }
+    }
+
+    /// A sink that takes at most 7 bytes per call, as a slow pipe would.
+    #[derive(Debug, Default)]
+    struct Trickle(Vec<u8>);
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(7);
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_streamed_shard_has_the_bytes_and_meta_of_one_built_in_memory(
+            samples in arb_samples(),
+            zstd in any::<bool>(),
+            block in 1usize..8000,
+        ) {
+            let compression = if zstd { Compression::ZSTD } else { Compression::NONE };
+            let in_memory = write(&samples, compression, block);
+            let mut writer =
+                ShardWriter::with_sink("s.tar", compression, Trickle::default()).block_bytes(block);
+            for (i, fields) in samples.iter().enumerate() {
+                let refs: Vec<(&str, &[u8])> = fields
+                    .iter()
+                    .map(|(e, d)| (e.as_str(), d.as_slice()))
+                    .collect();
+                writer.push(&format!("k/{i:05}"), &refs).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+            prop_assert_eq!(writer.samples() as usize, samples.len());
+            let streamed = writer.finish_sink().map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&streamed.sink.0, &in_memory.data);
+            prop_assert_eq!(&streamed.meta, &in_memory.meta);
+            prop_assert_eq!(&streamed.fields, &in_memory.fields);
+        }
+    }
+
+    #[test]
+    fn a_failing_sink_is_an_error_naming_the_shard_and_offset() {
+        #[derive(Debug)]
+        struct Broken;
+        impl Write for Broken {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("the upload gave up"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut writer = ShardWriter::with_sink("w.tar", Compression::NONE, Broken);
+        let err = writer.push("k", &[("bin", b"x")]).expect_err("sink fails");
+        let text = err.to_string();
+        assert!(text.contains("shard w.tar"), "{text}");
+        assert!(text.contains("byte 0"), "{text}");
+        assert!(text.contains("the upload gave up"), "{text}");
     }
 
     #[test]

@@ -39,6 +39,12 @@ pub enum IoError {
     TooLarge { url: String, size: u64, limit: u64 },
     #[error("manifest {url}: {error}")]
     Manifest { url: String, error: ManifestError },
+    /// An upload that cannot go on (too many parts, a part lost).
+    #[error("{url}: upload failed: {reason}")]
+    Upload { url: String, reason: String },
+    /// Upload options outside the stores' limits.
+    #[error("upload options: {reason}")]
+    UploadOptions { reason: String },
     /// A local directory that could not be created or resolved.
     #[error("{path}: {error}")]
     Local { path: String, error: std::io::Error },

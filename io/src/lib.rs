@@ -11,6 +11,10 @@
 //! - [`read`]: [`RetryPolicy`], retries with backoff and jitter, and reads
 //!   that resume where a broken body stopped, never allocating from what a
 //!   server claims.
+//! - [`upload`]: [`Upload`], objects of any size written as they are made:
+//!   one PUT up to a limit, a multipart upload above it (parts retried
+//!   alone, aborted on failure), in bounded memory; [`BlockingUpload`] for
+//!   rayon threads.
 //! - [`dataset`]: [`Dataset::open`]: a location plus its manifest, read
 //!   within [`dataset::MAX_MANIFEST_BYTES`] and validated.
 //! - [`error`]: [`IoError`], naming the URL of every failure.
@@ -36,11 +40,13 @@ pub mod error;
 pub mod location;
 pub mod metrics;
 pub mod read;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod upload;
 
 pub use dataset::Dataset;
 pub use error::{IoError, Result};
 pub use location::{Location, S3Settings, StoreOptions};
 pub use metrics::MetricsServer;
 pub use read::{retry, ReadError, RetryPolicy};
+pub use upload::{BlockingUpload, Upload, UploadMeter, UploadOptions, Uploaded};

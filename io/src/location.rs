@@ -15,6 +15,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path;
 use object_store::{
     ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutOptions, PutPayload,
@@ -110,6 +111,11 @@ pub struct Location {
     pub url: String,
     /// How requests to the store retry.
     pub retry: RetryPolicy,
+    /// The same store when it takes multipart uploads' parts by number (S3,
+    /// GCS, Azure, memory): an [`Upload`](crate::Upload) then retries each
+    /// part alone. `None` (the local filesystem): parts go through the
+    /// store's own upload, without per-part retries.
+    pub multipart: Option<Arc<dyn MultipartStore>>,
 }
 
 impl fmt::Debug for Location {
@@ -151,12 +157,14 @@ impl Location {
                 error,
             })?;
         }
-        let (store, prefix) = build(&parsed, &options.options).map_err(|e| bad(e.to_string()))?;
+        let (store, multipart, prefix) =
+            build(&parsed, &options.options).map_err(|e| bad(e.to_string()))?;
         Ok(Self {
             store,
             prefix,
             url: url.trim_end_matches('/').to_owned(),
             retry: options.retry.clone(),
+            multipart,
         })
     }
 
@@ -167,6 +175,20 @@ impl Location {
             prefix: Path::from(prefix),
             url: url.into(),
             retry: RetryPolicy::default(),
+            multipart: None,
+        }
+    }
+
+    /// Wraps an existing store that takes multipart parts by number, so
+    /// that uploads retry each part alone.
+    pub fn from_multipart_store<S: ObjectStore + MultipartStore>(
+        store: Arc<S>,
+        prefix: &str,
+        url: impl Into<String>,
+    ) -> Self {
+        Self {
+            multipart: Some(store.clone()),
+            ..Self::from_store(store, prefix, url)
         }
     }
 
@@ -211,9 +233,14 @@ impl Location {
 
     /// Writes object `name`, retrying transient failures.
     pub async fn put(&self, name: &str, data: Bytes) -> Result<()> {
+        self.put_payload(name, PutPayload::from(data)).await
+    }
+
+    /// Writes object `name` from its pieces, retrying transient failures.
+    pub async fn put_payload(&self, name: &str, data: PutPayload) -> Result<()> {
         let path = self.path(name);
         retry(&self.url_of(name), &self.retry, || {
-            let payload = PutPayload::from(data.clone());
+            let payload = data.clone();
             let path = &path;
             async move {
                 self.store
@@ -262,12 +289,12 @@ impl Location {
     }
 }
 
+/// A store, the same store when it takes parts by number, and the path.
+type Built = (Arc<dyn ObjectStore>, Option<Arc<dyn MultipartStore>>, Path);
+
 /// Builds the store for `url`. The HTTP backends get their own retries
 /// turned off: [`RetryPolicy`] is the one budget, applied by [`Location`].
-fn build(
-    url: &Url,
-    options: &[(String, String)],
-) -> object_store::Result<(Arc<dyn ObjectStore>, Path)> {
+fn build(url: &Url, options: &[(String, String)]) -> object_store::Result<Built> {
     use object_store::{aws, azure, gcp, RetryConfig};
 
     fn configure<K: std::str::FromStr>(options: &[(String, String)]) -> Vec<(K, String)> {
@@ -284,8 +311,8 @@ fn build(
     };
     // The three HTTP builders share these calls but no trait.
     macro_rules! http_store {
-        ($builder:expr) => {
-            Arc::new(
+        ($builder:expr) => {{
+            let store = Arc::new(
                 configure(options)
                     .into_iter()
                     .fold($builder.with_url(url.as_str()), |b, (k, v)| {
@@ -293,22 +320,29 @@ fn build(
                     })
                     .with_retry(no_retries)
                     .build()?,
-            )
-        };
+            );
+            let parts: Arc<dyn MultipartStore> = store.clone();
+            (store as Arc<dyn ObjectStore>, Some(parts))
+        }};
     }
     let (scheme, path) = ObjectStoreScheme::parse(url)?;
-    let store: Arc<dyn ObjectStore> = match scheme {
+    let (store, parts) = match scheme {
         ObjectStoreScheme::AmazonS3 => http_store!(aws::AmazonS3Builder::new()),
         ObjectStoreScheme::GoogleCloudStorage => {
             http_store!(gcp::GoogleCloudStorageBuilder::new())
         }
         ObjectStoreScheme::MicrosoftAzure => http_store!(azure::MicrosoftAzureBuilder::new()),
+        ObjectStoreScheme::Memory => {
+            let store = Arc::new(object_store::memory::InMemory::new());
+            let parts: Arc<dyn MultipartStore> = store.clone();
+            return Ok((store, Some(parts), Path::parse(path)?));
+        }
         _ => {
             let (store, path) = object_store::parse_url_opts(url, options.iter().cloned())?;
-            return Ok((Arc::from(store), path));
+            return Ok((Arc::from(store), None, path));
         }
     };
-    Ok((store, Path::parse(path)?))
+    Ok((store, parts, Path::parse(path)?))
 }
 
 #[cfg(test)]

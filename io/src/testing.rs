@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartId, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
 /// Hooks an [`InterceptStore`] calls.
@@ -21,6 +22,21 @@ pub trait Intercept: fmt::Debug + Send + Sync + 'static {
     fn before_put(&self, _location: &Path, _bytes: u64) -> object_store::Result<()> {
         Ok(())
     }
+
+    /// Before part `part` (0-based) of `bytes` bytes of a multipart upload
+    /// to `location` is sent by number ([`MultipartStore::put_part`]); an
+    /// error fails that attempt.
+    fn before_put_part(
+        &self,
+        _location: &Path,
+        _part: usize,
+        _bytes: u64,
+    ) -> object_store::Result<()> {
+        Ok(())
+    }
+
+    /// After a multipart upload to `location` was completed or aborted.
+    fn after_multipart(&self, _location: &Path, _completed: bool) {}
 
     /// Before a GET of `location` with `options`; an error fails the GET.
     fn before_get(&self, _location: &Path, _options: &GetOptions) -> object_store::Result<()> {
@@ -38,15 +54,86 @@ pub trait Intercept: fmt::Debug + Send + Sync + 'static {
 }
 
 /// Forwards every request to `inner`, calling `hooks` around PUTs and GETs.
-#[derive(Debug)]
 pub struct InterceptStore<H> {
     inner: Arc<dyn ObjectStore>,
+    /// `inner` when it takes parts by number ([`InterceptStore::with_parts`]).
+    parts: Option<Arc<dyn MultipartStore>>,
     pub hooks: H,
 }
 
 impl<H: Intercept> InterceptStore<H> {
     pub fn new(inner: Arc<dyn ObjectStore>, hooks: H) -> Self {
-        Self { inner, hooks }
+        Self {
+            inner,
+            parts: None,
+            hooks,
+        }
+    }
+
+    /// Wraps a store that takes parts by number: this one does too, calling
+    /// [`Intercept::before_put_part`] before each (wrap it in a `Location`
+    /// with `Location::from_multipart_store`).
+    pub fn with_parts<S: ObjectStore + MultipartStore>(inner: Arc<S>, hooks: H) -> Self {
+        Self {
+            inner: inner.clone(),
+            parts: Some(inner),
+            hooks,
+        }
+    }
+
+    fn parts(&self) -> object_store::Result<&dyn MultipartStore> {
+        self.parts
+            .as_deref()
+            .ok_or_else(|| object_store::Error::NotImplemented {
+                operation: "multipart parts by number".into(),
+                implementer: "an InterceptStore made with `new`".into(),
+            })
+    }
+}
+
+#[async_trait::async_trait]
+impl<H: Intercept> MultipartStore for InterceptStore<H> {
+    async fn create_multipart(&self, path: &Path) -> object_store::Result<MultipartId> {
+        self.parts()?.create_multipart(path).await
+    }
+
+    async fn put_part(
+        &self,
+        path: &Path,
+        id: &MultipartId,
+        part_idx: usize,
+        data: PutPayload,
+    ) -> object_store::Result<PartId> {
+        self.hooks
+            .before_put_part(path, part_idx, data.content_length() as u64)?;
+        self.parts()?.put_part(path, id, part_idx, data).await
+    }
+
+    async fn complete_multipart(
+        &self,
+        path: &Path,
+        id: &MultipartId,
+        parts: Vec<PartId>,
+    ) -> object_store::Result<PutResult> {
+        let result = self.parts()?.complete_multipart(path, id, parts).await?;
+        self.hooks.after_multipart(path, true);
+        Ok(result)
+    }
+
+    async fn abort_multipart(&self, path: &Path, id: &MultipartId) -> object_store::Result<()> {
+        self.parts()?.abort_multipart(path, id).await?;
+        self.hooks.after_multipart(path, false);
+        Ok(())
+    }
+}
+
+impl<H: fmt::Debug> fmt::Debug for InterceptStore<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterceptStore")
+            .field("inner", &self.inner)
+            .field("parts", &self.parts.is_some())
+            .field("hooks", &self.hooks)
+            .finish()
     }
 }
 
@@ -142,6 +229,10 @@ pub struct IoCounters {
     pub get_bytes: AtomicU64,
     pub puts: AtomicU64,
     pub put_bytes: AtomicU64,
+    /// Multipart parts sent by number (attempts, failed ones included).
+    pub parts: AtomicU64,
+    pub completed: AtomicU64,
+    pub aborted: AtomicU64,
 }
 
 impl IoCounters {
@@ -161,6 +252,26 @@ impl Intercept for IoCounters {
         Ok(())
     }
 
+    fn before_put_part(
+        &self,
+        _location: &Path,
+        _part: usize,
+        bytes: u64,
+    ) -> object_store::Result<()> {
+        self.parts.fetch_add(1, Ordering::Relaxed);
+        self.put_bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn after_multipart(&self, _location: &Path, completed: bool) {
+        let counter = if completed {
+            &self.completed
+        } else {
+            &self.aborted
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn after_get(&self, _location: &Path, bytes: u64) {
         self.gets.fetch_add(1, Ordering::Relaxed);
         self.get_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -174,5 +285,10 @@ impl CountingStore {
     /// Wraps `inner` with fresh counters.
     pub fn counting(inner: Arc<dyn ObjectStore>) -> Self {
         Self::new(inner, IoCounters::default())
+    }
+
+    /// Wraps `inner`, which takes parts by number, with fresh counters.
+    pub fn counting_parts<S: ObjectStore + MultipartStore>(inner: Arc<S>) -> Self {
+        Self::with_parts(inner, IoCounters::default())
     }
 }

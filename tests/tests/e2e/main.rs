@@ -9,6 +9,7 @@
 //! `azurite/` npm prefix, found through `TRIBUTARY_VENV` or `<repo>/.venv`.
 
 mod bad_requests;
+mod big_uploads;
 mod cli;
 mod clouds;
 mod deploy;

@@ -7,6 +7,11 @@ pub trait Progress: Send + Sync {
     fn total(&self, _samples: u64, _bytes: u64) {}
     /// `samples` more samples and `bytes` more bytes were processed.
     fn advance(&self, samples: u64, bytes: u64);
+    /// The number of objects (shards) the job writes, once known.
+    fn total_shards(&self, _shards: u64) {}
+    /// `bytes` more bytes reached the store, and `shards` more objects were
+    /// completed (a pack streams each shard in parts while it is built).
+    fn uploaded(&self, _bytes: u64, _shards: u64) {}
 }
 
 /// Reports nothing.

@@ -5,10 +5,13 @@
 //! packs them, whatever their fields.
 //!
 //! Shards are planned from the fields' sizes alone (so planning is instant
-//! and the result deterministic), built in parallel on rayon, and uploaded
-//! with several uploads in flight, each retried on transient errors. The manifest
-//! is written last: a run that fails leaves no manifest pointing at missing
-//! shards.
+//! and the result deterministic), then built in parallel on rayon, each
+//! streamed to the store as it is made (`build.rs`): a shard over
+//! [`UploadOptions::single_put_limit`] goes up as a multipart upload whose
+//! parts are retried alone on transient errors, so memory stays bounded
+//! whatever `max_bytes` is. The manifest is written last: a run that fails
+//! leaves no manifest pointing at missing shards, and aborts the uploads it
+//! had under way.
 //!
 //! ## Packing over a dataset
 //!
@@ -24,6 +27,7 @@
 //! fails with "not found": finish (or stop) jobs on a dataset before
 //! repacking it in place.
 
+mod build;
 mod csv;
 pub mod listing;
 pub mod source;
@@ -33,14 +37,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::stream::{self, StreamExt, TryStreamExt};
-use tokio::sync::mpsc;
-use tributary_common::manifest::{Compression, Manifest, ShardMeta, MANIFEST_NAME};
-use tributary_common::shard::{ShardWriter, DEFAULT_BLOCK_BYTES};
+use futures::stream::{self, StreamExt};
+use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
+use tributary_common::shard::DEFAULT_BLOCK_BYTES;
 
 use crate::error::{Result, WorkerError};
 use crate::tools::progress::Progress;
-use tributary_io::Location;
+use tributary_io::{Location, UploadMeter, UploadOptions};
 
 pub use source::{
     detect, scan, scan_image_folder, scan_webdataset, FieldData, Source, SourceField, SourceFormat,
@@ -58,8 +61,12 @@ pub struct PackOptions {
     pub compression: Compression,
     /// Uncompressed size of one zstd block.
     pub block_bytes: usize,
-    /// Shard uploads in flight at once.
+    /// Shards built and uploaded at once, each on a thread of its own
+    /// (default: the cores, 2 to 16). Upload memory peaks at this many
+    /// times [`UploadOptions::memory_bound`].
     pub uploads_in_flight: usize,
+    /// How each shard is uploaded: one PUT, or parts, in bounded memory.
+    pub upload: UploadOptions,
     /// Replace a dataset already at the destination (see the module docs).
     pub force: bool,
     /// What the source is (`Auto`: decided from it, see [`SourceFormat`]).
@@ -73,7 +80,10 @@ impl Default for PackOptions {
             max_samples: u32::MAX,
             compression: Compression::NONE,
             block_bytes: DEFAULT_BLOCK_BYTES,
-            uploads_in_flight: 4,
+            uploads_in_flight: std::thread::available_parallelism()
+                .map_or(4, |n| n.get())
+                .clamp(2, 16),
+            upload: UploadOptions::default(),
             force: false,
             format: SourceFormat::Auto,
         }
@@ -89,6 +99,10 @@ pub struct PackSummary {
     pub samples: u64,
     pub bytes: u64,
     pub classes: usize,
+    /// Parts of multipart uploads (0: every shard was one PUT).
+    pub parts: u64,
+    /// The most bytes the uploads held in memory at once.
+    pub peak_upload_bytes: u64,
 }
 
 /// Splits samples into shards by their size as tar entries (every field's)
@@ -168,37 +182,6 @@ async fn delete_all(dest: &Location, names: &[String], what: &str) {
     }
 }
 
-fn build_shard(
-    version: Option<&str>,
-    index: usize,
-    samples: &[SourceSample],
-    options: &PackOptions,
-    progress: &dyn Progress,
-) -> Result<(Vec<u8>, ShardMeta)> {
-    let mut writer = ShardWriter::new(
-        shard_name(version, index, options.compression),
-        options.compression,
-    )
-    .block_bytes(options.block_bytes);
-    for sample in samples {
-        let data = sample
-            .fields
-            .iter()
-            .map(source::read_field)
-            .collect::<Result<Vec<_>>>()?;
-        let fields: Vec<(&str, &[u8])> = sample
-            .fields
-            .iter()
-            .zip(&data)
-            .map(|(field, data)| (field.ext.as_str(), &data[..]))
-            .collect();
-        writer.push(&sample.key, &fields)?;
-        progress.advance(1, data.iter().map(|d| d.len() as u64).sum());
-    }
-    let shard = writer.finish()?;
-    Ok((shard.data, shard.meta))
-}
-
 /// Packs `src` (read as [`PackOptions::format`]) into `dest`.
 pub async fn pack(
     src: &Path,
@@ -210,6 +193,14 @@ pub async fn pack(
         return Err(WorkerError::Config(
             "max_bytes, max_samples and uploads_in_flight must be at least 1".into(),
         ));
+    }
+    if options.max_bytes > options.upload.max_object_bytes() {
+        return Err(WorkerError::Config(format!(
+            "shards of up to {} bytes need more than {} parts of {} bytes: raise the part size",
+            options.max_bytes,
+            tributary_io::upload::MAX_PARTS,
+            options.upload.part_bytes()
+        )));
     }
     let source = {
         let (src, format) = (src.to_owned(), options.format);
@@ -232,73 +223,36 @@ pub async fn pack(
     }
     let plan = plan_shards(&source.samples, options);
     let samples = Arc::new(source.samples);
-    let (tx, rx) = mpsc::channel::<Result<(usize, Vec<u8>, ShardMeta)>>(options.uploads_in_flight);
-    let builder = {
-        let (samples, options, progress, plan, version) = (
-            Arc::clone(&samples),
-            options.clone(),
-            Arc::clone(&progress),
-            plan.clone(),
-            version.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            use rayon::prelude::*;
-            plan.par_iter().enumerate().try_for_each(|(index, range)| {
-                let built = build_shard(
-                    version.as_deref(),
-                    index,
-                    &samples[range.clone()],
-                    &options,
-                    progress.as_ref(),
-                );
-                let failed = built.is_err();
-                let sent = tx.blocking_send(built.map(|(data, meta)| (index, data, meta)));
-                // Stop early when the uploader is gone or this shard failed.
-                if sent.is_err() || failed {
-                    Err(())
-                } else {
-                    Ok(())
-                }
-            })
-        })
+    progress.total_shards(plan.len() as u64);
+    let meter = Arc::new(UploadMeter::default());
+    let started = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let builder = build::Builder {
+        samples: Arc::clone(&samples),
+        names: (0..plan.len())
+            .map(|index| shard_name(version.as_deref(), index, options.compression))
+            .collect(),
+        plan,
+        options: options.clone(),
+        dest: dest.clone(),
+        progress: Arc::clone(&progress),
+        meter: Arc::clone(&meter),
+        started: Arc::clone(&started),
     };
-    let incoming = stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    });
-    // Names of this run's shards whose upload started, to remove them if
-    // the run fails while replacing a dataset.
-    let started = std::sync::Mutex::new(Vec::new());
-    let uploaded: Result<Vec<(usize, ShardMeta)>> = incoming
-        .map(|built| {
-            let started = &started;
-            async move {
-                let (index, data, meta) = built?;
-                if let Ok(mut started) = started.lock() {
-                    started.push(meta.name.clone());
-                }
-                dest.put(&meta.name, Bytes::from(data)).await?;
-                Ok((index, meta))
-            }
-        })
-        .buffer_unordered(options.uploads_in_flight)
-        .try_collect()
-        .await;
-    let built = builder
+    let handle = tokio::runtime::Handle::current();
+    let built = tokio::task::spawn_blocking(move || builder.run(&handle))
         .await
         .map_err(|e| WorkerError::Stopped(format!("shard builder panicked: {e}")))
-        .and_then(|b| b.map_err(|()| WorkerError::Stopped("shard building stopped early".into())));
-    let mut uploaded = match (uploaded, built) {
-        (Ok(uploaded), Ok(())) => uploaded,
-        (Err(error), _) | (Ok(_), Err(error)) => {
+        .and_then(|built| built);
+    let shards = match built {
+        Ok(shards) => shards,
+        Err(error) => {
             if version.is_some() {
-                let started = started.into_inner().unwrap_or_default();
+                let started = started.lock().map(|s| s.clone()).unwrap_or_default();
                 delete_all(dest, &started, "a shard of the failed pack").await;
             }
             return Err(error);
         }
     };
-    uploaded.sort_by_key(|(index, _)| *index);
-    let shards: Vec<ShardMeta> = uploaded.into_iter().map(|(_, meta)| meta).collect();
     let fields: std::collections::BTreeSet<&str> = samples
         .iter()
         .flat_map(|s| s.fields.iter().map(|f| f.ext.as_str()))
@@ -324,5 +278,7 @@ pub async fn pack(
         samples: manifest.samples,
         bytes: manifest.bytes,
         classes: manifest.classes.len(),
+        parts: meter.parts(),
+        peak_upload_bytes: meter.peak(),
     })
 }
