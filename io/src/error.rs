@@ -2,6 +2,7 @@
 //! about; "not found" stays its own variant so callers (and users) can tell
 //! it apart from a store that failed.
 
+use tributary_common::chunk_index::IndexError;
 use tributary_common::ManifestError;
 
 use crate::read::ReadError;
@@ -39,6 +40,9 @@ pub enum IoError {
     TooLarge { url: String, size: u64, limit: u64 },
     #[error("manifest {url}: {error}")]
     Manifest { url: String, error: ManifestError },
+    /// A shard's chunk index that does not match the manifest or the format.
+    #[error("{url}: {error}")]
+    Index { url: String, error: IndexError },
     /// A local directory that could not be created or resolved.
     #[error("{path}: {error}")]
     Local { path: String, error: std::io::Error },

@@ -12,7 +12,10 @@
 //!   that resume where a broken body stopped, never allocating from what a
 //!   server claims.
 //! - [`dataset`]: [`Dataset::open`]: a location plus its manifest, read
-//!   within [`dataset::MAX_MANIFEST_BYTES`] and validated.
+//!   within [`dataset::MAX_MANIFEST_BYTES`] and validated;
+//!   [`Dataset::shard_meta`]: a shard's chunk columns, from a version 2
+//!   manifest's index object, read once and shared.
+//! - [`publish`]: [`write_manifest`]: index objects, then the manifest.
 //! - [`error`]: [`IoError`], naming the URL of every failure.
 //! - [`metrics`]: Prometheus metrics over plain HTTP (`GET /metrics`), for
 //!   the coordinator and for ranks.
@@ -35,6 +38,7 @@ pub mod dataset;
 pub mod error;
 pub mod location;
 pub mod metrics;
+pub mod publish;
 pub mod read;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -43,4 +47,5 @@ pub use dataset::Dataset;
 pub use error::{IoError, Result};
 pub use location::{Location, S3Settings, StoreOptions};
 pub use metrics::MetricsServer;
+pub use publish::{write_manifest, ManifestDraft, ManifestVersion};
 pub use read::{retry, ReadError, RetryPolicy};

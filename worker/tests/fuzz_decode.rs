@@ -135,7 +135,14 @@ fn fuzz_image_decode_path() {
         limits,
         budget: Arc::new(PixelBudget::new(limits.max_pixels_in_flight)),
         on_error: OnError::Raise,
-        manifest: Arc::new(manifest),
+        dataset: tributary_worker::Dataset::new(
+            tributary_worker::Location::from_store(
+                Arc::new(object_store::memory::InMemory::new()),
+                "",
+                "memory://fuzz",
+            ),
+            Arc::new(manifest),
+        ),
     };
     // Every preset: the bytes reach each one's plan and renderer.
     let decoders: Vec<BatchDecoder> = [Preset::Train, Preset::Eval, Preset::Resize, Preset::None]

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tributary_common::manifest::ShardMeta;
 use tributary_common::shard::{chunk_range, ChunkRange};
 use tributary_common::span::{Span, SpanSet};
 
@@ -80,50 +81,57 @@ impl ReadSizes {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
     pub shard: usize,
+    /// The shard's chunk columns the read was planned from (loaded once per
+    /// shard: [`Dataset::shard_meta`]).
+    pub meta: Arc<ShardMeta>,
     pub range: ChunkRange,
     pub want: Range<u32>,
 }
 
-/// Plans the range reads for `spans`, in order.
-pub fn plan_reads(dataset: &Dataset, spans: &SpanSet, config: &FetchConfig) -> Vec<Read> {
+/// Plans the range reads for `spans`, in order, loading the index of each
+/// shard they touch.
+pub async fn plan_reads(
+    dataset: &Dataset,
+    spans: &SpanSet,
+    config: &FetchConfig,
+) -> Result<Vec<Read>> {
     let mut reads = Vec::new();
     let mut sizes = ReadSizes::new(config);
     for span in spans.spans() {
-        plan_span(dataset, span, &mut sizes, &mut reads);
+        let meta = dataset.shard_meta(span.shard as usize).await?;
+        plan_span(&meta, span, &mut sizes, &mut reads);
     }
-    reads
+    Ok(reads)
 }
 
-/// Appends the range reads for one span.
-fn plan_span(dataset: &Dataset, span: &Span, sizes: &mut ReadSizes, reads: &mut Vec<Read>) {
-    {
-        let meta = &dataset.manifest.shards[span.shard as usize];
-        let whole = chunk_range(meta, span.start..span.end);
-        let mut chunk = whole.chunks.start;
-        let mut first_sample = whole.first_sample;
-        while chunk < whole.chunks.end {
-            let start_chunk = chunk;
-            let start_sample = first_sample;
-            let start_byte = meta.chunk_offsets[chunk];
-            let max_read_bytes = sizes.take();
-            while chunk < whole.chunks.end
-                && (chunk == start_chunk
-                    || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
-            {
-                first_sample += meta.samples_in_chunk(chunk);
-                chunk += 1;
-            }
-            let want = span.start.max(start_sample)..span.end.min(first_sample);
-            reads.push(Read {
-                shard: span.shard as usize,
-                range: ChunkRange {
-                    chunks: start_chunk..chunk,
-                    bytes: start_byte..meta.chunk_offsets[chunk],
-                    first_sample: start_sample,
-                },
-                want,
-            });
+/// Appends the range reads for one span of the shard `meta` describes.
+fn plan_span(meta: &Arc<ShardMeta>, span: &Span, sizes: &mut ReadSizes, reads: &mut Vec<Read>) {
+    let whole = chunk_range(meta, span.start..span.end);
+    let mut chunk = whole.chunks.start;
+    let mut first_sample = whole.first_sample;
+    while chunk < whole.chunks.end {
+        let start_chunk = chunk;
+        let start_sample = first_sample;
+        let start_byte = meta.chunk_offsets[chunk];
+        let max_read_bytes = sizes.take();
+        while chunk < whole.chunks.end
+            && (chunk == start_chunk
+                || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
+        {
+            first_sample += meta.samples_in_chunk(chunk);
+            chunk += 1;
         }
+        let want = span.start.max(start_sample)..span.end.min(first_sample);
+        reads.push(Read {
+            shard: span.shard as usize,
+            meta: Arc::clone(meta),
+            range: ChunkRange {
+                chunks: start_chunk..chunk,
+                bytes: start_byte..meta.chunk_offsets[chunk],
+                first_sample: start_sample,
+            },
+            want,
+        });
     }
 }
 
@@ -169,24 +177,40 @@ pub fn fetch_reads(
     let mut sizes = ReadSizes::new(config);
     let planner = dataset.clone();
     input
-        .flat_map(move |input| {
-            let mut work = Vec::new();
-            match input {
-                Input::Span(span) => {
-                    let mut reads = Vec::new();
-                    plan_span(&planner, &span, &mut sizes, &mut reads);
-                    work.extend(reads.into_iter().map(Some));
+        // The shard indexes of the next spans load while earlier reads run
+        // (once per shard: `Dataset::shard_meta`).
+        .map(move |input| {
+            let planner = planner.clone();
+            async move {
+                match input {
+                    Input::Span(span) => {
+                        let meta = planner.shard_meta(span.shard as usize).await?;
+                        Ok(Some((span, meta)))
+                    }
+                    Input::Flush => Ok(None),
                 }
-                Input::Flush => work.push(None),
+            }
+        })
+        .buffered(config.max_requests.max(1))
+        .flat_map(move |planned: Result<Option<(Span, Arc<ShardMeta>)>>| {
+            let mut work = Vec::new();
+            match planned {
+                Ok(Some((span, meta))) => {
+                    let mut reads = Vec::new();
+                    plan_span(&meta, &span, &mut sizes, &mut reads);
+                    work.extend(reads.into_iter().map(|read| Ok(Some(read))));
+                }
+                Ok(None) => work.push(Ok(None)),
+                Err(error) => work.push(Err(error)),
             }
             stream::iter(work)
         })
-        .map(move |read| {
+        .map(move |read: Result<Option<Read>>| {
             let dataset = dataset.clone();
             let budget = Arc::clone(&budget);
             let metrics = Arc::clone(&metrics);
             async move {
-                let Some(read) = read else {
+                let Some(read) = read? else {
                     return Ok(Fetch::Flush);
                 };
                 let len = read.range.bytes.end - read.range.bytes.start;
@@ -194,14 +218,13 @@ pub fn fetch_reads(
                     .acquire_many_owned(budget_units(len).min(total_units))
                     .await
                     .map_err(|_| WorkerError::Stopped("fetch budget closed".into()))?;
-                let meta = &dataset.manifest.shards[read.shard];
                 // In flight until dropped: done, failed or cancelled.
                 let in_flight = metrics.fetch_started();
                 // Retries, resumption and errors that name the object and
                 // range: `Location::get_range`.
                 let data = dataset
                     .location
-                    .get_range(&meta.name, read.range.bytes.clone())
+                    .get_range(&read.meta.name, read.range.bytes.clone())
                     .await?;
                 in_flight.done(len);
                 Ok(Fetch::Read(Raw {

@@ -149,7 +149,7 @@ impl LoaderBuilder {
             limits: config.decode_limits,
             budget,
             on_error: config.on_error,
-            manifest: Arc::clone(&self.dataset.manifest),
+            dataset: self.dataset.clone(),
         };
         // A striped loader decodes only its stripe of the samples it reads.
         let tally = BadTally::new(

@@ -86,7 +86,7 @@ pub fn read_samples(
 /// allocation of its own, so a sample waiting in the shuffle buffer does not
 /// pin the whole read (or decompressed block) it came from.
 fn parse(dataset: &Dataset, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
-    let meta = &dataset.manifest.shards[read.shard];
+    let meta = &read.meta;
     let first_id = dataset.manifest.shard_start(read.shard);
     // A hint only: the samples a read holds are bounded by its bytes (the
     // manifest was validated), not by a number that sizes memory up front.

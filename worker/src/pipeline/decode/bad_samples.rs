@@ -26,8 +26,8 @@
 
 use std::str::FromStr;
 
-use tributary_common::manifest::Manifest;
 use tributary_common::shard::chunk_range;
+use tributary_io::Dataset;
 
 use crate::error::WorkerError;
 
@@ -81,14 +81,16 @@ pub fn validate_fraction(fraction: f64) -> Result<(), String> {
     }
 }
 
-/// The error for sample `id` (key `key`) of `manifest`: names its shard and
-/// the byte offset of the chunk that holds it.
-pub fn bad_sample(manifest: &Manifest, id: u64, key: &str, reason: String) -> WorkerError {
-    let (shard, offset) = match manifest.locate(id) {
+/// The error for sample `id` (key `key`) of `dataset`: names its shard and
+/// the byte offset of the chunk that holds it (from the shard's index,
+/// loaded when the sample was read; the shard's start were it not).
+pub fn bad_sample(dataset: &Dataset, id: u64, key: &str, reason: String) -> WorkerError {
+    let (shard, offset) = match dataset.manifest.locate(id) {
         Some((shard, index)) => {
-            let meta = &manifest.shards[shard];
-            let offset = chunk_range(meta, index..index + 1).bytes.start;
-            (meta.name.clone(), offset)
+            let offset = dataset
+                .loaded_shard_meta(shard)
+                .map_or(0, |meta| chunk_range(&meta, index..index + 1).bytes.start);
+            (dataset.manifest.shards[shard].name.clone(), offset)
         }
         None => (String::from("(unknown shard)"), 0),
     };

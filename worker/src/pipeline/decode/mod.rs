@@ -32,8 +32,8 @@ use futures::stream::{self, StreamExt};
 use rayon::prelude::*;
 use rayon::ThreadPool;
 use tokio::sync::{mpsc, oneshot};
-use tributary_common::manifest::Manifest;
 use tributary_common::sample::Sample;
+use tributary_io::Dataset;
 
 use self::bad_samples::{BadTally, OnError};
 use self::fields::{column, decode_value, Decoder, Fields, Value};
@@ -62,7 +62,7 @@ pub struct DecodeSetup {
     pub budget: Arc<PixelBudget>,
     pub on_error: OnError,
     /// Locates bad samples (shard, byte offset) for their errors.
-    pub manifest: Arc<Manifest>,
+    pub dataset: Dataset,
 }
 
 /// A decoded batch and the samples left out of it (`on_error = skip`).
@@ -203,7 +203,7 @@ impl BatchDecoder {
                 Err(format!("the decoder panicked: {}", panic_message(&*panic)))
             })
             .map_err(|reason| {
-                bad_samples::bad_sample(&self.setup.manifest, sample.id, &sample.key, reason)
+                bad_samples::bad_sample(&self.setup.dataset, sample.id, &sample.key, reason)
             })
     }
 
