@@ -29,6 +29,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tributary_common::manifest::Compression;
+use tributary_io::ManifestVersion;
 use tributary_worker::tools::pack::{PackOptions, SourceFormat};
 use tributary_worker::tools::synth;
 use tributary_worker::{Dataset, Location};
@@ -119,6 +120,11 @@ enum Command {
         /// deleted.
         #[arg(long)]
         force: bool,
+        /// Manifest version to write: 2 (an index object per shard beside
+        /// it, the manifest itself small) or 1 (every chunk listed in the
+        /// manifest, for readers older than version 2).
+        #[arg(long, default_value = "2")]
+        manifest_version: ManifestVersion,
         #[command(flatten)]
         upload: upload_args::UploadArgs,
         #[command(flatten)]
@@ -130,6 +136,11 @@ enum Command {
         /// Replace an existing manifest.
         #[arg(long)]
         force: bool,
+        /// Manifest version to write: 2 (an index object per shard beside
+        /// it, the manifest itself small) or 1 (every chunk listed in the
+        /// manifest, for readers older than version 2).
+        #[arg(long, default_value = "2")]
+        manifest_version: ManifestVersion,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -262,6 +273,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             compression,
             force,
             upload,
+            manifest_version,
             store,
         } => {
             let started = Instant::now();
@@ -276,6 +288,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 uploads_in_flight: upload
                     .shards_in_flight
                     .unwrap_or(defaults.uploads_in_flight),
+                manifest_version,
                 ..defaults
             };
             let dest = Location::open(&url, &store.options(&url), true)?;
@@ -298,12 +311,21 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 summary.peak_upload_bytes as f64 / 1e6,
             );
         }
-        Command::Index { url, force, store } => {
+        Command::Index {
+            url,
+            force,
+            manifest_version,
+            store,
+        } => {
             let location = Location::open(&url, &store.options(&url), false)?;
             let bar = bar::Bar::new("index", 0);
-            let summary =
-                tributary_worker::tools::index::index(&location, force, Arc::new(bar.clone()))
-                    .await?;
+            let summary = tributary_worker::tools::index::index(
+                &location,
+                force,
+                manifest_version,
+                Arc::new(bar.clone()),
+            )
+            .await?;
             bar.finish();
             println!(
                 "indexed {} shards, {} samples ({:.1} MB), fields {}: wrote {url}/manifest.json",

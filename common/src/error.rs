@@ -67,7 +67,7 @@ pub enum FormatError {
 pub enum ManifestError {
     #[error("field `{path}`: {message}")]
     Parse { path: String, message: String },
-    #[error("unsupported manifest version {found} (this build reads version {supported})")]
+    #[error("unsupported manifest version {found} (this build reads versions 1 to {supported})")]
     Version { found: u32, supported: u32 },
     #[error("field `{field}`: {reason}")]
     Invalid { field: String, reason: String },

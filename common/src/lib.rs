@@ -16,6 +16,8 @@
 //! - [`verify`]: verifying a shard against its manifest entry, read by read.
 //! - [`zstd_chunk`]: decompressing a zstd chunk, never past its limit.
 //! - [`manifest`]: the versioned JSON manifest beside the shards.
+//! - [`chunk_index`]: a shard's binary chunk index, named by a version 2
+//!   manifest: encoded, and decoded within bounds.
 //! - [`span`]: spans and span sets, the unit of every assignment.
 //! - [`plan`]: seeded shard order per epoch, the equal split of a cut and
 //!   its dropped remainder.
@@ -57,7 +59,7 @@
 //! )?;
 //!
 //! // Read samples 4..7 only: fetch just the bytes of the chunks holding them.
-//! let meta = &manifest.shards[0];
+//! let meta = manifest.shards[0].inline().expect("version 1: inline");
 //! let range = chunk_range(meta, 4..7);
 //! let bytes = Bytes::from(shard.data[range.bytes.start as usize..range.bytes.end as usize].to_vec());
 //! let mut samples = Vec::new();
@@ -66,6 +68,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod chunk_index;
 pub mod error;
 pub mod generation;
 pub mod identity;
@@ -74,6 +77,7 @@ pub mod invariants;
 pub mod lease;
 pub mod manifest;
 mod manifest_check;
+mod manifest_wire;
 pub mod mix;
 pub mod plan;
 pub mod proto;

@@ -3,16 +3,25 @@
 //!
 //! A *chunk* is the unit a reader can start at and verify on its own: one
 //! sample in an uncompressed shard, one zstd frame (a block of samples) in a
-//! compressed one. `chunk_offsets` has one entry per chunk plus the end of the
-//! last chunk; `chunk_crc32c` checks each chunk's stored bytes. In a
-//! compressed shard `chunk_uncompressed_bytes` records what each frame
-//! decompresses to, and a reader decompresses no more than that (a zstd frame
-//! of a few KB can expand to gigabytes).
+//! compressed one. A shard's chunk columns ([`ShardMeta`]): `chunk_offsets`
+//! has one entry per chunk plus the end of the last chunk; `chunk_crc32c`
+//! checks each chunk's stored bytes. In a compressed shard
+//! `chunk_uncompressed_bytes` records what each frame decompresses to, and a
+//! reader decompresses no more than that (a zstd frame of a few KB can
+//! expand to gigabytes).
+//!
+//! Two versions (docs/FORMAT.md): version 1 lists every shard's chunk
+//! columns inline (about 20 bytes of JSON a sample, 25 MB for ImageNet,
+//! parsed by every rank); version 2, written by default, keeps only each
+//! shard's name, samples, size and checksum, and names a binary index
+//! object per shard ([`crate::chunk_index`]) that a rank reads only for the
+//! shards it touches. [`ShardEntry::chunks`] says which.
 //!
 //! Every count, offset and size is checked against the others when a
 //! manifest is parsed or built ([`Manifest::from_json`], [`Manifest::new`]),
-//! before anything is sized from it: see [`MAX_CHUNK_BYTES`],
-//! [`MIN_SAMPLE_BYTES`] and [`ShardMeta::chunk_limit`].
+//! or when an index is decoded ([`crate::chunk_index::decode`]), before
+//! anything is sized from it: see [`MAX_CHUNK_BYTES`], [`MIN_SAMPLE_BYTES`]
+//! and [`ShardMeta::chunk_limit`].
 //!
 //! ```json
 //! {"format":"tributary","version":1,"compression":"zstd","fields":["cls","jpg"],
@@ -20,23 +29,37 @@
 //!  "shards":[{"name":"shard-000000.tar.zst","samples":2,"bytes":3584,"crc32c":305419896,
 //!             "chunk_offsets":[0,3584],"chunk_samples":[2],"chunk_crc32c":[305419896],
 //!             "chunk_uncompressed_bytes":[4096]}]}
+//! {"format":"tributary","version":2,"compression":"zstd","fields":["cls","jpg"],
+//!  "classes":["cat","dog"],"samples":2,"bytes":3584,
+//!  "shards":[{"name":"shard-000000.tar.zst","samples":2,"bytes":3584,"crc32c":305419896,
+//!             "index":{"name":"shard-000000.tar.zst.idx","bytes":17,"crc32c":2596996162}}]}
 //! ```
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::chunk_index::{self, IndexRef, ShardSummary};
 use crate::error::ManifestError;
-use crate::manifest_check::validate_shard;
+use crate::manifest_check::{validate_entry, validate_shard};
+use crate::manifest_wire::WireManifest;
 use crate::sample::SampleId;
+
+pub use crate::chunk_index::index_name;
 
 /// The manifest's object name beside the shards.
 pub const MANIFEST_NAME: &str = "manifest.json";
 /// The `format` value of every manifest.
 pub const FORMAT_NAME: &str = "tributary";
-/// The manifest version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 1: every shard's chunk columns inline in the JSON.
+pub const VERSION_INLINE: u32 = 1;
+/// Version 2: each shard names a binary index object holding its chunk
+/// columns ([`crate::chunk_index`]); the JSON stays small.
+pub const VERSION_INDEXED: u32 = 2;
+/// The manifest version this build writes by default; it reads both.
+pub const FORMAT_VERSION: u32 = VERSION_INDEXED;
 
 /// The largest chunk, stored or decompressed: 1 GiB. A chunk is one sample
 /// (uncompressed shards) or one zstd block of about 1 MiB plus at most one
@@ -133,7 +156,9 @@ impl fmt::Display for Compression {
     }
 }
 
-/// One shard's entry in the manifest.
+/// One shard's full description: its summary and every chunk's offset,
+/// checksum, sample count and decompressed size. A version 1 manifest holds
+/// it inline; a version 2 manifest names the index object it is read from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardMeta {
     /// Object name relative to the manifest's directory.
@@ -201,40 +226,191 @@ fn legacy_limit(stored: u64) -> u64 {
         .clamp(LEGACY_MIN_LIMIT, MAX_CHUNK_BYTES)
 }
 
+/// How a manifest entry holds its shard's chunk columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chunks {
+    /// A version 1 manifest lists them inline, validated when it is parsed.
+    Inline(Arc<ShardMeta>),
+    /// A version 2 manifest names the shard's binary index object, read and
+    /// validated by whoever needs the columns ([`crate::chunk_index`]).
+    Index(IndexRef),
+}
+
+/// One shard's entry in the manifest: what every reader and the
+/// coordinator need (name, samples, size, checksum), and where its chunk
+/// columns are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardEntry {
+    /// Object name relative to the manifest's directory.
+    pub name: String,
+    /// Number of samples.
+    pub samples: u32,
+    /// Size of the object in bytes.
+    pub bytes: u64,
+    /// crc32c of the whole object.
+    pub crc32c: u32,
+    pub chunks: Chunks,
+}
+
+impl ShardEntry {
+    /// The shard's full entry, where the manifest holds it inline
+    /// (version 1); `None` where it must be read from the shard's index.
+    pub fn inline(&self) -> Option<&Arc<ShardMeta>> {
+        match &self.chunks {
+            Chunks::Inline(meta) => Some(meta),
+            Chunks::Index(_) => None,
+        }
+    }
+
+    /// The shard's index object, in a version 2 manifest.
+    pub fn index(&self) -> Option<&IndexRef> {
+        match &self.chunks {
+            Chunks::Inline(_) => None,
+            Chunks::Index(index) => Some(index),
+        }
+    }
+
+    /// The summary an index must agree with.
+    pub fn summary(&self) -> ShardSummary<'_> {
+        ShardSummary {
+            name: &self.name,
+            samples: self.samples,
+            bytes: self.bytes,
+            crc32c: self.crc32c,
+        }
+    }
+
+    fn inline_from(meta: ShardMeta) -> Self {
+        Self {
+            name: meta.name.clone(),
+            samples: meta.samples,
+            bytes: meta.bytes,
+            crc32c: meta.crc32c,
+            chunks: Chunks::Inline(Arc::new(meta)),
+        }
+    }
+}
+
+/// One index object to write beside the shards, before the manifest that
+/// names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexObject {
+    pub name: String,
+    pub data: Vec<u8>,
+}
+
 /// The manifest of a dataset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
     /// Always [`FORMAT_NAME`].
     pub format: String,
-    /// [`FORMAT_VERSION`] when written by this build.
+    /// [`VERSION_INLINE`] or [`VERSION_INDEXED`].
     pub version: u32,
     pub compression: CompressionKind,
     /// Every field extension present in the dataset, sorted.
     pub fields: Vec<String>,
     /// Class names; the `cls` field of a sample indexes this list.
-    #[serde(default)]
     pub classes: Vec<String>,
     /// Total samples over all shards.
     pub samples: u64,
     /// Total bytes over all shards.
     pub bytes: u64,
-    pub shards: Vec<ShardMeta>,
+    pub shards: Vec<ShardEntry>,
     /// First global sample id of each shard (prefix sums), plus the total.
-    #[serde(skip)]
     starts: Vec<u64>,
 }
 
 impl Manifest {
-    /// Builds a manifest from shard entries, computing the totals.
+    /// Builds a version 1 manifest, every shard's chunk columns inline,
+    /// computing the totals.
     pub fn new(
         compression: CompressionKind,
         fields: Vec<String>,
         classes: Vec<String>,
         shards: Vec<ShardMeta>,
     ) -> Result<Self, ManifestError> {
+        let shards = shards.into_iter().map(ShardEntry::inline_from).collect();
+        Self::from_entries(VERSION_INLINE, compression, fields, classes, shards)
+    }
+
+    /// Builds a version 2 manifest and the index objects it names: shard
+    /// `s`'s columns go to `index_name(&s.name)` (see [`index_name`]). The
+    /// index objects are to be written before the manifest.
+    pub fn new_indexed(
+        compression: CompressionKind,
+        fields: Vec<String>,
+        classes: Vec<String>,
+        shards: Vec<ShardMeta>,
+        index_name: impl Fn(&str) -> String,
+    ) -> Result<(Self, Vec<IndexObject>), ManifestError> {
+        // Each shard's columns pass the version 1 checks first, so that no
+        // index is written that a reader would refuse.
+        for (i, shard) in shards.iter().enumerate() {
+            validate_shard(shard, compression).map_err(|(field, reason)| {
+                ManifestError::Invalid {
+                    field: format!("shards[{i}].{field}"),
+                    reason,
+                }
+            })?;
+        }
+        let mut indexes = Vec::with_capacity(shards.len());
+        let entries = shards
+            .into_iter()
+            .map(|meta| {
+                let data = chunk_index::encode(&meta);
+                let index = IndexRef::of(index_name(&meta.name), &data);
+                indexes.push(IndexObject {
+                    name: index.name.clone(),
+                    data,
+                });
+                ShardEntry {
+                    name: meta.name,
+                    samples: meta.samples,
+                    bytes: meta.bytes,
+                    crc32c: meta.crc32c,
+                    chunks: Chunks::Index(index),
+                }
+            })
+            .collect();
+        let manifest = Self::from_entries(VERSION_INDEXED, compression, fields, classes, entries)?;
+        Ok((manifest, indexes))
+    }
+
+    /// A manifest from its parts, not yet validated.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        format: String,
+        version: u32,
+        compression: CompressionKind,
+        fields: Vec<String>,
+        classes: Vec<String>,
+        samples: u64,
+        bytes: u64,
+        shards: Vec<ShardEntry>,
+    ) -> Self {
+        Self {
+            format,
+            version,
+            compression,
+            fields,
+            classes,
+            samples,
+            bytes,
+            shards,
+            starts: Vec::new(),
+        }
+    }
+
+    fn from_entries(
+        version: u32,
+        compression: CompressionKind,
+        fields: Vec<String>,
+        classes: Vec<String>,
+        shards: Vec<ShardEntry>,
+    ) -> Result<Self, ManifestError> {
         let mut manifest = Self {
             format: FORMAT_NAME.to_owned(),
-            version: FORMAT_VERSION,
+            version,
             compression,
             fields,
             classes,
@@ -252,22 +428,24 @@ impl Manifest {
         Ok(manifest)
     }
 
-    /// Parses and validates manifest JSON. Errors name the offending field
-    /// path, e.g. `shards[3].chunk_offsets`.
+    /// Parses and validates manifest JSON of either version. Errors name
+    /// the offending field path, e.g. `shards[3].chunk_offsets`.
     pub fn from_json(bytes: &[u8]) -> Result<Self, ManifestError> {
         let de = &mut serde_json::Deserializer::from_slice(bytes);
-        let mut manifest: Self = serde_path_to_error::deserialize(de).map_err(|err| {
+        let wire: WireManifest = serde_path_to_error::deserialize(de).map_err(|err| {
             let path = err.path().to_string();
             let message = err.into_inner().to_string();
             ManifestError::Parse { path, message }
         })?;
+        let mut manifest = wire.into_manifest()?;
         manifest.validate()?;
         Ok(manifest)
     }
 
     /// Serialises the manifest (compact: offset arrays can be long).
     pub fn to_json(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec(self).expect("a manifest always serialises");
+        let mut out =
+            serde_json::to_vec(&WireManifest::from(self)).expect("a manifest always serialises");
         out.push(b'\n');
         out
     }
@@ -299,10 +477,10 @@ impl Manifest {
                 format!("is `{}`, expected `{FORMAT_NAME}`", self.format),
             ));
         }
-        if self.version != FORMAT_VERSION {
+        if !(VERSION_INLINE..=VERSION_INDEXED).contains(&self.version) {
             return Err(ManifestError::Version {
                 found: self.version,
-                supported: FORMAT_VERSION,
+                supported: VERSION_INDEXED,
             });
         }
         if self.shards.is_empty() {
@@ -312,7 +490,7 @@ impl Manifest {
         let (mut samples, mut bytes) = (0u64, 0u64);
         for (i, shard) in self.shards.iter().enumerate() {
             starts.push(samples);
-            validate_shard(shard, self.compression)
+            validate_entry(shard, self.compression)
                 .map_err(|(field, reason)| invalid(format!("shards[{i}].{field}"), reason))?;
             samples = samples
                 .checked_add(u64::from(shard.samples))
@@ -348,163 +526,5 @@ impl Manifest {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shard(name: &str, samples: u32) -> ShardMeta {
-        ShardMeta {
-            name: name.into(),
-            samples,
-            bytes: u64::from(samples) * 1024 + 1024,
-            crc32c: 1,
-            chunk_offsets: (0..=u64::from(samples)).map(|i| i * 1024).collect(),
-            chunk_samples: vec![],
-            chunk_crc32c: vec![0; samples as usize],
-            chunk_uncompressed_bytes: vec![],
-        }
-    }
-
-    #[test]
-    fn ids_and_locations_agree() {
-        let m = Manifest::new(
-            CompressionKind::None,
-            vec!["jpg".into()],
-            vec![],
-            vec![shard("a.tar", 3), shard("b.tar", 5)],
-        )
-        .expect("valid");
-        assert_eq!(m.samples, 8);
-        assert_eq!(m.sample_id(1, 2), 5);
-        assert_eq!(m.locate(5), Some((1, 2)));
-        assert_eq!(m.locate(2), Some((0, 2)));
-        assert_eq!(m.locate(8), None);
-        let back = Manifest::from_json(&m.to_json()).expect("round trip");
-        assert_eq!(back, m);
-    }
-
-    #[test]
-    fn errors_name_the_field() {
-        let m = Manifest::new(
-            CompressionKind::None,
-            vec![],
-            vec![],
-            vec![shard("a.tar", 2)],
-        )
-        .expect("valid");
-        let mut json: serde_json::Value = serde_json::from_slice(&m.to_json()).expect("json");
-        json["shards"][0]
-            .as_object_mut()
-            .expect("object")
-            .remove("chunk_crc32c");
-        let err = Manifest::from_json(json.to_string().as_bytes()).expect_err("missing field");
-        assert!(err.to_string().contains("shards[0]"), "{err}");
-        assert!(err.to_string().contains("chunk_crc32c"), "{err}");
-
-        json["compression"] = "lz4".into();
-        let err = Manifest::from_json(json.to_string().as_bytes()).expect_err("bad compression");
-        assert!(err.to_string().contains("compression"), "{err}");
-        assert!(err.to_string().contains("lz4"), "{err}");
-
-        let mut bad = m.clone();
-        bad.shards[0].chunk_offsets[1] = 0;
-        let err = Manifest::from_json(&bad.to_json()).expect_err("offsets not increasing");
-        assert!(err.to_string().contains("shards[0].chunk_offsets"), "{err}");
-    }
-
-    fn zstd_manifest_json(chunk_samples: u32, sizes: Option<u64>) -> String {
-        let sizes = sizes.map_or(String::new(), |s| {
-            format!(r#","chunk_uncompressed_bytes":[{s}]"#)
-        });
-        format!(
-            r#"{{"format":"tributary","version":1,"compression":"zstd","fields":["jpg"],"samples":{chunk_samples},"bytes":3584,
-               "shards":[{{"name":"s.tar.zst","samples":{chunk_samples},"bytes":3584,"crc32c":1,
-               "chunk_offsets":[0,3584],"chunk_samples":[{chunk_samples}],"chunk_crc32c":[1]{sizes}}}]}}"#
-        )
-    }
-
-    #[test]
-    fn a_chunk_sample_count_no_chunk_can_hold_is_rejected_before_anything_is_allocated() {
-        // The reproduction: read/bench sized a Vec from this count.
-        let err = Manifest::from_json(zstd_manifest_json(u32::MAX, None).as_bytes())
-            .expect_err("4294967295 samples in 3584 bytes");
-        let text = err.to_string();
-        assert!(text.contains("shards[0].chunk_samples"), "{text}");
-        assert!(text.contains("4294967295"), "{text}");
-        // With a recorded size, the samples must fit in it.
-        let err = Manifest::from_json(zstd_manifest_json(9, Some(4096)).as_bytes())
-            .expect_err("9 samples need at least 4608 bytes");
-        assert!(
-            err.to_string()
-                .contains("shards[0].chunk_uncompressed_bytes"),
-            "{err}"
-        );
-        let m = Manifest::from_json(zstd_manifest_json(8, Some(4096)).as_bytes()).expect("fits");
-        assert_eq!(m.shards[0].chunk_limit(0), 4096);
-        assert_eq!(m.shards[0].chunk_uncompressed(0), Some(4096));
-        let err = Manifest::from_json(zstd_manifest_json(8, Some(MAX_CHUNK_BYTES + 1)).as_bytes())
-            .expect_err("over the chunk limit");
-        assert!(err.to_string().contains("chunk limit"), "{err}");
-    }
-
-    #[test]
-    fn an_old_manifest_without_chunk_sizes_gets_a_bounded_limit() {
-        let m = Manifest::from_json(zstd_manifest_json(2, None).as_bytes()).expect("old manifest");
-        assert_eq!(m.shards[0].chunk_uncompressed(0), None);
-        assert_eq!(m.shards[0].chunk_limit(0), LEGACY_MIN_LIMIT);
-        assert!(!String::from_utf8_lossy(&m.to_json()).contains("chunk_uncompressed_bytes"));
-        assert_eq!(legacy_limit(10 << 20), 320 << 20);
-        assert_eq!(legacy_limit(u64::MAX), MAX_CHUNK_BYTES);
-    }
-
-    #[test]
-    fn shard_sizes_whose_sum_overflows_are_an_error_not_a_panic() {
-        let mut a = shard("a.tar", 1);
-        a.bytes = u64::MAX / 2 + 1;
-        let mut b = shard("b.tar", 1);
-        b.bytes = u64::MAX / 2 + 1;
-        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![a, b])
-            .expect_err("sum overflows");
-        assert!(err.to_string().contains("shards[1].bytes"), "{err}");
-    }
-
-    #[test]
-    fn counts_and_offsets_are_bounded_against_each_other() {
-        let mut tiny = shard("a.tar", 2);
-        tiny.chunk_offsets = vec![0, 100, 2048];
-        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![tiny])
-            .expect_err("a 100-byte chunk cannot hold a sample");
-        assert!(err.to_string().contains("shards[0].chunk_offsets"), "{err}");
-
-        let mut huge = shard("a.tar", 1);
-        huge.chunk_offsets = vec![0, MAX_CHUNK_BYTES + 1];
-        huge.bytes = MAX_CHUNK_BYTES + 2;
-        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![huge])
-            .expect_err("chunk over the limit");
-        assert!(err.to_string().contains("chunk limit"), "{err}");
-
-        let mut named = shard("a\u{1}.tar", 1);
-        named.samples = 1;
-        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![named])
-            .expect_err("control character in a name");
-        assert!(err.to_string().contains("shards[0].name"), "{err}");
-
-        let mut sized = shard("a.tar", 1);
-        sized.chunk_uncompressed_bytes = vec![1024];
-        let err = Manifest::new(CompressionKind::None, vec![], vec![], vec![sized])
-            .expect_err("sizes only for compressed shards");
-        assert!(
-            err.to_string()
-                .contains("shards[0].chunk_uncompressed_bytes"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn compression_parses() {
-        assert_eq!("none".parse(), Ok(Compression::NONE));
-        assert_eq!("zstd".parse(), Ok(Compression::ZSTD));
-        assert_eq!("zstd:19".parse::<Compression>().map(|c| c.level), Ok(19));
-        assert!("zstd:99".parse::<Compression>().is_err());
-        assert!("lz4".parse::<Compression>().is_err());
-    }
-}
+#[path = "manifest_tests.rs"]
+mod tests;

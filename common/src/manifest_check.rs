@@ -1,9 +1,69 @@
 //! The checks of one shard's manifest entry: every count, offset and size
 //! bounded against the others before anything is sized from them.
 
+use crate::chunk_index::max_index_bytes;
 use crate::manifest::{
-    CompressionKind, ShardMeta, MAX_CHUNK_BYTES, MAX_NAME_BYTES, MIN_SAMPLE_BYTES,
+    Chunks, CompressionKind, ShardEntry, ShardMeta, MAX_CHUNK_BYTES, MAX_NAME_BYTES,
+    MIN_SAMPLE_BYTES,
 };
+
+/// Checks one shard's manifest entry: its inline columns (version 1) as
+/// [`validate_shard`] does, or its index reference (version 2), bounded by
+/// what a shard of its samples can need. Errors are `(field, reason)`.
+pub(crate) fn validate_entry(
+    entry: &ShardEntry,
+    compression: CompressionKind,
+) -> Result<(), (String, String)> {
+    match &entry.chunks {
+        Chunks::Inline(meta) => validate_shard(meta, compression),
+        Chunks::Index(index) => {
+            check_name("name", &entry.name)?;
+            check_samples(entry.samples)?;
+            check_name("index.name", &index.name)?;
+            if index.name == entry.name {
+                return Err(("index.name".into(), "is the shard's own name".into()));
+            }
+            let most = max_index_bytes(entry.samples);
+            if index.bytes == 0 || index.bytes > most {
+                return Err((
+                    "index.bytes".into(),
+                    format!(
+                        "is {}, outside 1..={most} (the most a shard of {} samples can need)",
+                        index.bytes, entry.samples
+                    ),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_name(field: &str, name: &str) -> Result<(), (String, String)> {
+    if name.is_empty()
+        || name.starts_with('/')
+        || name.contains("..")
+        || name.len() > MAX_NAME_BYTES
+        || name.chars().any(char::is_control)
+    {
+        return Err((
+            field.to_owned(),
+            format!(
+                "{name:?} is not a relative object name (at most {MAX_NAME_BYTES} bytes, no control characters)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_samples(samples: u32) -> Result<(), (String, String)> {
+    if samples == 0 {
+        return Err((
+            "samples".into(),
+            "is 0: empty shards are not allowed".into(),
+        ));
+    }
+    Ok(())
+}
 
 /// Checks one shard entry: every count, offset and size against the others,
 /// so that nothing sized from it later can be absurd. Errors are `(field,
@@ -14,23 +74,8 @@ pub(crate) fn validate_shard(
 ) -> Result<(), (String, String)> {
     let err = |field: &str, reason: String| Err((field.to_owned(), reason));
     let chunks = shard.chunk_crc32c.len();
-    if shard.name.is_empty()
-        || shard.name.starts_with('/')
-        || shard.name.contains("..")
-        || shard.name.len() > MAX_NAME_BYTES
-        || shard.name.chars().any(char::is_control)
-    {
-        return err(
-            "name",
-            format!(
-                "{:?} is not a relative object name (at most {MAX_NAME_BYTES} bytes, no control characters)",
-                shard.name
-            ),
-        );
-    }
-    if shard.samples == 0 {
-        return err("samples", "is 0: empty shards are not allowed".into());
-    }
+    check_name("name", &shard.name)?;
+    check_samples(shard.samples)?;
     if shard.chunk_offsets.len() != chunks + 1 {
         return err(
             "chunk_offsets",

@@ -14,7 +14,8 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use tributary_common::manifest::{Compression, CompressionKind, Manifest};
+use tributary_common::chunk_index::{decode, max_index_bytes, IndexRef};
+use tributary_common::manifest::{index_name, Compression, CompressionKind, Manifest, ShardMeta};
 use tributary_common::shard::{
     chunk_range, decode_chunks, index_tar, verify_shard, ShardWriter, TarIndexer,
 };
@@ -134,7 +135,8 @@ fn fuzz_tar_reader_and_indexer() {
             );
             if let Ok(manifest) = manifest {
                 let bytes = Bytes::copy_from_slice(data);
-                let samples = verify_shard(&manifest.shards[0], CompressionKind::None, &bytes)
+                let meta = manifest.shards[0].inline().expect("version 1");
+                let samples = verify_shard(meta, CompressionKind::None, &bytes)
                     .expect("an indexed shard verifies");
                 assert_eq!(samples, manifest.shards[0].samples);
             }
@@ -142,28 +144,99 @@ fn fuzz_tar_reader_and_indexer() {
     });
 }
 
+/// The same shard's manifest as version 2, and its index.
+fn indexed(manifest: &Manifest) -> (Manifest, Vec<u8>) {
+    let meta = manifest.shards[0].inline().expect("version 1");
+    let (manifest, mut indexes) = Manifest::new_indexed(
+        manifest.compression,
+        manifest.fields.clone(),
+        manifest.classes.clone(),
+        vec![ShardMeta::clone(meta)],
+        index_name,
+    )
+    .expect("version 2");
+    (manifest, indexes.remove(0).data)
+}
+
 fn manifest_seeds() -> Vec<Vec<u8>> {
-    vec![
-        shard(Compression::NONE, 1, 4).1.to_json(),
-        shard(Compression::ZSTD, 500, 9).1.to_json(),
-        shard(Compression::ZSTD, 1 << 20, 3).1.to_json(),
-    ]
+    let shards = [
+        shard(Compression::NONE, 1, 4).1,
+        shard(Compression::ZSTD, 500, 9).1,
+        shard(Compression::ZSTD, 1 << 20, 3).1,
+    ];
+    let mut seeds: Vec<Vec<u8>> = shards.iter().map(Manifest::to_json).collect();
+    seeds.extend(shards.iter().take(2).map(|m| indexed(m).0.to_json()));
+    seeds
+}
+
+/// Uses one shard's columns the way readers do; nothing here may panic.
+fn exercise_shard(meta: &ShardMeta) {
+    let range = chunk_range(meta, 0..meta.samples);
+    assert!(range.bytes.end <= meta.bytes);
+    let last = chunk_range(meta, meta.samples - 1..meta.samples);
+    assert!(last.chunks.end <= meta.chunks());
+    for chunk in 0..meta.chunks() {
+        assert!(meta.chunk_limit(chunk) <= tributary_common::manifest::MAX_CHUNK_BYTES);
+    }
 }
 
 /// Uses a manifest the way readers do; nothing here may panic.
 fn exercise(manifest: &Manifest) {
-    for (i, meta) in manifest.shards.iter().enumerate() {
-        let range = chunk_range(meta, 0..meta.samples);
-        assert!(range.bytes.end <= meta.bytes);
-        let last = chunk_range(meta, meta.samples - 1..meta.samples);
-        assert!(last.chunks.end <= meta.chunks());
-        for chunk in 0..meta.chunks() {
-            assert!(meta.chunk_limit(chunk) <= tributary_common::manifest::MAX_CHUNK_BYTES);
+    for (i, entry) in manifest.shards.iter().enumerate() {
+        match entry.inline() {
+            Some(meta) => exercise_shard(meta),
+            None => {
+                let index = entry.index().expect("version 2");
+                assert!(index.bytes <= max_index_bytes(entry.samples));
+            }
         }
         let first = manifest.shard_start(i);
         assert_eq!(manifest.locate(first), Some((i, 0)));
     }
     assert_eq!(manifest.locate(manifest.samples), None);
+}
+
+#[test]
+fn fuzz_chunk_index_decoder() {
+    cap();
+    let seeds: Vec<(Manifest, Vec<u8>)> = [
+        shard(Compression::NONE, 1, 5).1,
+        shard(Compression::ZSTD, 500, 12).1,
+        shard(Compression::ZSTD, 1 << 20, 3).1,
+    ]
+    .iter()
+    .map(indexed)
+    .collect();
+    let strategy = (
+        0..seeds.len(),
+        prop::collection::vec(harness::mutation(), 0..6),
+        any::<bool>(),
+    );
+    fuzz("chunk index", strategy, |(which, mutations, resign)| {
+        let (manifest, data) = &seeds[*which];
+        let entry = &manifest.shards[0];
+        let data = harness::mutate(data, mutations);
+        // Re-signed, a mutation gets past the manifest's size and checksum
+        // to the decoder proper; otherwise those must catch it.
+        let index = if *resign {
+            IndexRef::of(entry.index().expect("v2").name.clone(), &data)
+        } else {
+            entry.index().expect("v2").clone()
+        };
+        match decode(&data, &index, entry.summary(), manifest.compression) {
+            Ok(meta) => {
+                assert_eq!(meta.samples, entry.samples);
+                exercise_shard(&meta);
+            }
+            Err(error) => {
+                let text = error.to_string();
+                assert!(
+                    text.contains(&index.name) && text.contains(&entry.name),
+                    "{text}"
+                );
+            }
+        }
+    });
 }
 
 #[test]
@@ -184,7 +257,7 @@ fn fuzz_manifest_parser_and_validator() {
     ]);
     let seeds = manifest_seeds();
     let structured = (
-        0..3usize,
+        0..seeds.len(),
         any::<prop::sample::Index>(),
         numbers,
         any::<bool>(),
@@ -292,7 +365,7 @@ fn fuzz_shard_and_zstd_chunk_reader() {
         CompressionKind::Zstd,
         vec![],
         vec![],
-        vec![tributary_common::manifest::ShardMeta {
+        vec![ShardMeta {
             name: "bomb.tar.zst".into(),
             samples: 1,
             bytes: bomb.len() as u64,
@@ -323,7 +396,7 @@ fn fuzz_shard_and_zstd_chunk_reader() {
         let Some(manifest) = apply(manifest, &data, twist) else {
             return;
         };
-        let meta = &manifest.shards[0];
+        let meta = manifest.shards[0].inline().expect("version 1");
         let bytes = Bytes::from(data);
         let _ = verify_shard(meta, manifest.compression, &bytes);
         let samples = meta.samples as usize;

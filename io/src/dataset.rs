@@ -1,8 +1,11 @@
-//! A dataset: where its shards live and what its manifest says.
+//! A dataset: where its shards live, what its manifest says, and each
+//! shard's chunk columns, loaded when first asked for.
 
 use std::sync::Arc;
 
-use tributary_common::manifest::{Manifest, MANIFEST_NAME};
+use tokio::sync::OnceCell;
+use tributary_common::chunk_index;
+use tributary_common::manifest::{Chunks, Manifest, ShardMeta, MANIFEST_NAME};
 
 use crate::error::{IoError, Result};
 use crate::location::{Location, StoreOptions};
@@ -11,11 +14,18 @@ use crate::location::{Location, StoreOptions};
 /// more is refused before a byte of the body is read.
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 
-/// An opened dataset.
+/// Indexes larger than this are decoded off the async runtime (64 KiB:
+/// about 8,000 chunks, some tens of microseconds of work).
+const INLINE_DECODE_BYTES: usize = 64 << 10;
+
+/// An opened dataset. Clones share the loaded indexes.
 #[derive(Debug, Clone)]
 pub struct Dataset {
     pub location: Location,
     pub manifest: Arc<Manifest>,
+    /// One cell per shard, filled with its decoded index the first time a
+    /// version 2 manifest's shard is asked for; unused for version 1.
+    indexes: Arc<[OnceCell<Arc<ShardMeta>>]>,
 }
 
 impl Dataset {
@@ -24,7 +34,8 @@ impl Dataset {
         Self::from_location(Location::open(url, options, false)?).await
     }
 
-    /// Opens the dataset whose shards and manifest are at `location`.
+    /// Opens the dataset whose shards and manifest are at `location`. Reads
+    /// the manifest only: shard indexes are read by [`Dataset::shard_meta`].
     pub async fn from_location(location: Location) -> Result<Self> {
         let manifest_url = location.url_of(MANIFEST_NAME);
         let bytes = location
@@ -40,9 +51,65 @@ impl Dataset {
             url: manifest_url,
             error,
         })?;
-        Ok(Self {
+        Ok(Self::new(location, Arc::new(manifest)))
+    }
+
+    /// The dataset of an already parsed `manifest` at `location`.
+    pub fn new(location: Location, manifest: Arc<Manifest>) -> Self {
+        let indexes = manifest.shards.iter().map(|_| OnceCell::new()).collect();
+        Self {
             location,
-            manifest: Arc::new(manifest),
-        })
+            manifest,
+            indexes,
+        }
+    }
+
+    /// Shard `shard`'s full entry, every chunk's offset and checksum: the
+    /// manifest's own for version 1; for version 2 its index object, read
+    /// (within the size the manifest records), checked against the
+    /// manifest's crc32c, decoded and validated the first time any clone
+    /// asks. Concurrent callers share one read; a failed read is retried by
+    /// the next caller.
+    ///
+    /// # Panics
+    ///
+    /// If `shard` is not a shard of the manifest.
+    pub async fn shard_meta(&self, shard: usize) -> Result<Arc<ShardMeta>> {
+        let entry = &self.manifest.shards[shard];
+        let index = match &entry.chunks {
+            Chunks::Inline(meta) => return Ok(Arc::clone(meta)),
+            Chunks::Index(index) => index,
+        };
+        let cell = &self.indexes[shard];
+        let meta = cell
+            .get_or_try_init(|| async {
+                let data = self.location.get_at_most(&index.name, index.bytes).await?;
+                let small = data.len() <= INLINE_DECODE_BYTES;
+                let url = self.location.url_of(&index.name);
+                let (entry, index) = (entry.clone(), index.clone());
+                let compression = self.manifest.compression;
+                let decode = move || {
+                    chunk_index::decode(&data, &index, entry.summary(), compression).map(Arc::new)
+                };
+                let decoded = if small {
+                    decode()
+                } else {
+                    tokio::task::spawn_blocking(decode)
+                        .await
+                        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+                };
+                decoded.map_err(|error| IoError::Index { url, error })
+            })
+            .await?;
+        Ok(Arc::clone(meta))
+    }
+
+    /// Shard `shard`'s full entry if it is at hand without a read: inline
+    /// (version 1) or already loaded by [`Dataset::shard_meta`].
+    pub fn loaded_shard_meta(&self, shard: usize) -> Option<Arc<ShardMeta>> {
+        match &self.manifest.shards.get(shard)?.chunks {
+            Chunks::Inline(meta) => Some(Arc::clone(meta)),
+            Chunks::Index(_) => self.indexes[shard].get().cloned(),
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! about; "not found" stays its own variant so callers (and users) can tell
 //! it apart from a store that failed.
 
+use tributary_common::chunk_index::IndexError;
 use tributary_common::ManifestError;
 
 use crate::read::ReadError;
@@ -45,6 +46,9 @@ pub enum IoError {
     /// Upload options outside the stores' limits.
     #[error("upload options: {reason}")]
     UploadOptions { reason: String },
+    /// A shard's chunk index that does not match the manifest or the format.
+    #[error("{url}: {error}")]
+    Index { url: String, error: IndexError },
     /// A local directory that could not be created or resolved.
     #[error("{path}: {error}")]
     Local { path: String, error: std::io::Error },

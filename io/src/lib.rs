@@ -16,7 +16,10 @@
 //!   alone, aborted on failure), in bounded memory; [`BlockingUpload`] for
 //!   rayon threads.
 //! - [`dataset`]: [`Dataset::open`]: a location plus its manifest, read
-//!   within [`dataset::MAX_MANIFEST_BYTES`] and validated.
+//!   within [`dataset::MAX_MANIFEST_BYTES`] and validated;
+//!   [`Dataset::shard_meta`]: a shard's chunk columns, from a version 2
+//!   manifest's index object, read once and shared.
+//! - [`publish`]: [`write_manifest`]: index objects, then the manifest.
 //! - [`error`]: [`IoError`], naming the URL of every failure.
 //! - [`metrics`]: Prometheus metrics over plain HTTP (`GET /metrics`), for
 //!   the coordinator and for ranks.
@@ -39,6 +42,7 @@ pub mod dataset;
 pub mod error;
 pub mod location;
 pub mod metrics;
+pub mod publish;
 pub mod read;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -48,5 +52,6 @@ pub use dataset::Dataset;
 pub use error::{IoError, Result};
 pub use location::{Location, S3Settings, StoreOptions};
 pub use metrics::MetricsServer;
+pub use publish::{write_manifest, ManifestDraft, ManifestVersion};
 pub use read::{retry, ReadError, RetryPolicy};
 pub use upload::{BlockingUpload, Upload, UploadMeter, UploadOptions, Uploaded};

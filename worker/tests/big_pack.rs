@@ -115,7 +115,9 @@ async fn big_shards_stream_up_in_parts_with_the_bytes_of_an_in_memory_build() {
     let dataset = Dataset::from_location(location.clone())
         .await
         .expect("manifest");
-    for (index, meta) in dataset.manifest.shards.iter().enumerate() {
+    for index in 0..dataset.manifest.shards.len() {
+        let meta = dataset.shard_meta(index).await.expect("index");
+        let meta = &*meta;
         let mut writer = ShardWriter::new(meta.name.clone(), Compression::NONE);
         for (i, data) in samples.iter().enumerate().skip(index * 4).take(4) {
             writer

@@ -10,6 +10,7 @@ use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMe
 use tributary_common::shard::ShardWriter;
 use tributary_common::tar;
 use tributary_io::testing::CountingStore;
+use tributary_io::ManifestVersion;
 use tributary_worker::tools::index::{index, INDEX_READ_BYTES};
 use tributary_worker::tools::inspect::{inspect, INSPECT_READ_BYTES};
 use tributary_worker::tools::progress::NoProgress;
@@ -205,9 +206,14 @@ async fn index_and_inspect_stream_a_shard_in_bounded_range_reads() {
         prefix.to_str().expect("utf-8").trim_start_matches('/'),
         "counted",
     );
-    let summary = index(&location, false, Arc::new(NoProgress))
-        .await
-        .expect("index");
+    let summary = index(
+        &location,
+        false,
+        ManifestVersion::default(),
+        Arc::new(NoProgress),
+    )
+    .await
+    .expect("index");
     assert_eq!(summary.samples, 40);
     let (gets, bytes) = counting.hooks.reads();
     assert_eq!(
@@ -228,7 +234,12 @@ async fn index_and_inspect_stream_a_shard_in_bounded_range_reads() {
         "{} reads",
         gets - gets_before
     );
-    assert_eq!(bytes - bytes_before, size, "each byte read once");
+    let index_bytes = dataset.manifest.shards[0].index().expect("version 2").bytes;
+    assert_eq!(
+        bytes - bytes_before,
+        size + index_bytes,
+        "each byte of the shard and its index read once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,10 +251,15 @@ async fn index_rejects_keys_with_control_characters_as_pack_does() {
     tar::append_end(&mut data);
     std::fs::write(dir.path().join("a.tar"), &data).expect("write");
     let location = Location::open(&url(dir.path()), &StoreOptions::default(), false).expect("open");
-    let message = index(&location, false, Arc::new(NoProgress))
-        .await
-        .expect_err("a control character")
-        .to_string();
+    let message = index(
+        &location,
+        false,
+        ManifestVersion::default(),
+        Arc::new(NoProgress),
+    )
+    .await
+    .expect_err("a control character")
+    .to_string();
     assert!(
         message.contains("a.tar") && message.contains("control character"),
         "{message}"

@@ -136,10 +136,10 @@ fn fuzz_image_decode_path() {
         limits,
         budget: Arc::new(PixelBudget::new(limits.max_pixels_in_flight)),
         on_error: OnError::Raise,
-        datasets: Dataset {
-            location: Location::from_store(Arc::new(InMemory::new()), "", "memory:///"),
-            manifest: Arc::new(manifest),
-        }
+        datasets: Dataset::new(
+            Location::from_store(Arc::new(InMemory::new()), "", "memory:///"),
+            Arc::new(manifest),
+        )
         .into(),
     };
     // Every preset: the bytes reach each one's plan and renderer.

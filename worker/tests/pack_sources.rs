@@ -44,7 +44,16 @@ fn read_back(dest: &Path) -> (Manifest, Samples) {
         Manifest::from_json(&std::fs::read(dest.join("manifest.json")).expect("manifest"))
             .expect("valid manifest");
     let mut samples = Vec::new();
-    for (i, shard) in manifest.shards.iter().enumerate() {
+    for (i, entry) in manifest.shards.iter().enumerate() {
+        let index = entry.index().expect("pack writes version 2");
+        let bytes = std::fs::read(dest.join(&index.name)).expect("index");
+        let shard = &tributary_common::chunk_index::decode(
+            &bytes,
+            index,
+            entry.summary(),
+            manifest.compression,
+        )
+        .expect("valid index");
         let data = Bytes::from(std::fs::read(dest.join(&shard.name)).expect("shard"));
         let range = chunk_range(shard, 0..shard.samples);
         let stored = data.slice(range.bytes.start as usize..range.bytes.end as usize);

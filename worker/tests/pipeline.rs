@@ -213,8 +213,10 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
         );
         let dataset = Dataset::from_location(location).await.expect("open");
         let (gets_before, bytes_before) = counting.hooks.reads();
-        let meta = dataset.manifest.shards[0].clone();
+        let index_bytes = dataset.manifest.shards[0].index().expect("version 2").bytes;
         let span = Span::new(0, 37, 45);
+        // A clone shares the index the loader loads.
+        let peek = dataset.clone();
         let loader = Loader::builder(dataset)
             .config(LoaderConfig {
                 fetch: FetchConfig {
@@ -233,12 +235,17 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
         ids.sort_unstable();
         assert_eq!(ids, (37..45).collect::<Vec<_>>());
         let (gets, bytes) = counting.hooks.reads();
+        let meta = peek.loaded_shard_meta(0).expect("loaded by the loader");
         let range = tributary_common::shard::chunk_range(&meta, 37..45);
-        assert_eq!(gets - gets_before, 1, "{compression}: one range GET");
+        assert_eq!(
+            gets - gets_before,
+            2,
+            "{compression}: one GET of the shard's index, one range GET"
+        );
         assert_eq!(
             bytes - bytes_before,
-            range.bytes.end - range.bytes.start,
-            "{compression}: only the chunks' bytes"
+            index_bytes + range.bytes.end - range.bytes.start,
+            "{compression}: only the index's and the chunks' bytes"
         );
         if compression == Compression::NONE {
             assert_eq!(range.bytes.start, meta.chunk_offsets[37]);
@@ -260,7 +267,7 @@ async fn damaged_shards_are_errors_that_name_shard_chunk_and_offset() {
     for compression in [Compression::NONE, Compression::ZSTD] {
         let dir = tempfile::tempdir().expect("tempdir");
         let dataset = packed(dir.path(), compression, 64).await;
-        let meta = dataset.manifest.shards[0].clone();
+        let meta = dataset.shard_meta(0).await.expect("index");
         let path = dir.path().join("shards").join(&meta.name);
         let pristine = std::fs::read(&path).expect("read shard");
 
@@ -319,12 +326,12 @@ async fn bad_manifests_and_missing_datasets_are_clear_errors() {
     missing["shards"][0]
         .as_object_mut()
         .expect("object")
-        .remove("chunk_offsets");
+        .remove("index");
     let message = open(missing).await;
     assert!(
         message.contains("manifest.json")
             && message.contains("shards[0]")
-            && message.contains("chunk_offsets"),
+            && message.contains("index"),
         "{message}"
     );
 
@@ -361,7 +368,7 @@ async fn bad_manifests_and_missing_datasets_are_clear_errors() {
 async fn reads_start_small_and_double_up_to_the_largest() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dataset = packed(dir.path(), Compression::NONE, 64).await;
-    let meta = &dataset.manifest.shards[0];
+    let meta = &dataset.shard_meta(0).await.expect("index");
     let chunk = |i: usize| meta.chunk_offsets[i + 1] - meta.chunk_offsets[i];
     let largest_chunk = (0..meta.chunk_offsets.len() - 1)
         .map(chunk)
@@ -375,7 +382,9 @@ async fn reads_start_small_and_double_up_to_the_largest() {
     };
     let spans = SpanSet::new([Span::new(0, 0, meta.samples)]);
     let reads =
-        tributary_worker::pipeline::fetch::plan_reads(&dataset.clone().into(), &spans, &config);
+        tributary_worker::pipeline::fetch::plan_reads(&dataset.clone().into(), &spans, &config)
+            .await
+            .expect("plan");
     let sizes: Vec<u64> = reads
         .iter()
         .map(|r| r.range.bytes.end - r.range.bytes.start)

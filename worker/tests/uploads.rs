@@ -81,7 +81,8 @@ fn flaky(rules: Vec<(&'static str, u32)>) -> (Arc<FlakyStore>, Location) {
 async fn transient_upload_failures_are_retried() {
     let dir = tempfile::tempdir().expect("tempdir");
     image_folder(dir.path());
-    // Every shard and the manifest fail twice before they succeed.
+    // Every shard, its index (`shard-*.idx`) and the manifest fail twice
+    // before they succeed.
     let (store, location) = flaky(vec![("shard-", 2), ("manifest", 2)]);
     let options = PackOptions {
         max_samples: 4,
@@ -92,7 +93,7 @@ async fn transient_upload_failures_are_retried() {
         .expect("pack survives");
     assert_eq!((summary.shards, summary.samples), (3, 10));
     let failures = store.hooks.failures.lock().expect("lock").clone();
-    assert_eq!(failures.len(), 4, "{failures:?}");
+    assert_eq!(failures.len(), 7, "{failures:?}");
     assert!(failures.values().all(|&n| n == 2));
     let dataset = Dataset::from_location(location)
         .await
@@ -154,12 +155,8 @@ async fn read_all(location: &Location) -> Vec<String> {
     let report = tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.verified_samples, dataset.manifest.samples);
-    dataset
-        .manifest
-        .shards
-        .iter()
-        .map(|s| s.name.clone())
-        .collect()
+    // The shards and their index objects.
+    tributary_io::publish::objects_named(&dataset.manifest)
 }
 
 #[tokio::test]
@@ -183,7 +180,7 @@ async fn packing_over_a_dataset_needs_force_and_a_failure_midway_leaves_the_old_
         .await
         .expect("first pack");
     let old = read_all(&location).await;
-    assert_eq!(old.len(), 4);
+    assert_eq!(old.len(), 8, "4 shards and their indexes");
 
     // Without --force: refused, naming the manifest, nothing written.
     let new_src = tempfile::tempdir().expect("tempdir");
@@ -241,7 +238,7 @@ async fn packing_over_a_dataset_needs_force_and_a_failure_midway_leaves_the_old_
         .expect("forced pack");
     assert_eq!(summary.samples, 11);
     let new = read_all(&location).await;
-    assert_eq!(new.len(), 4);
+    assert_eq!(new.len(), 8);
     assert!(new.iter().all(|name| !old.contains(name)), "{new:?}");
     let listed = location.list().await.expect("list");
     assert_eq!(listed.len(), new.len() + 1, "{listed:?}");

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use tributary_common::manifest::{Manifest, ShardMeta};
+use tributary_common::manifest::{Manifest, ShardEntry, ShardMeta};
 use tributary_common::mix::{Layout, SourceShape, Take};
 use tributary_common::span::Span;
 use tributary_io::Dataset;
@@ -31,7 +31,9 @@ pub struct ShardRef<'a> {
     pub source: usize,
     /// The shard's index in its dataset's manifest.
     pub index: usize,
-    pub meta: &'a ShardMeta,
+    /// Its manifest entry (name, samples, size; the chunk columns through
+    /// [`ShardRef::meta`]).
+    pub entry: &'a ShardEntry,
     /// The id of the shard's first sample (in the virtual space).
     pub first_id: u64,
 }
@@ -39,6 +41,27 @@ pub struct ShardRef<'a> {
 impl ShardRef<'_> {
     pub fn manifest(&self) -> &Manifest {
         &self.dataset.manifest
+    }
+
+    /// The shard's chunk columns, its index loaded the first time
+    /// ([`Dataset::shard_meta`]).
+    pub async fn meta(&self) -> tributary_io::Result<Arc<ShardMeta>> {
+        self.dataset.shard_meta(self.index).await
+    }
+
+    /// The shard's chunk columns if they are at hand without a read.
+    pub fn loaded_meta(&self) -> Option<Arc<ShardMeta>> {
+        self.dataset.loaded_shard_meta(self.index)
+    }
+
+    /// The shard's name for messages: its object name, or in a mix (whose
+    /// datasets may name shards alike) its URL.
+    pub fn display_name(&self, mixed: bool) -> String {
+        if mixed {
+            self.dataset.location.url_of(&self.entry.name)
+        } else {
+            self.entry.name.clone()
+        }
     }
 }
 
@@ -104,9 +127,21 @@ impl Datasets {
             dataset,
             source,
             index: index as usize,
-            meta: &dataset.manifest.shards[index as usize],
+            entry: &dataset.manifest.shards[index as usize],
             first_id: self.layout.shard_start(shard),
         })
+    }
+
+    /// Virtual shard `shard`'s chunk columns, its dataset's index of it
+    /// loaded the first time ([`Dataset::shard_meta`]).
+    pub async fn shard_meta(&self, shard: u32) -> Result<Arc<ShardMeta>> {
+        let resolved = self.shard(shard).ok_or_else(|| {
+            WorkerError::Config(format!(
+                "shard {shard} is outside the dataset ({} shards)",
+                self.layout.shards()
+            ))
+        })?;
+        Ok(resolved.meta().await?)
     }
 
     /// Sample `id`'s shard, resolved, and its index there.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tributary_common::manifest::ShardMeta;
 use tributary_common::shard::{chunk_range, ChunkRange};
 use tributary_common::span::{Span, SpanSet};
 
@@ -81,54 +82,57 @@ impl ReadSizes {
 pub struct Read {
     /// The virtual shard ([`Datasets::shard`]).
     pub shard: u32,
+    /// The shard's chunk columns the read was planned from (loaded once per
+    /// shard: [`tributary_io::Dataset::shard_meta`]).
+    pub meta: Arc<ShardMeta>,
     pub range: ChunkRange,
     pub want: Range<u32>,
 }
 
-/// Plans the range reads for `spans`, in order.
-pub fn plan_reads(dataset: &Datasets, spans: &SpanSet, config: &FetchConfig) -> Vec<Read> {
+/// Plans the range reads for `spans`, in order, loading the index of each
+/// shard they touch.
+pub async fn plan_reads(
+    dataset: &Datasets,
+    spans: &SpanSet,
+    config: &FetchConfig,
+) -> Result<Vec<Read>> {
     let mut reads = Vec::new();
     let mut sizes = ReadSizes::new(config);
     for span in spans.spans() {
-        plan_span(dataset, span, &mut sizes, &mut reads);
+        let meta = dataset.shard_meta(span.shard).await?;
+        plan_span(&meta, span, &mut sizes, &mut reads);
     }
-    reads
+    Ok(reads)
 }
 
-/// Appends the range reads for one span.
-fn plan_span(dataset: &Datasets, span: &Span, sizes: &mut ReadSizes, reads: &mut Vec<Read>) {
-    {
-        let Some(shard) = dataset.shard(span.shard) else {
-            // Checked when the span came in (`Datasets::check_span`).
-            return;
-        };
-        let meta = shard.meta;
-        let whole = chunk_range(meta, span.start..span.end);
-        let mut chunk = whole.chunks.start;
-        let mut first_sample = whole.first_sample;
-        while chunk < whole.chunks.end {
-            let start_chunk = chunk;
-            let start_sample = first_sample;
-            let start_byte = meta.chunk_offsets[chunk];
-            let max_read_bytes = sizes.take();
-            while chunk < whole.chunks.end
-                && (chunk == start_chunk
-                    || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
-            {
-                first_sample += meta.samples_in_chunk(chunk);
-                chunk += 1;
-            }
-            let want = span.start.max(start_sample)..span.end.min(first_sample);
-            reads.push(Read {
-                shard: span.shard,
-                range: ChunkRange {
-                    chunks: start_chunk..chunk,
-                    bytes: start_byte..meta.chunk_offsets[chunk],
-                    first_sample: start_sample,
-                },
-                want,
-            });
+/// Appends the range reads for one span of the shard `meta` describes.
+fn plan_span(meta: &Arc<ShardMeta>, span: &Span, sizes: &mut ReadSizes, reads: &mut Vec<Read>) {
+    let whole = chunk_range(meta, span.start..span.end);
+    let mut chunk = whole.chunks.start;
+    let mut first_sample = whole.first_sample;
+    while chunk < whole.chunks.end {
+        let start_chunk = chunk;
+        let start_sample = first_sample;
+        let start_byte = meta.chunk_offsets[chunk];
+        let max_read_bytes = sizes.take();
+        while chunk < whole.chunks.end
+            && (chunk == start_chunk
+                || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
+        {
+            first_sample += meta.samples_in_chunk(chunk);
+            chunk += 1;
         }
+        let want = span.start.max(start_sample)..span.end.min(first_sample);
+        reads.push(Read {
+            shard: span.shard,
+            meta: Arc::clone(meta),
+            range: ChunkRange {
+                chunks: start_chunk..chunk,
+                bytes: start_byte..meta.chunk_offsets[chunk],
+                first_sample: start_sample,
+            },
+            want,
+        });
     }
 }
 
@@ -174,24 +178,40 @@ pub fn fetch_reads(
     let mut sizes = ReadSizes::new(config);
     let planner = dataset.clone();
     input
-        .flat_map(move |input| {
-            let mut work = Vec::new();
-            match input {
-                Input::Span(span) => {
-                    let mut reads = Vec::new();
-                    plan_span(&planner, &span, &mut sizes, &mut reads);
-                    work.extend(reads.into_iter().map(Some));
+        // The shard indexes of the next spans load while earlier reads run
+        // (once per shard: `Dataset::shard_meta`).
+        .map(move |input| {
+            let planner = planner.clone();
+            async move {
+                match input {
+                    Input::Span(span) => {
+                        let meta = planner.shard_meta(span.shard).await?;
+                        Ok(Some((span, meta)))
+                    }
+                    Input::Flush => Ok(None),
                 }
-                Input::Flush => work.push(None),
+            }
+        })
+        .buffered(config.max_requests.max(1))
+        .flat_map(move |planned: Result<Option<(Span, Arc<ShardMeta>)>>| {
+            let mut work = Vec::new();
+            match planned {
+                Ok(Some((span, meta))) => {
+                    let mut reads = Vec::new();
+                    plan_span(&meta, &span, &mut sizes, &mut reads);
+                    work.extend(reads.into_iter().map(|read| Ok(Some(read))));
+                }
+                Ok(None) => work.push(Ok(None)),
+                Err(error) => work.push(Err(error)),
             }
             stream::iter(work)
         })
-        .map(move |read| {
+        .map(move |read: Result<Option<Read>>| {
             let dataset = dataset.clone();
             let budget = Arc::clone(&budget);
             let metrics = Arc::clone(&metrics);
             async move {
-                let Some(read) = read else {
+                let Some(read) = read? else {
                     return Ok(Fetch::Flush);
                 };
                 let len = read.range.bytes.end - read.range.bytes.start;
@@ -209,7 +229,7 @@ pub fn fetch_reads(
                 let data = shard
                     .dataset
                     .location
-                    .get_range(&shard.meta.name, read.range.bytes.clone())
+                    .get_range(&read.meta.name, read.range.bytes.clone())
                     .await?;
                 in_flight.done(len);
                 Ok(Fetch::Read(Raw {

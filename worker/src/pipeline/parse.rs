@@ -89,7 +89,7 @@ fn parse(datasets: &Datasets, read: &Read, data: &Bytes) -> Result<Vec<Sample>> 
     let shard = datasets
         .shard(read.shard)
         .expect("reads are planned for shards inside the layout");
-    let (meta, first_id, manifest) = (shard.meta, shard.first_id, shard.manifest());
+    let (meta, first_id, manifest) = (&read.meta, shard.first_id, shard.manifest());
     // A hint only: the samples a read holds are bounded by its bytes (the
     // manifest was validated), not by a number that sizes memory up front.
     let mut samples = Vec::with_capacity(read.want.len().min(4096));

@@ -158,7 +158,7 @@ async fn image_formats_are_chosen_by_magic_bytes_not_the_extension() {
 #[tokio::test]
 async fn a_bad_sample_raises_by_default_naming_shard_key_and_byte_offset() {
     let data = dataset(samples_with(&[(6, "jpg", b"GIF89a not an image".to_vec())])).await;
-    let offset = data.manifest.shards[0].chunk_offsets[6];
+    let offset = data.shard_meta(0).await.expect("index").chunk_offsets[6];
     assert!(offset > 0);
     let (_, error) = read(
         data,

@@ -10,8 +10,11 @@ use tributary_common::manifest::{CompressionKind, Manifest, ShardMeta, MANIFEST_
 use tributary_common::shard::TarIndexer;
 
 use crate::error::{Result, WorkerError};
+use crate::tools::pack::new_version;
 use crate::tools::progress::Progress;
-use tributary_io::{IoError, Location};
+use tributary_io::dataset::MAX_MANIFEST_BYTES;
+use tributary_io::publish::objects_named;
+use tributary_io::{write_manifest, IoError, Location, ManifestDraft, ManifestVersion};
 
 /// The size of each range read of a shard being indexed (8 MiB); four
 /// shards are read at once.
@@ -27,19 +30,48 @@ pub struct IndexSummary {
 }
 
 /// Indexes every `*.tar` object under `location` (in name order) and writes
-/// `manifest.json` beside them. Refuses to replace a manifest unless `force`.
+/// `manifest.json` beside them, as `version` (for version 2, with an index
+/// object `<shard>.idx` per shard, written first). Refuses to replace a
+/// manifest unless `force`; replacing one, the new index objects get names
+/// of their own (`<shard>.<version>.idx`, so that a reader of the old
+/// manifest never sees its index change) and the old ones are deleted once
+/// the new manifest is in place.
 pub async fn index(
     location: &Location,
     force: bool,
+    version: ManifestVersion,
     progress: Arc<dyn Progress>,
 ) -> Result<IndexSummary> {
     let objects = location.list().await?;
-    if !force && objects.iter().any(|(name, _)| name == MANIFEST_NAME) {
+    let replacing = objects.iter().any(|(name, _)| name == MANIFEST_NAME);
+    if !force && replacing {
         return Err(WorkerError::Config(format!(
             "{} already exists (pass --force to replace it)",
             location.url_of(MANIFEST_NAME)
         )));
     }
+    // The index objects the manifest being replaced names, to delete after
+    // the switch (an unreadable one names none we can trust).
+    let old_indexes: Vec<String> = if replacing {
+        match location
+            .get_at_most(MANIFEST_NAME, MAX_MANIFEST_BYTES)
+            .await
+        {
+            Ok(bytes) => Manifest::from_json(&bytes)
+                .map(|m| {
+                    m.shards
+                        .iter()
+                        .filter_map(|s| s.index())
+                        .map(|i| i.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Err(error) if error.is_not_found() => Vec::new(),
+            Err(error) => return Err(error.into()),
+        }
+    } else {
+        Vec::new()
+    };
     let unsupported: Vec<&str> = objects
         .iter()
         .map(|(name, _)| name.as_str())
@@ -79,16 +111,20 @@ pub async fn index(
     let fields: std::collections::BTreeSet<String> =
         metas.iter().flat_map(|(_, f)| f.iter().cloned()).collect();
     let shards: Vec<ShardMeta> = metas.into_iter().map(|(meta, _)| meta).collect();
-    let manifest = Manifest::new(
-        CompressionKind::None,
-        fields.into_iter().collect(),
-        Vec::new(),
+    let draft = ManifestDraft {
+        compression: CompressionKind::None,
+        fields: fields.into_iter().collect(),
+        classes: Vec::new(),
         shards,
-    )
-    .map_err(|error| WorkerError::manifest(location.url_of(MANIFEST_NAME), error))?;
-    location
-        .put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
-        .await?;
+    };
+    let tag = replacing.then(new_version);
+    let manifest = write_manifest(location, draft, version, tag.as_deref()).await?;
+    let new: std::collections::HashSet<String> = objects_named(&manifest).into_iter().collect();
+    for name in old_indexes.iter().filter(|name| !new.contains(*name)) {
+        if let Err(error) = location.delete(name).await {
+            tracing::warn!(url = %location.url_of(name), %error, "cannot delete an index of the replaced manifest; it is left behind");
+        }
+    }
     Ok(IndexSummary {
         shards: manifest.shards.len(),
         samples: manifest.samples,

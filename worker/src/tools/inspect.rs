@@ -76,11 +76,12 @@ async fn verify(
     index: usize,
     progress: &dyn Progress,
 ) -> Result<u32, WorkerError> {
-    let meta: &ShardMeta = &manifest.shards[index];
+    // A broken index is a problem of this shard, reported like the others.
+    let meta: Arc<ShardMeta> = dataset.shard_meta(index).await?;
     let mut verifier = ShardVerifier::new(manifest.compression, INSPECT_READ_BYTES)
         .classes(manifest.classes.len());
     let mut first = true;
-    while let Some(range) = verifier.next_range(meta) {
+    while let Some(range) = verifier.next_range(&meta) {
         let data = if first {
             // The first read also says how long the object is.
             first = false;
@@ -105,20 +106,17 @@ async fn verify(
         };
         let before = verifier.samples();
         // Verifying a window is CPU work (checksums, zstd): off the runtime.
-        let manifest = Arc::clone(&manifest);
-        verifier = tokio::task::spawn_blocking(move || {
-            verifier
-                .feed(&manifest.shards[index], &data)
-                .map(|()| verifier)
-        })
-        .await
-        .map_err(|e| WorkerError::Stopped(format!("verifier panicked: {e}")))??;
+        let shard = Arc::clone(&meta);
+        verifier =
+            tokio::task::spawn_blocking(move || verifier.feed(&shard, &data).map(|()| verifier))
+                .await
+                .map_err(|e| WorkerError::Stopped(format!("verifier panicked: {e}")))??;
         progress.advance(
             u64::from(verifier.samples() - before),
             range.end - range.start,
         );
     }
-    Ok(verifier.finish(meta)?)
+    Ok(verifier.finish(&meta)?)
 }
 
 /// Reads bytes `range` of object `name` and, from the same response, the

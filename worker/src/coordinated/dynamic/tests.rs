@@ -70,14 +70,14 @@ fn a_unit_without_a_span_backwards_or_outside_the_dataset_is_refused() {
         vec![shard.meta],
     )
     .expect("manifest");
-    let manifest: Datasets = tributary_io::Dataset {
-        location: tributary_io::Location::from_store(
+    let manifest: Datasets = tributary_io::Dataset::new(
+        tributary_io::Location::from_store(
             Arc::new(object_store::memory::InMemory::new()),
             "",
             "memory:///",
         ),
-        manifest: Arc::new(manifest),
-    }
+        Arc::new(manifest),
+    )
     .into();
     let unit = |span: Option<(u32, u32, u32)>| v1::Unit {
         epoch: 2,

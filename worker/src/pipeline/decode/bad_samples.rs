@@ -82,19 +82,15 @@ pub fn validate_fraction(fraction: f64) -> Result<(), String> {
 }
 
 /// The error for sample `id` (key `key`) of `datasets`: names its shard and
-/// the byte offset of the chunk that holds it.
+/// the byte offset of the chunk that holds it (from the shard's index,
+/// loaded when the sample was read; the shard's start were it not).
 pub fn bad_sample(datasets: &Datasets, id: u64, key: &str, reason: String) -> WorkerError {
     let (shard, offset) = match datasets.locate(id) {
         Some((shard, index)) => {
-            let offset = chunk_range(shard.meta, index..index + 1).bytes.start;
-            // Datasets of a mix may name their shards alike: the URL says
-            // which.
-            let name = if datasets.layout().is_mixed() {
-                shard.dataset.location.url_of(&shard.meta.name)
-            } else {
-                shard.meta.name.clone()
-            };
-            (name, offset)
+            let offset = shard
+                .loaded_meta()
+                .map_or(0, |meta| chunk_range(&meta, index..index + 1).bytes.start);
+            (shard.display_name(datasets.layout().is_mixed()), offset)
         }
         None => (String::from("(unknown shard)"), 0),
     };

@@ -20,8 +20,10 @@
 //! names (`shard-<version>-000000.tar`, the version unique to the run), so
 //! not one object of the old dataset is touched until the new manifest
 //! replaces the old one in a single PUT; only then are the old shards
-//! deleted. A reader opening the dataset sees the old version or the new
-//! one, never a mix, and a run that fails midway leaves the old dataset
+//! deleted, with their index objects (a version 2 manifest names
+//! `<shard>.idx` beside each shard, written before the manifest and named
+//! after the new shards, so they too are new objects). A reader opening
+//! the dataset sees the old version or the new one, never a mix, and a run that fails midway leaves the old dataset
 //! whole (and removes the new shards it had written). A reader that opened
 //! the old version and is still reading when the old shards are deleted
 //! fails with "not found": finish (or stop) jobs on a dataset before
@@ -36,14 +38,16 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
 use tributary_common::shard::DEFAULT_BLOCK_BYTES;
 
 use crate::error::{Result, WorkerError};
 use crate::tools::progress::Progress;
-use tributary_io::{Location, UploadMeter, UploadOptions};
+use tributary_io::publish::objects_named;
+use tributary_io::{
+    write_manifest, Location, ManifestDraft, ManifestVersion, UploadMeter, UploadOptions,
+};
 
 pub use source::{
     detect, scan, scan_image_folder, scan_webdataset, FieldData, Source, SourceField, SourceFormat,
@@ -71,6 +75,9 @@ pub struct PackOptions {
     pub force: bool,
     /// What the source is (`Auto`: decided from it, see [`SourceFormat`]).
     pub format: SourceFormat,
+    /// The manifest version to write (2: an index object per shard; 1:
+    /// every chunk inline, for readers older than version 2).
+    pub manifest_version: ManifestVersion,
 }
 
 impl Default for PackOptions {
@@ -86,6 +93,7 @@ impl Default for PackOptions {
             upload: UploadOptions::default(),
             force: false,
             format: SourceFormat::Auto,
+            manifest_version: ManifestVersion::default(),
         }
     }
 }
@@ -136,7 +144,7 @@ fn shard_name(version: Option<&str>, index: usize, compression: Compression) -> 
 }
 
 /// A version tag unique to this run: the time and the process, hashed.
-fn new_version() -> String {
+pub(crate) fn new_version() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     let now = std::time::SystemTime::now()
@@ -148,7 +156,8 @@ fn new_version() -> String {
 }
 
 /// The dataset already at `dest`: `None` when there is none, the names of
-/// its shards when there is one (and `force` allows replacing it).
+/// its shards and index objects when there is one (and `force` allows
+/// replacing it).
 async fn existing(dest: &Location, force: bool) -> Result<Option<Vec<String>>> {
     let url = dest.url_of(MANIFEST_NAME);
     let bytes = match dest.get(MANIFEST_NAME).await {
@@ -160,7 +169,7 @@ async fn existing(dest: &Location, force: bool) -> Result<Option<Vec<String>>> {
         return Err(WorkerError::AlreadyExists { url });
     }
     match Manifest::from_json(&bytes) {
-        Ok(manifest) => Ok(Some(manifest.shards.into_iter().map(|s| s.name).collect())),
+        Ok(manifest) => Ok(Some(objects_named(&manifest))),
         Err(error) => {
             tracing::warn!(%url, %error, "the dataset being replaced has an unreadable manifest; its shards are left in place");
             Ok(Some(Vec::new()))
@@ -258,14 +267,18 @@ pub async fn pack(
         .flat_map(|s| s.fields.iter().map(|f| f.ext.as_str()))
         .collect();
     let fields = fields.into_iter().map(str::to_owned).collect();
-    let manifest = Manifest::new(options.compression.kind, fields, source.classes, shards)
-        .map_err(|error| WorkerError::manifest(dest.url_of(MANIFEST_NAME), error))?;
-    // The switch from the old version to the new one: a single PUT.
-    dest.put(MANIFEST_NAME, Bytes::from(manifest.to_json()))
-        .await?;
+    let draft = ManifestDraft {
+        compression: options.compression.kind,
+        fields,
+        classes: source.classes,
+        shards,
+    };
+    // The index objects (named after this version's shards), then the
+    // switch from the old version to the new one: a single PUT.
+    let manifest = write_manifest(dest, draft, options.manifest_version, None).await?;
     if let Some(old) = old_shards {
-        let new: std::collections::HashSet<&str> =
-            manifest.shards.iter().map(|s| s.name.as_str()).collect();
+        let new_objects = objects_named(&manifest);
+        let new: std::collections::HashSet<&str> = new_objects.iter().map(String::as_str).collect();
         let stale: Vec<String> = old
             .into_iter()
             .filter(|name| !new.contains(name.as_str()))
