@@ -1,9 +1,13 @@
 //! A dataset: where its shards live and what its manifest says.
 
+use std::ops::Range;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use tributary_common::manifest::{Manifest, MANIFEST_NAME};
 
+use crate::cache::ShardCache;
 use crate::error::{IoError, Result};
 use crate::location::{Location, StoreOptions};
 
@@ -16,6 +20,9 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 pub struct Dataset {
     pub location: Location,
     pub manifest: Arc<Manifest>,
+    /// Where shard bytes are kept on local disk, if anywhere
+    /// ([`Dataset::with_cache`]).
+    pub cache: Option<Arc<ShardCache>>,
 }
 
 impl Dataset {
@@ -43,6 +50,28 @@ impl Dataset {
         Ok(Self {
             location,
             manifest: Arc::new(manifest),
+            cache: None,
         })
+    }
+
+    /// The same dataset reading its shards through `cache` (several
+    /// datasets may share one).
+    pub fn with_cache(self, cache: Option<Arc<ShardCache>>) -> Self {
+        Self { cache, ..self }
+    }
+
+    /// Bytes `range` of shard number `shard`: from the cache when it holds
+    /// the shard, otherwise from the store (with retries and resumption:
+    /// [`Location::get_range`]).
+    ///
+    /// # Panics
+    ///
+    /// If `shard` is not a shard of the manifest.
+    pub async fn read_range(&self, shard: usize, range: Range<u64>) -> Result<Bytes> {
+        let meta = &self.manifest.shards[shard];
+        match &self.cache {
+            Some(cache) => cache.read_range(&self.location, meta, range).await,
+            None => self.location.get_range(&meta.name, range).await,
+        }
     }
 }

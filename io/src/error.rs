@@ -39,6 +39,10 @@ pub enum IoError {
     TooLarge { url: String, size: u64, limit: u64 },
     #[error("manifest {url}: {error}")]
     Manifest { url: String, error: ManifestError },
+    /// The shard cache's directory or limit is unusable, or a shard's
+    /// bytes do not match its manifest.
+    #[error("shard cache {path}: {reason}")]
+    Cache { path: String, reason: String },
     /// A local directory that could not be created or resolved.
     #[error("{path}: {error}")]
     Local { path: String, error: std::io::Error },

@@ -13,6 +13,8 @@
 //!   server claims.
 //! - [`dataset`]: [`Dataset::open`]: a location plus its manifest, read
 //!   within [`dataset::MAX_MANIFEST_BYTES`] and validated.
+//! - [`cache`]: [`ShardCache`], a bounded cache of whole shard files on
+//!   local disk, shared by the ranks of a node ([`Dataset::with_cache`]).
 //! - [`error`]: [`IoError`], naming the URL of every failure.
 //! - [`metrics`]: Prometheus metrics over plain HTTP (`GET /metrics`), for
 //!   the coordinator and for ranks.
@@ -31,6 +33,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cache;
 pub mod dataset;
 pub mod error;
 pub mod location;
@@ -39,6 +42,7 @@ pub mod read;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use cache::{CacheStats, ShardCache};
 pub use dataset::Dataset;
 pub use error::{IoError, Result};
 pub use location::{Location, S3Settings, StoreOptions};
