@@ -194,14 +194,12 @@ pub fn fetch_reads(
                     .acquire_many_owned(budget_units(len).min(total_units))
                     .await
                     .map_err(|_| WorkerError::Stopped("fetch budget closed".into()))?;
-                let meta = &dataset.manifest.shards[read.shard];
                 // In flight until dropped: done, failed or cancelled.
                 let in_flight = metrics.fetch_started();
-                // Retries, resumption and errors that name the object and
-                // range: `Location::get_range`.
+                // The shard cache, or the store with retries, resumption and
+                // errors that name the object and range: `Dataset::read_range`.
                 let data = dataset
-                    .location
-                    .get_range(&meta.name, read.range.bytes.clone())
+                    .read_range(read.shard, read.range.bytes.clone())
                     .await?;
                 in_flight.done(len);
                 Ok(Fetch::Read(Raw {
