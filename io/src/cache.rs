@@ -162,6 +162,51 @@ struct Shard {
     entry: String,
 }
 
+/// Where a rank's shard cache is and how large it may grow, as given
+/// (flags, environment, Python arguments); [`CacheConfig::open`] checks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheConfig {
+    pub dir: PathBuf,
+    /// Bytes, at least 1.
+    pub limit: u64,
+}
+
+impl CacheConfig {
+    /// Opens the cache, creating its directory; a zero limit or a directory
+    /// that cannot be created is an error naming it.
+    pub fn open(&self) -> Result<Arc<ShardCache>> {
+        ShardCache::open(&self.dir, self.limit).map(Arc::new)
+    }
+}
+
+/// A byte count as people write it: `1000`, `512KiB`, `64MiB`, `10GiB`,
+/// `1TiB` (binary units; `K`, `M`, `G`, `T` and `KB`..`TB` mean the same).
+pub fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a byte count (e.g. 500000000, 64MiB, 10GiB)"
+            ))
+        }
+    };
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count (e.g. 500000000, 64MiB, 10GiB)"))?;
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is more bytes than 2^64"))
+}
+
 /// A bounded cache of whole shard files in a directory that processes on
 /// one node may share; see the [module docs](self) for the protocol.
 #[derive(Debug)]

@@ -42,7 +42,7 @@ pub mod read;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use cache::{CacheStats, ShardCache};
+pub use cache::{CacheConfig, CacheStats, ShardCache};
 pub use dataset::Dataset;
 pub use error::{IoError, Result};
 pub use location::{Location, S3Settings, StoreOptions};

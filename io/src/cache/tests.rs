@@ -342,3 +342,17 @@ fn entry_names_differ_by_url_size_and_crc_and_are_plain_file_names() {
     let odd = entry_name("s3://b/ds/a b?..", 1, 1);
     assert!(!odd.contains(['/', ' ', '?']), "{odd}");
 }
+
+#[test]
+fn byte_counts_take_binary_units_and_refuse_anything_else() {
+    assert_eq!(parse_bytes("1000"), Ok(1000));
+    assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+    assert_eq!(parse_bytes("10G"), Ok(10 << 30));
+    assert_eq!(parse_bytes("2 TB"), Ok(2 << 40));
+    for bad in ["", "x", "-1", "1.5G", "10PB", "99999999999999999999"] {
+        assert!(parse_bytes(bad).is_err(), "{bad}");
+    }
+    assert!(parse_bytes("20000000T")
+        .expect_err("overflow")
+        .contains("2^64"));
+}

@@ -8,6 +8,7 @@
 //! `<repo>/.venv`.
 
 mod bad_requests;
+mod cache;
 mod cli;
 mod deploy;
 mod elastic;

@@ -44,7 +44,7 @@ pub use ordered::OrderedReader;
 
 use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
 use crate::pipeline::metrics::{Metrics, MetricsSnapshot};
-use crate::{Batch, Dataset, Result, WorkerError};
+use crate::{Batch, CacheConfig, Dataset, Result, WorkerError};
 
 enum Reader {
     Sync(SyncLoader),
@@ -125,9 +125,11 @@ impl Rank {
             dynamic,
             epoch,
             stripe,
+            cache,
             ..
         } = config;
-        let dataset = Dataset::open(&dataset, &store).await?;
+        let cache = cache.as_ref().map(CacheConfig::open).transpose()?;
+        let dataset = Dataset::open(&dataset, &store).await?.with_cache(cache);
         let (addresses, credentials, in_process) = match coordinator {
             Coordinator::Shared(addresses) => (addresses, Some(credentials), None),
             Coordinator::InProcess(start) => {
@@ -178,7 +180,10 @@ impl Rank {
                 "shuffle=False reads a fixed split by rank: use mode=\"sync\"".into(),
             ));
         };
-        let dataset = Dataset::open(&config.dataset, &config.store).await?;
+        let cache = config.cache.as_ref().map(CacheConfig::open).transpose()?;
+        let dataset = Dataset::open(&config.dataset, &config.store)
+            .await?
+            .with_cache(cache);
         let loader = crate::LoaderConfig {
             seed: config.seed,
             epoch: config.epoch.unwrap_or(0),
