@@ -1,3 +1,4 @@
+import os
 from typing import (
     Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union,
 )
@@ -106,6 +107,8 @@ class Loader:
         shuffle: bool = True,
         tail: str = "uneven",
         metrics_port: Optional[int] = ...,
+        cache_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+        cache_limit: Optional[int] = None,
         map: Optional[Callable[[tuple], Any]] = None,
         batch_map: Optional[Callable[[Any], Any]] = None,
     ) -> None:
@@ -186,7 +189,20 @@ class Loader:
         by default ``0.0.0.0`` so that a Prometheus PodMonitor reaches it. A
         port in use raises ``OSError``; a bad value ``ValueError``. DataLoader
         worker processes (``worker=``) serve none: the process that iterates
-        does, and counts what its own loader reads."""
+        does, and counts what its own loader reads.
+
+        ``cache_dir``, ``cache_limit``: keep fetched shards as whole files in
+        this local directory, within ``cache_limit`` bytes (least recently
+        used files evicted; a shard larger than the limit is never cached).
+        The ranks and DataLoader workers of a node may share one directory
+        (file locks keep it within the limit); entries survive a restart and
+        are checked against the manifest's crc32c before reuse. A miss reads
+        from the store at once and caches the shard in the background, so
+        the epochs after the first read from local disk. Not given:
+        ``TRIBUTARY_CACHE_DIR`` and ``TRIBUTARY_CACHE_LIMIT`` (which takes
+        units: ``10GiB``); both or neither. A zero limit, or one without a
+        directory, raises ``ValueError``; a directory that cannot be created
+        ``OSError``."""
     def __iter__(self) -> Iterator[Any]: ...
     def __next__(self) -> Any: ...
     def __len__(self) -> int:
