@@ -11,8 +11,8 @@
 #   ROUNDS=3 RTT_MS=20 BIN=target/release/tributary bench/cache.sh
 #
 # While each cached run reads, the cache directory's size (the files under
-# entries/ and tmp/) is sampled every 10 ms; the table shows the largest
-# size seen against the limit.
+# entries/ and tmp/, listed under the cache's lock) is sampled every 10 ms;
+# the table shows the largest size seen against the limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IMAGES=${1:-3000}
@@ -72,7 +72,9 @@ sampled() { # DIR COMMAND...
         set +e
         max=0
         while [ ! -e "$WORK/stop" ]; do
-            size=$(find "$dir/entries" "$dir/tmp" -type f -printf '%s\n' 2>/dev/null |
+            # Under the cache's own lock (flock(2), as the cache takes it):
+            # an eviction and the admission it made room for, both or neither.
+            size=$(flock "$dir/lock" find "$dir/entries" "$dir/tmp" -type f -printf '%s\n' 2>/dev/null |
                 awk '{s += $1} END {print s + 0}')
             if [ "$size" -gt "$max" ]; then max=$size; fi
             sleep 0.01

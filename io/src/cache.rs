@@ -15,7 +15,7 @@
 //! filling the whole shard in the background: one streaming GET written to
 //! a file as it arrives (never held whole in memory), its crc32c computed
 //! on the way; at most [`DEFAULT_FILLS`] fills at once per process (a miss
-//! while all are busy starts none: a later miss of the shard will). A shard
+//! while all are busy queues its shard, up to [`MAX_PENDING`]). A shard
 //! larger than the limit is never cached: its reads go straight to the
 //! store.
 //!
@@ -86,6 +86,8 @@ use crate::read::Sink;
 
 /// Background fills at once per process, by default.
 pub const DEFAULT_FILLS: usize = 4;
+/// Shards waiting for a fill slot, at most.
+pub const MAX_PENDING: usize = 4096;
 /// Entry files a process keeps open; beyond it the least recently used is
 /// closed (and checked again when next opened).
 const MAX_OPEN: usize = 256;
@@ -217,7 +219,9 @@ pub struct ShardCache {
     limit: u64,
     lock: Mutex<File>,
     open: Mutex<HashMap<String, Arc<Open>>>,
+    /// Entries queued or being filled by this process.
     filling: Mutex<std::collections::HashSet<String>>,
+    pending: Mutex<std::collections::VecDeque<(Location, Shard)>>,
     fills: Arc<Semaphore>,
     fill_slots: usize,
     checks: Vec<Mutex<()>>,
@@ -263,6 +267,7 @@ impl ShardCache {
             lock: Mutex::new(lock),
             open: Mutex::default(),
             filling: Mutex::default(),
+            pending: Mutex::default(),
             fills: Arc::new(Semaphore::new(DEFAULT_FILLS)),
             fill_slots: DEFAULT_FILLS,
             checks: (0..CHECK_LOCKS).map(|_| Mutex::new(())).collect(),
@@ -307,8 +312,10 @@ impl ShardCache {
     }
 
     /// Bytes of the files in the directory now (entries and files being
-    /// written, whoever writes them).
+    /// written, whoever writes them), counted under the directory lock so
+    /// that an eviction and an admission are seen both or neither. Blocks.
     pub fn used_bytes(&self) -> io::Result<u64> {
+        let _dir = self.lock_dir()?;
         let mut used = 0;
         for dir in [&self.entries, &self.tmp] {
             for entry in fs::read_dir(dir)? {
@@ -321,7 +328,8 @@ impl ShardCache {
         Ok(used)
     }
 
-    /// Waits until this process's background fills are done.
+    /// Waits until this process's background fills (queued ones included)
+    /// are done.
     pub async fn idle(&self) {
         let all = u32::try_from(self.fill_slots).unwrap_or(u32::MAX);
         // The semaphore is never closed.
@@ -475,25 +483,56 @@ impl ShardCache {
         Ok(DirLock(file))
     }
 
-    /// Starts filling `shard` in the background, unless a fill of it is
-    /// running in this process or every fill slot is busy.
+    /// Fills `shard` in the background: now if a fill slot is free, else
+    /// when one frees (queued, up to [`MAX_PENDING`] shards); nothing if it
+    /// is already queued or being filled in this process.
     fn spawn_fill(self: &Arc<Self>, location: &Location, shard: Shard) {
-        let Ok(permit) = Arc::clone(&self.fills).try_acquire_owned() else {
-            return;
-        };
         if !locked(&self.filling).insert(shard.entry.clone()) {
             return;
         }
+        let Ok(permit) = Arc::clone(&self.fills).try_acquire_owned() else {
+            let mut pending = locked(&self.pending);
+            if pending.len() < MAX_PENDING {
+                pending.push_back((location.clone(), shard));
+            } else {
+                drop(pending);
+                locked(&self.filling).remove(&shard.entry);
+            }
+            return;
+        };
         let (this, location) = (Arc::clone(self), location.clone());
-        tokio::spawn(async move {
-            let result = this.fill(&location, &shard).await;
-            locked(&this.filling).remove(&shard.entry);
-            if let Err(error) = result {
-                this.counters.add(Counter::Errors, 1);
-                tracing::warn!(%error, shard = %shard.name, "cannot cache a shard");
+        tokio::spawn(this.run_fills(permit, (location, shard)));
+    }
+
+    /// Fills `first`, then queued shards while there are any.
+    async fn run_fills(
+        self: Arc<Self>,
+        mut permit: tokio::sync::OwnedSemaphorePermit,
+        first: (Location, Shard),
+    ) {
+        let mut next = Some(first);
+        loop {
+            while let Some((location, shard)) = next {
+                let result = self.fill(&location, &shard).await;
+                locked(&self.filling).remove(&shard.entry);
+                if let Err(error) = result {
+                    self.counters.add(Counter::Errors, 1);
+                    tracing::warn!(%error, shard = %shard.name, "cannot cache a shard");
+                }
+                next = locked(&self.pending).pop_front();
             }
             drop(permit);
-        });
+            // A shard queued while this task was finishing: take it if no
+            // other task will (one that holds a slot pops it when done).
+            if locked(&self.pending).is_empty() {
+                return;
+            }
+            let Ok(again) = Arc::clone(&self.fills).try_acquire_owned() else {
+                return;
+            };
+            permit = again;
+            next = locked(&self.pending).pop_front();
+        }
     }
 
     /// Downloads `shard` into the cache if admission lets it in.

@@ -50,6 +50,9 @@ def test_a_cache_fills_in_the_background_and_a_new_loader_reuses_it(dataset, tmp
                               cache_limit=1 << 30, **SMALL)
     assert labels(second) == plain
     assert len(entries(cache)) == shards
+    stats = second.metrics()["cache"]
+    assert stats["hits"] > 0 and stats["misses"] == 0 and stats["corrupt"] == 0, stats
+    assert stats["hit_bytes"] == second.metrics()["bytes"]
 
 
 def test_the_environment_gives_the_cache_and_the_arguments_win(dataset, tmp_path, monkeypatch):

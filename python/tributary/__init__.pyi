@@ -21,11 +21,23 @@ class FetchLatency(TypedDict):
     count: int
     sum: float
 
+class CacheMetrics(TypedDict):
+    """The shard cache's counters in this process (all 0 without one)."""
+    hits: int  # range reads served from the cache
+    hit_bytes: int
+    misses: int  # range reads sent to the object store
+    miss_bytes: int
+    fills: int  # whole shards written into the cache
+    fill_bytes: int
+    evictions: int  # entries evicted to stay within cache_limit
+    corrupt: int  # cached files that did not match the manifest (deleted)
+    errors: int  # fills or cache reads that failed (the store served)
+
 class LoaderMetrics(TypedDict):
     samples: int  # handed to the trainer
     samples_per_second: float  # since the loader started
     batches: int
-    bytes: int  # read from the object store
+    bytes: int  # read by the fetch stage (object store or shard cache)
     bytes_per_second: float
     fetch_requests: int  # object-store reads completed
     requests_in_flight: int
@@ -35,6 +47,7 @@ class LoaderMetrics(TypedDict):
     data_wait: float  # 0..1: time waiting for a batch / time since the first next()
     data_wait_seconds: float
     bad_samples_skipped: int
+    cache: CacheMetrics
 
 class Loader:
     """A rank's data loader.

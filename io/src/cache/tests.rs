@@ -356,3 +356,23 @@ fn byte_counts_take_binary_units_and_refuse_anything_else() {
         .expect_err("overflow")
         .contains("2^64"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misses_while_every_fill_slot_is_busy_are_queued_not_dropped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (location, metas) = dataset(&[3000; 8]).await;
+    let cache = Arc::new(
+        ShardCache::open(dir.path(), 1 << 20)
+            .expect("open")
+            .with_fills(1),
+    );
+    let reads = metas.iter().map(|meta| read(&cache, &location, meta, 0..100));
+    futures::future::join_all(reads).await;
+    cache.idle().await;
+    let stats = cache.stats();
+    assert_eq!((stats.fills, stats.errors), (8, 0), "{stats:?}");
+    for meta in &metas {
+        read(&cache, &location, meta, 0..3000).await;
+    }
+    assert_eq!(cache.stats().hits, 8);
+}

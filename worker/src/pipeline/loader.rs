@@ -134,6 +134,9 @@ impl LoaderBuilder {
             Arc::new(PixelBudget::new(config.decode_limits.max_pixels_in_flight))
         });
         let metrics = self.metrics.unwrap_or_default();
+        if let Some(cache) = &self.dataset.cache {
+            metrics.watch_cache(cache);
+        }
         let samples = match (&self.input, padding) {
             (Some(_), _) => 0,
             (None, Some(padding)) => padding.total,
