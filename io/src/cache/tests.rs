@@ -366,7 +366,9 @@ async fn misses_while_every_fill_slot_is_busy_are_queued_not_dropped() {
             .expect("open")
             .with_fills(1),
     );
-    let reads = metas.iter().map(|meta| read(&cache, &location, meta, 0..100));
+    let reads = metas
+        .iter()
+        .map(|meta| read(&cache, &location, meta, 0..100));
     futures::future::join_all(reads).await;
     cache.idle().await;
     let stats = cache.stats();
