@@ -33,7 +33,7 @@ use crate::pipeline_args::PipelineArgs;
 /// The most encoded image bytes the ceiling phase holds in memory (256 MiB):
 /// it measures decoding, which needs a few thousand images, not a dataset.
 pub const CEILING_BYTES: usize = 256 << 20;
-use crate::storage::StoreArgs;
+use crate::storage::{CacheArgs, StoreArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -45,10 +45,14 @@ pub struct Args {
     pipeline: PipelineArgs,
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let dataset = Dataset::open(&args.url, &args.store.options(&args.url)).await?;
+    let dataset = Dataset::open(&args.url, &args.store.options(&args.url))
+        .await?
+        .with_cache(args.cache.open()?);
     let config = args.pipeline.config();
     let threads = config.decode_threads;
     let counts: Vec<u32> = dataset.manifest.shards.iter().map(|s| s.samples).collect();

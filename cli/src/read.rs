@@ -11,7 +11,7 @@ use tributary_worker::{Dataset, Loader, LoaderConfig};
 use tributary_worker::pipeline::limits;
 
 use crate::pipeline_args::{usize_in, PipelineArgs};
-use crate::storage::StoreArgs;
+use crate::storage::{CacheArgs, StoreArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -28,10 +28,15 @@ pub struct Args {
     pipeline: PipelineArgs,
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let dataset = Dataset::open(&args.url, &args.store.options(&args.url)).await?;
+    let cache = args.cache.open()?;
+    let dataset = Dataset::open(&args.url, &args.store.options(&args.url))
+        .await?
+        .with_cache(cache.clone());
     let config = LoaderConfig {
         seed: args.seed,
         epoch: args.epoch,
@@ -59,11 +64,31 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     out.flush()?;
     let m = loader.metrics();
     eprintln!(
-        "read {} samples in {} batches, {} range requests, {:.1} MB",
+        "read {} samples in {} batches, {} range requests, {:.1} MB, in {:.3} s",
         m.samples,
         m.batches,
         m.fetch_requests,
-        m.fetched_bytes as f64 / 1e6
+        m.fetched_bytes as f64 / 1e6,
+        m.elapsed.as_secs_f64()
     );
+    if let Some(cache) = cache {
+        // Background fills finish before the process ends, or are lost.
+        let started = std::time::Instant::now();
+        cache.idle().await;
+        let s = cache.stats();
+        eprintln!(
+            "cache: {} hits ({:.1} MB), {} misses ({:.1} MB), {} shards cached ({:.1} MB), {} evicted, {} corrupt, {} errors; waited {:.3} s for fills",
+            s.hits,
+            s.hit_bytes as f64 / 1e6,
+            s.misses,
+            s.miss_bytes as f64 / 1e6,
+            s.fills,
+            s.fill_bytes as f64 / 1e6,
+            s.evictions,
+            s.corrupt,
+            s.errors,
+            started.elapsed().as_secs_f64()
+        );
+    }
     Ok(())
 }

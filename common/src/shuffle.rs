@@ -110,7 +110,7 @@ impl<T> ShuffleBuffer<T> {
         self.items.push(item);
         self.pushed += 1;
         let full = self.items.len() > self.capacity;
-        let growing = self.items.len() >= self.initial && self.pushed % 2 == 0;
+        let growing = self.items.len() >= self.initial && self.pushed.is_multiple_of(2);
         (full || growing).then(|| self.take())
     }
 

@@ -1,12 +1,15 @@
 //! A dataset: where its shards live, what its manifest says, and each
 //! shard's chunk columns, loaded when first asked for.
 
+use std::ops::Range;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::sync::OnceCell;
 use tributary_common::chunk_index;
 use tributary_common::manifest::{Chunks, Manifest, ShardMeta, MANIFEST_NAME};
 
+use crate::cache::ShardCache;
 use crate::error::{IoError, Result};
 use crate::location::{Location, StoreOptions};
 
@@ -26,6 +29,9 @@ pub struct Dataset {
     /// One cell per shard, filled with its decoded index the first time a
     /// version 2 manifest's shard is asked for; unused for version 1.
     indexes: Arc<[OnceCell<Arc<ShardMeta>>]>,
+    /// Where shard bytes are kept on local disk, if anywhere
+    /// ([`Dataset::with_cache`]).
+    pub cache: Option<Arc<ShardCache>>,
 }
 
 impl Dataset {
@@ -61,6 +67,7 @@ impl Dataset {
             location,
             manifest,
             indexes,
+            cache: None,
         }
     }
 
@@ -110,6 +117,27 @@ impl Dataset {
         match &self.manifest.shards.get(shard)?.chunks {
             Chunks::Inline(meta) => Some(Arc::clone(meta)),
             Chunks::Index(_) => self.indexes[shard].get().cloned(),
+        }
+    }
+
+    /// The same dataset reading its shards through `cache` (several
+    /// datasets may share one).
+    pub fn with_cache(self, cache: Option<Arc<ShardCache>>) -> Self {
+        Self { cache, ..self }
+    }
+
+    /// Bytes `range` of shard number `shard`: from the cache when it holds
+    /// the shard, otherwise from the store (with retries and resumption:
+    /// [`Location::get_range`]).
+    ///
+    /// # Panics
+    ///
+    /// If `shard` is not a shard of the manifest.
+    pub async fn read_range(&self, shard: usize, range: Range<u64>) -> Result<Bytes> {
+        let meta = &self.manifest.shards[shard];
+        match &self.cache {
+            Some(cache) => cache.read_range(&self.location, meta, range).await,
+            None => self.location.get_range(&meta.name, range).await,
         }
     }
 }

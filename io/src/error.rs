@@ -49,6 +49,10 @@ pub enum IoError {
     /// A shard's chunk index that does not match the manifest or the format.
     #[error("{url}: {error}")]
     Index { url: String, error: IndexError },
+    /// The shard cache's directory or limit is unusable, or a shard's
+    /// bytes do not match its manifest.
+    #[error("shard cache {path}: {reason}")]
+    Cache { path: String, reason: String },
     /// A local directory that could not be created or resolved.
     #[error("{path}: {error}")]
     Local { path: String, error: std::io::Error },

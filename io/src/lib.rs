@@ -20,6 +20,8 @@
 //!   [`Dataset::shard_meta`]: a shard's chunk columns, from a version 2
 //!   manifest's index object, read once and shared.
 //! - [`publish`]: [`write_manifest`]: index objects, then the manifest.
+//! - [`cache`]: [`ShardCache`], a bounded cache of whole shard files on
+//!   local disk, shared by the ranks of a node ([`Dataset::with_cache`]).
 //! - [`error`]: [`IoError`], naming the URL of every failure.
 //! - [`metrics`]: Prometheus metrics over plain HTTP (`GET /metrics`), for
 //!   the coordinator and for ranks.
@@ -38,6 +40,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cache;
 pub mod dataset;
 pub mod error;
 pub mod location;
@@ -48,6 +51,7 @@ pub mod read;
 pub mod testing;
 pub mod upload;
 
+pub use cache::{CacheConfig, CacheStats, ShardCache};
 pub use dataset::Dataset;
 pub use error::{IoError, Result};
 pub use location::{Location, S3Settings, StoreOptions};

@@ -226,6 +226,26 @@ impl Location {
         self.read(name, Want::Range(range)).await
     }
 
+    /// Streams bytes `range` of object `name` into `sink` (the shard
+    /// cache's file), resuming as [`Location::get_range`] does.
+    pub(crate) async fn get_range_into<S: read::Sink>(
+        &self,
+        name: &str,
+        range: Range<u64>,
+        sink: S,
+    ) -> Result<S> {
+        let (path, url) = (self.path(name), self.url_of(name));
+        read::read_into(
+            &*self.store,
+            &path,
+            &url,
+            Want::Range(range),
+            &self.retry,
+            sink,
+        )
+        .await
+    }
+
     async fn read(&self, name: &str, want: Want) -> Result<Bytes> {
         let (path, url) = (self.path(name), self.url_of(name));
         read::read(&*self.store, &path, &url, want, &self.retry).await

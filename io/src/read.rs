@@ -151,22 +151,46 @@ pub(crate) enum Want {
     Whole { limit: u64 },
 }
 
+/// Where a read's bytes go, in order: memory (`Vec<u8>`) or, for the
+/// shard cache, a file written as the body streams in.
+pub(crate) trait Sink: Send {
+    /// Called once before the first byte with the bytes expected (capped:
+    /// what a server claims never sizes an allocation).
+    fn reserve(&mut self, bytes: u64);
+    /// Appends the next bytes of the body. An error ends the read: it is
+    /// not the store's, so another request would not help.
+    fn append(&mut self, bytes: Bytes) -> impl std::future::Future<Output = Result<()>> + Send;
+}
+
+impl Sink for Vec<u8> {
+    fn reserve(&mut self, bytes: u64) {
+        Vec::reserve(self, usize::try_from(bytes).unwrap_or(0));
+    }
+
+    async fn append(&mut self, bytes: Bytes) -> Result<()> {
+        self.extend_from_slice(&bytes);
+        Ok(())
+    }
+}
+
 /// A read in progress: the bytes received so far of the range wanted, and
 /// the version they belong to.
-struct Partial {
+struct Partial<S> {
     /// The absolute range wanted, once known (a whole-object read learns it
     /// from the first response).
     range: Option<Range<u64>>,
-    buf: Vec<u8>,
+    sink: S,
+    received: u64,
+    reserved: bool,
     etag: Option<String>,
 }
 
 /// Buffers start at most this large and grow as bytes arrive.
 const FIRST_BUFFER: u64 = 8 << 20;
 
-impl Partial {
+impl<S> Partial<S> {
     fn received(&self) -> u64 {
-        self.buf.len() as u64
+        self.received
     }
 
     fn missing(&self) -> Option<Range<u64>> {
@@ -188,16 +212,33 @@ pub(crate) async fn read(
     want: Want,
     policy: &RetryPolicy,
 ) -> Result<Bytes> {
+    read_into(store, path, url, want, policy, Vec::new())
+        .await
+        .map(Bytes::from)
+}
+
+/// Reads `want` of the object at `path` into `sink`, resuming after
+/// failures: the sink sees each byte once, in order.
+pub(crate) async fn read_into<S: Sink>(
+    store: &dyn ObjectStore,
+    path: &Path,
+    url: &str,
+    want: Want,
+    policy: &RetryPolicy,
+    sink: S,
+) -> Result<S> {
     let mut partial = Partial {
         range: match &want {
             Want::Range(range) => Some(range.clone()),
             Want::Whole { .. } => None,
         },
-        buf: Vec::new(),
+        sink,
+        received: 0,
+        reserved: false,
         etag: None,
     };
     if partial.complete() {
-        return Ok(Bytes::new());
+        return Ok(partial.sink);
     }
     let name = match &want {
         Want::Range(range) => format!("{url} (bytes {}..{})", range.start, range.end),
@@ -206,7 +247,7 @@ pub(crate) async fn read(
     let mut attempt = 1;
     loop {
         let error = match read_once(store, path, url, &want, &mut partial, policy).await {
-            Ok(()) => return Ok(Bytes::from(partial.buf)),
+            Ok(()) => return Ok(partial.sink),
             Err(Attempt::Final(error)) => return Err(error),
             Err(Attempt::Failed(error)) => error,
         };
@@ -245,12 +286,12 @@ impl From<object_store::Error> for Attempt {
 }
 
 /// One request: asks for the bytes still missing and appends what arrives.
-async fn read_once(
+async fn read_once<S: Sink>(
     store: &dyn ObjectStore,
     path: &Path,
     url: &str,
     want: &Want,
-    partial: &mut Partial,
+    partial: &mut Partial<S>,
     policy: &RetryPolicy,
 ) -> std::result::Result<(), Attempt> {
     let asked = partial.missing();
@@ -292,9 +333,9 @@ async fn read_once(
         partial.etag = result.meta.e_tag.clone();
     }
     let expected = partial.range.as_ref().map_or(0, |r| r.end - r.start);
-    if partial.buf.capacity() == 0 {
-        let first = expected.min(FIRST_BUFFER);
-        partial.buf.reserve(usize::try_from(first).unwrap_or(0));
+    if !partial.reserved {
+        partial.reserved = true;
+        partial.sink.reserve(expected.min(FIRST_BUFFER));
     }
     let mut body = result.into_stream();
     while !partial.complete() {
@@ -306,7 +347,8 @@ async fn read_once(
                 if partial.received() + bytes.len() as u64 > expected {
                     return Err(Attempt::Failed(ReadError::Overlong { expected }));
                 }
-                partial.buf.extend_from_slice(&bytes);
+                partial.received += bytes.len() as u64;
+                partial.sink.append(bytes).await.map_err(Attempt::Final)?;
             }
             Some(Err(error)) => return Err(error.into()),
             None => {

@@ -3,17 +3,19 @@
 //! arguments, with an in-process coordinator when none is given.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
+use tributary_io::cache::parse_bytes;
 use tributary_worker::coordinated::{DynamicOptions, Identity, LoaderState, OnLeaseLost};
 use tributary_worker::pipeline::metrics::MetricsSnapshot;
 use tributary_worker::rank::{
     self, Coordinator, Credentials, Description, InProcess, MixSource, RankConfig,
 };
 use tributary_worker::{
-    Batch, Fields, LoaderConfig, OnError, Result, StoreOptions, Stripe, Tail, Transform,
-    WorkerError,
+    Batch, CacheConfig, Fields, LoaderConfig, OnError, Result, StoreOptions, Stripe, Tail,
+    Transform, WorkerError,
 };
 
 /// Everything the Python constructor takes, kept to rebuild after `fork()`.
@@ -74,6 +76,8 @@ pub struct Args {
     pub member_secret: Option<String>,
     /// `host:port` to serve `/metrics` on (see `metrics.rs`).
     pub metrics_listen: Option<String>,
+    /// The local shard cache (`cache_dir=`, `cache_limit=`).
+    pub cache: Option<CacheConfig>,
 }
 
 impl Args {
@@ -170,6 +174,7 @@ impl Args {
             metrics_listen: self.metrics_listen.clone(),
             sources: self.sources.clone(),
             epoch_samples: self.epoch_samples,
+            cache: self.cache.clone(),
             ..RankConfig::new(&self.dataset, coordinator, &self.job, self.identity()?)
         })
     }
@@ -188,6 +193,34 @@ impl Args {
                 .collect();
             format!("[{}]", parts.join(", "))
         }
+    }
+}
+
+/// The shard cache from `cache_dir=` and `cache_limit=` (bytes), each
+/// falling back to `TRIBUTARY_CACHE_DIR` / `TRIBUTARY_CACHE_LIMIT` (`10GiB`
+/// and the like) in `env`; both or neither.
+pub fn cache_arg(
+    dir: Option<PathBuf>,
+    limit: Option<u64>,
+    env: &HashMap<String, String>,
+) -> std::result::Result<Option<CacheConfig>, String> {
+    let from_env = |name: &str| env.get(name).filter(|v| !v.is_empty());
+    let dir = dir.or_else(|| from_env("TRIBUTARY_CACHE_DIR").map(PathBuf::from));
+    let limit = match (limit, from_env("TRIBUTARY_CACHE_LIMIT")) {
+        (Some(limit), _) => Some(limit),
+        (None, Some(text)) => {
+            Some(parse_bytes(text).map_err(|e| format!("TRIBUTARY_CACHE_LIMIT: {e}"))?)
+        }
+        (None, None) => None,
+    };
+    match (dir, limit) {
+        (None, None) => Ok(None),
+        (Some(_), Some(0)) => Err("cache_limit must be at least 1 byte".into()),
+        (Some(dir), Some(limit)) => Ok(Some(CacheConfig { dir, limit })),
+        (Some(dir), None) => Err(format!(
+            "cache_dir={dir:?} needs cache_limit= (bytes) or TRIBUTARY_CACHE_LIMIT"
+        )),
+        (None, Some(_)) => Err("cache_limit= needs cache_dir= (or TRIBUTARY_CACHE_DIR)".into()),
     }
 }
 

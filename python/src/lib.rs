@@ -12,6 +12,8 @@
 //! - Errors become `ValueError`, `FileNotFoundError`, `ConnectionError`,
 //!   `OSError` (a metrics port in use) or `RuntimeError` carrying the Rust
 //!   message.
+//! - `cache_dir=`, `cache_limit=` keep fetched shards on local disk
+//!   (`tributary_io::cache`), shared by the ranks of a node.
 //! - `metrics_port=` serves the rank's metrics; `Loader.metrics()` reads
 //!   them (`metrics.rs`).
 
@@ -77,8 +79,12 @@ fn to_py(error: WorkerError) -> PyErr {
     let message = error.to_string();
     match error {
         WorkerError::Io(IoError::NotFound { .. }) => PyFileNotFoundError::new_err(message),
-        WorkerError::Io(IoError::BadUrl { .. } | IoError::Manifest { .. })
+        WorkerError::Io(
+            IoError::BadUrl { .. } | IoError::Manifest { .. } | IoError::Cache { .. },
+        )
         | WorkerError::Config(_) => PyValueError::new_err(message),
+        // A local directory (the shard cache's) that cannot be made.
+        WorkerError::Io(IoError::Local { .. }) => PyOSError::new_err(message),
         WorkerError::Listen { .. } => PyOSError::new_err(message),
         WorkerError::Coordinator { code, .. } => match code {
             Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
@@ -226,7 +232,8 @@ impl Loader {
         transform="train", scale=(0.08, 1.0), ratio=(0.75, 4.0 / 3.0), flip=true,
         crop_fraction=0.875, keep_aspect=false, fill=0, dtype="float32", layout="NCHW",
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
-        tail="uneven", metrics_port=MetricsPort::FromEnv, epoch_samples=0, return_sources=false
+        tail="uneven", metrics_port=MetricsPort::FromEnv, epoch_samples=0, return_sources=false,
+        cache_dir=None, cache_limit=None
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -274,6 +281,8 @@ impl Loader {
         #[pyo3(from_py_with = metrics_port_arg)] metrics_port: MetricsPort,
         epoch_samples: u64,
         return_sources: bool,
+        cache_dir: Option<std::path::PathBuf>,
+        cache_limit: Option<u64>,
     ) -> PyResult<Self> {
         let value = |e: String| PyValueError::new_err(e);
         let (dataset, sources) = dataset_arg(dataset)?;
@@ -322,6 +331,7 @@ impl Loader {
         } else {
             metrics::listen_address(metrics_port, &env).map_err(PyValueError::new_err)?
         };
+        let cache = inner::cache_arg(cache_dir, cache_limit, &env).map_err(value)?;
         let args = Args {
             dataset,
             sources,
@@ -357,6 +367,7 @@ impl Loader {
             on_lease_lost,
             member_secret,
             metrics_listen,
+            cache,
         };
         let inner = start(py, &args)?;
         Ok(Self {

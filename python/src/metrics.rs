@@ -101,5 +101,21 @@ pub fn snapshot_to_py<'py>(py: Python<'py>, m: &MetricsSnapshot) -> PyResult<Bou
     dict.set_item("data_wait", m.data_wait)?;
     dict.set_item("data_wait_seconds", m.consumer_wait.as_secs_f64())?;
     dict.set_item("bad_samples_skipped", m.bad_samples)?;
+    let cache = PyDict::new(py);
+    let c = &m.cache;
+    for (name, value) in [
+        ("hits", c.hits),
+        ("hit_bytes", c.hit_bytes),
+        ("misses", c.misses),
+        ("miss_bytes", c.miss_bytes),
+        ("fills", c.fills),
+        ("fill_bytes", c.fill_bytes),
+        ("evictions", c.evictions),
+        ("corrupt", c.corrupt),
+        ("errors", c.errors),
+    ] {
+        cache.set_item(name, value)?;
+    }
+    dict.set_item("cache", cache)?;
     Ok(dict)
 }

@@ -1,3 +1,4 @@
+import os
 from typing import (
     Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union,
 )
@@ -20,11 +21,23 @@ class FetchLatency(TypedDict):
     count: int
     sum: float
 
+class CacheMetrics(TypedDict):
+    """The shard cache's counters in this process (all 0 without one)."""
+    hits: int  # range reads served from the cache
+    hit_bytes: int
+    misses: int  # range reads sent to the object store
+    miss_bytes: int
+    fills: int  # whole shards written into the cache
+    fill_bytes: int
+    evictions: int  # entries evicted to stay within cache_limit
+    corrupt: int  # cached files that did not match the manifest (deleted)
+    errors: int  # fills or cache reads that failed (the store served)
+
 class LoaderMetrics(TypedDict):
     samples: int  # handed to the trainer
     samples_per_second: float  # since the loader started
     batches: int
-    bytes: int  # read from the object store
+    bytes: int  # read by the fetch stage (object store or shard cache)
     bytes_per_second: float
     fetch_requests: int  # object-store reads completed
     requests_in_flight: int
@@ -34,6 +47,7 @@ class LoaderMetrics(TypedDict):
     data_wait: float  # 0..1: time waiting for a batch / time since the first next()
     data_wait_seconds: float
     bad_samples_skipped: int
+    cache: CacheMetrics
 
 class Source:
     """One dataset of a mix: its manifest URL and at most one of ``weight``
@@ -124,6 +138,8 @@ class Loader:
         metrics_port: Optional[int] = ...,
         epoch_samples: int = 0,
         return_sources: bool = False,
+        cache_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+        cache_limit: Optional[int] = None,
         map: Optional[Callable[[tuple], Any]] = None,
         batch_map: Optional[Callable[[Any], Any]] = None,
     ) -> None:
@@ -212,7 +228,20 @@ class Loader:
         by default ``0.0.0.0`` so that a Prometheus PodMonitor reaches it. A
         port in use raises ``OSError``; a bad value ``ValueError``. DataLoader
         worker processes (``worker=``) serve none: the process that iterates
-        does, and counts what its own loader reads."""
+        does, and counts what its own loader reads.
+
+        ``cache_dir``, ``cache_limit``: keep fetched shards as whole files in
+        this local directory, within ``cache_limit`` bytes (least recently
+        used files evicted; a shard larger than the limit is never cached).
+        The ranks and DataLoader workers of a node may share one directory
+        (file locks keep it within the limit); entries survive a restart and
+        are checked against the manifest's crc32c before reuse. A miss reads
+        from the store at once and caches the shard in the background, so
+        the epochs after the first read from local disk. Not given:
+        ``TRIBUTARY_CACHE_DIR`` and ``TRIBUTARY_CACHE_LIMIT`` (which takes
+        units: ``10GiB``); both or neither. A zero limit, or one without a
+        directory, raises ``ValueError``; a directory that cannot be created
+        ``OSError``."""
     def __iter__(self) -> Iterator[Any]: ...
     def __next__(self) -> Any: ...
     def __len__(self) -> int:

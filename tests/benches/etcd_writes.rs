@@ -175,7 +175,7 @@ async fn scenario(
                         .expect("report");
                     latencies.push(sent.elapsed());
                     requests += 1;
-                    if step % 20 == 0 {
+                    if step.is_multiple_of(20) {
                         client
                             .commit(v1::CommitRequest {
                                 job: job.clone(),

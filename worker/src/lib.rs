@@ -53,4 +53,4 @@ pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::fetch::FetchConfig;
 pub use pipeline::{Batch, Datasets, Images, Loader, LoaderBuilder, LoaderConfig, Stripe, Tail};
 /// The object-store layer this crate reads through (`tributary-io`).
-pub use tributary_io::{Dataset, Location, StoreOptions};
+pub use tributary_io::{CacheConfig, Dataset, Location, ShardCache, StoreOptions};

@@ -283,7 +283,7 @@ fn create_finish_delete_soak_keeps_memory_and_etcd_bounded() {
                         let mut most_generations = 0;
                         for i in (from + lane..to).step_by(8) {
                             let job = format!("soak-{i}");
-                            if i % 10 == 0 {
+                            if i.is_multiple_of(10) {
                                 let kept = finish_sync(&mut client, &job, &url, 4, 5).await;
                                 most_generations = most_generations.max(kept);
                             } else {

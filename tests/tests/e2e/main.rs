@@ -10,6 +10,7 @@
 
 mod bad_requests;
 mod big_uploads;
+mod cache;
 mod cli;
 mod clouds;
 mod deploy;

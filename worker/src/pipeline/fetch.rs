@@ -224,12 +224,11 @@ pub fn fetch_reads(
                     .expect("reads are planned for shards inside the layout");
                 // In flight until dropped: done, failed or cancelled.
                 let in_flight = metrics.fetch_started();
-                // Retries, resumption and errors that name the object and
-                // range: `Location::get_range`.
+                // The shard cache, or the store with retries, resumption and
+                // errors that name the object and range: `Dataset::read_range`.
                 let data = shard
                     .dataset
-                    .location
-                    .get_range(&read.meta.name, read.range.bytes.clone())
+                    .read_range(shard.index, read.range.bytes.clone())
                     .await?;
                 in_flight.done(len);
                 Ok(Fetch::Read(Raw {

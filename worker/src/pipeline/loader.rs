@@ -119,6 +119,15 @@ impl LoaderBuilder {
             Arc::new(PixelBudget::new(config.decode_limits.max_pixels_in_flight))
         });
         let metrics = self.metrics.unwrap_or_default();
+        // The datasets of a rank share its one cache.
+        if let Some(cache) = self
+            .dataset
+            .datasets()
+            .iter()
+            .find_map(|d| d.cache.as_ref())
+        {
+            metrics.watch_cache(cache);
+        }
         let samples = match (&self.input, padding) {
             (Some(_), _) => 0,
             (None, Some(padding)) => padding.total,

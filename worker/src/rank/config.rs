@@ -9,7 +9,7 @@ use tributary_common::proto::v1;
 
 use crate::coordinated::client::FAILOVER_DEADLINE;
 use crate::coordinated::{AuthToken, ClientCredentials, DynamicOptions, Identity};
-use crate::{LoaderConfig, Result, StoreOptions, Stripe, WorkerError};
+use crate::{CacheConfig, LoaderConfig, Result, StoreOptions, Stripe, WorkerError};
 
 /// A coordinator started for one rank alone: its address, and what keeps
 /// it running (held by the [`super::Rank`], dropped after its loader).
@@ -147,6 +147,9 @@ pub struct RankConfig {
     /// `GET /metrics` on this `host:port` for as long as the rank lives
     /// (port 0 picks a free one: [`super::Rank::metrics_address`]).
     pub metrics_listen: Option<String>,
+    /// Keep fetched shards in this local directory, within this many bytes
+    /// (shared by the ranks of a node: `tributary_io::cache`).
+    pub cache: Option<CacheConfig>,
 }
 
 /// One dataset of a mix: its URL and what an epoch takes from it.
@@ -189,6 +192,7 @@ impl RankConfig {
             epoch: None,
             stripe: Stripe::default(),
             metrics_listen: None,
+            cache: None,
         }
     }
 
@@ -271,6 +275,14 @@ impl RankConfig {
             return bad(
                 "shuffle=False (evaluation) reads a fixed split by rank: use mode=\"sync\"".into(),
             );
+        }
+        if let Some(cache) = &self.cache {
+            if cache.limit == 0 {
+                return bad(format!(
+                    "cache_limit must be at least 1 byte (cache_dir={:?})",
+                    cache.dir
+                ));
+            }
         }
         if let Some(address) = &self.metrics_listen {
             validate_listen(address).map_err(WorkerError::Config)?;
@@ -411,6 +423,23 @@ mod tests {
         let mut config = shared(torchrun(0, 1));
         config.loader.max_bad_fraction = 1.5;
         assert!(error(&config).contains("max_bad_fraction"));
+    }
+
+    #[test]
+    fn a_cache_limit_is_at_least_one_byte() {
+        let mut config = shared(torchrun(0, 1));
+        config.cache = Some(CacheConfig {
+            dir: "/tmp/c".into(),
+            limit: 0,
+        });
+        assert!(
+            error(&config).contains("cache_limit must be at least 1 byte (cache_dir=\"/tmp/c\")")
+        );
+        config.cache = Some(CacheConfig {
+            dir: "/tmp/c".into(),
+            limit: 1,
+        });
+        config.validate().expect("valid");
     }
 
     #[test]

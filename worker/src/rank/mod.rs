@@ -44,7 +44,7 @@ pub use ordered::OrderedReader;
 
 use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
 use crate::pipeline::metrics::{Metrics, MetricsSnapshot};
-use crate::{Batch, Dataset, Datasets, Result, WorkerError};
+use crate::{Batch, CacheConfig, Dataset, Datasets, Result, WorkerError};
 
 enum Reader {
     Sync(SyncLoader),
@@ -88,20 +88,23 @@ impl std::fmt::Debug for Rank {
     }
 }
 
-/// Opens the rank's dataset, or each dataset of its mix (concurrently).
+/// Opens the rank's dataset, or each dataset of its mix (concurrently),
+/// all reading through the rank's shard cache when it has one.
 fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Datasets>> + Send {
     let (url, sources) = (config.dataset.clone(), config.sources.clone());
     let (epoch_samples, store) = (config.epoch_samples, config.store.clone());
+    let cache = config.cache.as_ref().map(CacheConfig::open).transpose();
     async move {
+        let cache = cache?;
+        let open = |url: &str| {
+            let (url, store, cache) = (url.to_owned(), store.clone(), cache.clone());
+            async move { Ok::<_, WorkerError>(Dataset::open(&url, &store).await?.with_cache(cache)) }
+        };
         if sources.is_empty() {
-            return Ok(Dataset::open(&url, &store).await?.into());
+            return Ok(open(&url).await?.into());
         }
-        let opened = futures::future::try_join_all(
-            sources
-                .iter()
-                .map(|source| Dataset::open(&source.url, &store)),
-        )
-        .await?;
+        let opened =
+            futures::future::try_join_all(sources.iter().map(|source| open(&source.url))).await?;
         let takes: Vec<_> = sources.iter().map(|s| s.take).collect();
         Datasets::mixed(opened, &takes, epoch_samples)
     }

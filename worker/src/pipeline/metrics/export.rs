@@ -24,7 +24,7 @@ struct Family {
     value: fn(&MetricsSnapshot) -> f64,
 }
 
-const FAMILIES: [Family; 9] = [
+const FAMILIES: [Family; 14] = [
     Family {
         name: "tributary_rank_samples_total",
         help: "Samples handed to the trainer.",
@@ -39,7 +39,7 @@ const FAMILIES: [Family; 9] = [
     },
     Family {
         name: "tributary_rank_fetched_bytes_total",
-        help: "Bytes read from the object store.",
+        help: "Bytes read by the fetch stage (from the object store or the shard cache).",
         kind: MetricType::COUNTER,
         value: |m| m.fetched_bytes as f64,
     },
@@ -78,6 +78,36 @@ const FAMILIES: [Family; 9] = [
         help: "Bad samples skipped.",
         kind: MetricType::COUNTER,
         value: |m| m.bad_samples as f64,
+    },
+    Family {
+        name: "tributary_rank_cache_hits_total",
+        help: "Range reads served from the local shard cache.",
+        kind: MetricType::COUNTER,
+        value: |m| m.cache.hits as f64,
+    },
+    Family {
+        name: "tributary_rank_cache_misses_total",
+        help: "Range reads of a rank with a shard cache sent to the object store.",
+        kind: MetricType::COUNTER,
+        value: |m| m.cache.misses as f64,
+    },
+    Family {
+        name: "tributary_rank_cache_hit_bytes_total",
+        help: "Bytes read from the local shard cache.",
+        kind: MetricType::COUNTER,
+        value: |m| m.cache.hit_bytes as f64,
+    },
+    Family {
+        name: "tributary_rank_cache_fill_bytes_total",
+        help: "Bytes of whole shards this process wrote into the shard cache.",
+        kind: MetricType::COUNTER,
+        value: |m| m.cache.fill_bytes as f64,
+    },
+    Family {
+        name: "tributary_rank_cache_evictions_total",
+        help: "Shard cache entries this process evicted to make room.",
+        kind: MetricType::COUNTER,
+        value: |m| m.cache.evictions as f64,
     },
 ];
 

@@ -19,6 +19,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use prometheus::{Histogram, HistogramOpts};
+use std::sync::Arc;
+use tributary_io::{CacheStats, ShardCache};
 
 pub use histogram::LatencyHistogram;
 
@@ -51,6 +53,9 @@ pub struct Metrics {
     batches: AtomicU64,
     bad_samples: AtomicU64,
     wait_nanos: AtomicU64,
+    /// The shard cache the reads go through, if any: its counters are read
+    /// into each snapshot.
+    cache: OnceLock<Arc<ShardCache>>,
 }
 
 impl Default for Metrics {
@@ -76,6 +81,7 @@ impl Default for Metrics {
             batches: AtomicU64::new(0),
             bad_samples: AtomicU64::new(0),
             wait_nanos: AtomicU64::new(0),
+            cache: OnceLock::new(),
         }
     }
 }
@@ -175,6 +181,12 @@ impl Metrics {
         self.batches.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Reports `cache`'s counters with these metrics (the first cache
+    /// given; a rank's loaders share one).
+    pub fn watch_cache(&self, cache: &Arc<ShardCache>) {
+        let _ = self.cache.set(Arc::clone(cache));
+    }
+
     pub(crate) fn record_bad(&self, samples: u64) {
         self.bad_samples.fetch_add(samples, Ordering::Relaxed);
     }
@@ -217,6 +229,7 @@ impl Metrics {
             bad_samples: load(&self.bad_samples),
             consumer_wait,
             data_wait,
+            cache: self.cache.get().map(|c| c.stats()).unwrap_or_default(),
         }
     }
 }
@@ -253,6 +266,8 @@ pub struct MetricsSnapshot {
     /// its waits (the one in progress included) over the time since its
     /// first `next()`; 0 before that.
     pub data_wait: f64,
+    /// The shard cache's counters (zero without a cache).
+    pub cache: CacheStats,
 }
 
 impl MetricsSnapshot {

@@ -51,7 +51,7 @@ fn refused() -> [(&'static [u8], &'static str); 6] {
 fn npy_file(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
     let prefix = if major == 1 { 10 } else { 12 };
     let mut header = header.to_string();
-    while (prefix + header.len() + 1) % 64 != 0 {
+    while !(prefix + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');
