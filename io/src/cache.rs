@@ -78,11 +78,16 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Semaphore;
-use tributary_common::manifest::{ShardEntry, ShardMeta};
 
 use crate::error::{IoError, Result};
 use crate::location::Location;
-use crate::read::Sink;
+
+mod config;
+mod files;
+
+use config::fnv64;
+pub use config::{entry_name, parse_bytes, CacheConfig, ShardObject};
+use files::{blocking, check, local, remove, Admit, DirLock, FileSink, Scan, Tmp, Victim};
 
 /// Background fills at once per process, by default.
 pub const DEFAULT_FILLS: usize = 4;
@@ -164,51 +169,6 @@ struct Shard {
     entry: String,
 }
 
-/// Where a rank's shard cache is and how large it may grow, as given
-/// (flags, environment, Python arguments); [`CacheConfig::open`] checks it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheConfig {
-    pub dir: PathBuf,
-    /// Bytes, at least 1.
-    pub limit: u64,
-}
-
-impl CacheConfig {
-    /// Opens the cache, creating its directory; a zero limit or a directory
-    /// that cannot be created is an error naming it.
-    pub fn open(&self) -> Result<Arc<ShardCache>> {
-        ShardCache::open(&self.dir, self.limit).map(Arc::new)
-    }
-}
-
-/// A byte count as people write it: `1000`, `512KiB`, `64MiB`, `10GiB`,
-/// `1TiB` (binary units; `K`, `M`, `G`, `T` and `KB`..`TB` mean the same).
-pub fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let shift = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        "T" | "TB" | "TIB" => 40,
-        _ => {
-            return Err(format!(
-                "{text:?} is not a byte count (e.g. 500000000, 64MiB, 10GiB)"
-            ))
-        }
-    };
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a byte count (e.g. 500000000, 64MiB, 10GiB)"))?;
-    number
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("{text:?} is more bytes than 2^64"))
-}
-
 /// A bounded cache of whole shard files in a directory that processes on
 /// one node may share; see the [module docs](self) for the protocol.
 #[derive(Debug)]
@@ -230,35 +190,6 @@ pub struct ShardCache {
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What the cache knows of a shard: its object name, and the size and
-/// crc32c its manifest gives (a cached file is checked against them).
-#[derive(Debug, Clone, Copy)]
-pub struct ShardObject<'a> {
-    pub name: &'a str,
-    pub bytes: u64,
-    pub crc32c: u32,
-}
-
-impl<'a> From<&'a ShardEntry> for ShardObject<'a> {
-    fn from(entry: &'a ShardEntry) -> Self {
-        Self {
-            name: &entry.name,
-            bytes: entry.bytes,
-            crc32c: entry.crc32c,
-        }
-    }
-}
-
-impl<'a> From<&'a ShardMeta> for ShardObject<'a> {
-    fn from(meta: &'a ShardMeta) -> Self {
-        Self {
-            name: &meta.name,
-            bytes: meta.bytes,
-            crc32c: meta.crc32c,
-        }
-    }
 }
 
 impl ShardCache {
@@ -692,147 +623,6 @@ impl ShardCache {
         file.unlock()?;
         Ok(file)
     }
-}
-
-/// The directory lock, released when dropped.
-struct DirLock<'a>(MutexGuard<'a, File>);
-
-impl Drop for DirLock<'_> {
-    fn drop(&mut self) {
-        if let Err(error) = self.0.unlock() {
-            tracing::warn!(%error, "cannot unlock the shard cache");
-        }
-    }
-}
-
-enum Admit {
-    Exists,
-    Busy,
-    NoRoom,
-    Write(File),
-}
-
-#[derive(Default)]
-struct Scan {
-    used: u64,
-    entries: Vec<Victim>,
-    writing: Vec<String>,
-}
-
-struct Victim {
-    name: String,
-    len: u64,
-    modified: SystemTime,
-}
-
-/// A file being written, deleted when dropped unless committed.
-struct Tmp(Option<PathBuf>);
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            if let Err(error) = remove(&path) {
-                tracing::warn!(path = %path.display(), %error, "cannot delete a cache file");
-            }
-        }
-    }
-}
-
-/// Writes a download into its reserved file, computing its crc32c.
-struct FileSink {
-    file: tokio::fs::File,
-    crc32c: u32,
-    path: PathBuf,
-}
-
-impl Sink for FileSink {
-    fn reserve(&mut self, _bytes: u64) {}
-
-    async fn append(&mut self, bytes: Bytes) -> Result<()> {
-        self.crc32c = crc32c::crc32c_append(self.crc32c, &bytes);
-        self.file
-            .write_all(&bytes)
-            .await
-            .map_err(|e| local(&self.path, e))
-    }
-}
-
-/// Why `file` is not `shard`'s bytes, if it is not.
-fn check(file: &File, shard: &Shard) -> io::Result<Option<String>> {
-    let len = file.metadata()?.len();
-    if len != shard.bytes {
-        return Ok(Some(format!(
-            "it is {len} bytes, the manifest says {}",
-            shard.bytes
-        )));
-    }
-    let mut buf = vec![0; CHECK_BLOCK.min(len as usize)];
-    let (mut offset, mut crc) = (0u64, 0u32);
-    while offset < len {
-        let n = (len - offset).min(buf.len() as u64) as usize;
-        file.read_exact_at(&mut buf[..n], offset)?;
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
-        offset += n as u64;
-    }
-    Ok((crc != shard.crc32c).then(|| {
-        format!(
-            "its crc32c is {crc:08x}, the manifest says {:08x}",
-            shard.crc32c
-        )
-    }))
-}
-
-/// Deletes `path`; already gone is fine.
-fn remove(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
-        _ => Ok(()),
-    }
-}
-
-fn local(path: &Path, error: io::Error) -> IoError {
-    IoError::Local {
-        path: path.display().to_string(),
-        error,
-    }
-}
-
-/// Runs blocking file work off the async runtime; errors name `path`.
-async fn blocking<T: Send + 'static>(
-    path: &Path,
-    work: impl FnOnce() -> io::Result<T> + Send + 'static,
-) -> Result<T> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(|e| local(path, e)),
-        Err(error) => Err(local(path, io::Error::other(error))),
-    }
-}
-
-/// The entry file name of the object at `url` of `bytes` bytes and
-/// `crc32c`: the URL's 64-bit FNV-1a hash (stable across builds and
-/// machines), size, crc32c and the object's base name (for people).
-pub fn entry_name(url: &str, bytes: u64, crc32c: u32) -> String {
-    let base: String = url
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    format!("{:016x}-{bytes}-{crc32c:08x}-{base}", fnv64(url.as_bytes()))
-}
-
-fn fnv64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

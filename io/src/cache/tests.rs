@@ -5,6 +5,7 @@
 use std::sync::atomic::AtomicBool;
 
 use object_store::memory::InMemory;
+use tributary_common::manifest::ShardMeta;
 
 use super::*;
 

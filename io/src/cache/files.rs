@@ -1,0 +1,130 @@
+//! The cache directory's files: the directory lock, files being written,
+//! what a scan finds, and checking a file against its manifest entry.
+
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::MutexGuard;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+
+use super::{Shard, CHECK_BLOCK};
+use crate::error::{IoError, Result};
+use crate::read::Sink;
+
+/// The directory lock, released when dropped.
+pub(super) struct DirLock<'a>(pub(super) MutexGuard<'a, File>);
+
+impl Drop for DirLock<'_> {
+    fn drop(&mut self) {
+        if let Err(error) = self.0.unlock() {
+            tracing::warn!(%error, "cannot unlock the shard cache");
+        }
+    }
+}
+
+pub(super) enum Admit {
+    Exists,
+    Busy,
+    NoRoom,
+    Write(File),
+}
+
+#[derive(Default)]
+pub(super) struct Scan {
+    pub(super) used: u64,
+    pub(super) entries: Vec<Victim>,
+    pub(super) writing: Vec<String>,
+}
+
+pub(super) struct Victim {
+    pub(super) name: String,
+    pub(super) len: u64,
+    pub(super) modified: SystemTime,
+}
+
+/// A file being written, deleted when dropped unless committed.
+pub(super) struct Tmp(pub(super) Option<PathBuf>);
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            if let Err(error) = remove(&path) {
+                tracing::warn!(path = %path.display(), %error, "cannot delete a cache file");
+            }
+        }
+    }
+}
+
+/// Writes a download into its reserved file, computing its crc32c.
+pub(super) struct FileSink {
+    pub(super) file: tokio::fs::File,
+    pub(super) crc32c: u32,
+    pub(super) path: PathBuf,
+}
+
+impl Sink for FileSink {
+    fn reserve(&mut self, _bytes: u64) {}
+
+    async fn append(&mut self, bytes: Bytes) -> Result<()> {
+        self.crc32c = crc32c::crc32c_append(self.crc32c, &bytes);
+        self.file
+            .write_all(&bytes)
+            .await
+            .map_err(|e| local(&self.path, e))
+    }
+}
+
+/// Why `file` is not `shard`'s bytes, if it is not.
+pub(super) fn check(file: &File, shard: &Shard) -> io::Result<Option<String>> {
+    let len = file.metadata()?.len();
+    if len != shard.bytes {
+        return Ok(Some(format!(
+            "it is {len} bytes, the manifest says {}",
+            shard.bytes
+        )));
+    }
+    let mut buf = vec![0; CHECK_BLOCK.min(len as usize)];
+    let (mut offset, mut crc) = (0u64, 0u32);
+    while offset < len {
+        let n = (len - offset).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], offset)?;
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        offset += n as u64;
+    }
+    Ok((crc != shard.crc32c).then(|| {
+        format!(
+            "its crc32c is {crc:08x}, the manifest says {:08x}",
+            shard.crc32c
+        )
+    }))
+}
+
+/// Deletes `path`; already gone is fine.
+pub(super) fn remove(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
+pub(super) fn local(path: &Path, error: io::Error) -> IoError {
+    IoError::Local {
+        path: path.display().to_string(),
+        error,
+    }
+}
+
+/// Runs blocking file work off the async runtime; errors name `path`.
+pub(super) async fn blocking<T: Send + 'static>(
+    path: &Path,
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> Result<T> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(|e| local(path, e)),
+        Err(error) => Err(local(path, io::Error::other(error))),
+    }
+}
