@@ -38,7 +38,7 @@ fn pack_takes_a_csv_listing() {
         stdout.contains("packed 2 samples of 2 classes into 1 shards"),
         "{stdout}"
     );
-    assert!(stdout.contains("(listing source)"), "{stdout}");
+    assert!(stdout.contains("(listing source, "), "{stdout}");
     let manifest = text(&std::fs::read(dest.join("manifest.json")).expect("manifest"));
     assert!(
         manifest.contains(r#""classes":["cat","dog"]"#),
@@ -63,7 +63,7 @@ fn pack_format_picks_the_reading_and_a_bad_one_is_a_one_line_error() {
     assert!(output.status.success(), "{output:?}");
     let stdout = text(&output.stdout);
     assert!(
-        stdout.contains("packed 1 samples of 0 classes") && stdout.contains("(webdataset source)"),
+        stdout.contains("packed 1 samples of 0 classes") && stdout.contains("(webdataset source, "),
         "{stdout}"
     );
 

@@ -132,18 +132,24 @@ impl DatasetPolicy {
     /// Ok when `manifest_url` lies under an allowed prefix, after
     /// normalisation (`..` segments resolved), at a `/` boundary.
     pub fn check(&self, manifest_url: &str) -> Result<()> {
+        self.check_field("manifest_url", manifest_url)
+    }
+
+    /// [`DatasetPolicy::check`] of the URL in config field `field` (e.g.
+    /// `sources[2].manifest_url`), which errors name.
+    pub fn check_field(&self, field: &str, manifest_url: &str) -> Result<()> {
         let Some(prefixes) = &self.prefixes else {
             return Ok(());
         };
         let url = normalise(manifest_url)
-            .map_err(|why| CoordError::Invalid(format!("config.manifest_url: {why}")))?;
+            .map_err(|why| CoordError::Invalid(format!("config.{field}: {why}")))?;
         // A prefix is a folder: the dataset at it, or anything under it.
         let under = |p: &String| url.starts_with(p.as_str()) || url == p[..p.len() - 1];
         if prefixes.iter().any(under) {
             return Ok(());
         }
         Err(CoordError::PermissionDenied(format!(
-            "config.manifest_url {manifest_url:?} is not under an allowed dataset prefix ({})",
+            "config.{field} {manifest_url:?} is not under an allowed dataset prefix ({})",
             prefixes.join(", ")
         )))
     }
@@ -203,6 +209,15 @@ mod tests {
         DatasetPolicy::any()
             .check("s3://anything/at/all")
             .expect("open policy");
+        // A mix's source is named by its field.
+        let error = policy
+            .check_field("sources[1].manifest_url", "s3://elsewhere/ds")
+            .expect_err("outside")
+            .to_string();
+        assert!(
+            error.contains("config.sources[1].manifest_url \"s3://elsewhere/ds\" is not under"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -20,15 +20,20 @@ def tributary_bin() -> str:
     raise RuntimeError("build the binary first: cargo build --bin tributary")
 
 
+def synth_dataset(root: pathlib.Path, images: int, classes: int, seed: int, per_shard: int) -> str:
+    """`images` synthetic images in `classes` classes, packed into shards of
+    `per_shard` samples under `root`; returns the dataset's directory."""
+    source, shards = root / "images", root / "shards"
+    run = lambda *args: subprocess.run([tributary_bin(), *args], check=True, capture_output=True)
+    run("synth", str(source), "--images", str(images), "--classes", str(classes), "--seed", str(seed))
+    run("pack", str(source), str(shards), "--max-samples", str(per_shard))
+    return str(shards)
+
+
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory) -> str:
     """40 images in 4 classes, packed into shards of 16 samples."""
-    root = tmp_path_factory.mktemp("data")
-    images, shards = root / "images", root / "shards"
-    run = lambda *args: subprocess.run([tributary_bin(), *args], check=True, capture_output=True)
-    run("synth", str(images), "--images", "40", "--classes", "4", "--seed", "3")
-    run("pack", str(images), str(shards), "--max-samples", "16")
-    return str(shards)
+    return synth_dataset(tmp_path_factory.mktemp("data"), 40, 4, 3, 16)
 
 
 def write_webdataset(directory: pathlib.Path, shards, index: bool = True) -> str:

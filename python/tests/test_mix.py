@@ -5,24 +5,17 @@ only class 0 of one class): every epoch takes exactly the counts the mix
 asks, each sample's source says where it came from, and bad mixes raise
 `ValueError` naming the source."""
 
-import subprocess
-
 import numpy as np
 import pytest
 
 import tributary
-from conftest import tributary_bin
+from conftest import synth_dataset
 
 
 @pytest.fixture(scope="module")
 def second(tmp_path_factory) -> str:
     """24 images in one class, packed into shards of 8."""
-    root = tmp_path_factory.mktemp("second")
-    images, shards = root / "images", root / "shards"
-    run = lambda *args: subprocess.run([tributary_bin(), *args], check=True, capture_output=True)
-    run("synth", str(images), "--images", "24", "--classes", "1", "--seed", "5")
-    run("pack", str(images), str(shards), "--max-samples", "8")
-    return str(shards)
+    return synth_dataset(tmp_path_factory.mktemp("second"), 24, 1, 5, 8)
 
 
 

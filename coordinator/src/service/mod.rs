@@ -108,8 +108,12 @@ impl Service {
     /// this call only. The jobs map is locked only to check and insert.
     async fn create(&self, create: CreateJob) -> Result<v1::CreateJobResponse> {
         let CreateJob { job: name, config } = create;
-        for url in config.manifest_urls() {
-            self.datasets.check(url)?;
+        if config.sources.is_empty() {
+            self.datasets.check(&config.manifest_url)?;
+        }
+        for (i, source) in config.sources.iter().enumerate() {
+            self.datasets
+                .check_field(&format!("sources[{i}].manifest_url"), &source.manifest_url)?;
         }
         let leader = self.leader().await?;
         let slot = leader.jobs.lock().await.get(&name).cloned();

@@ -12,7 +12,7 @@ use tributary_common::lease::units;
 use tributary_common::manifest::Manifest;
 use tributary_common::mix::{Layout, SourceShape, Take};
 use tributary_common::span::SpanSet;
-use tributary_tests::cluster::{coordinator, named_member, torchrun_group, JobArgs};
+use tributary_tests::cluster::{coordinator, delivered, named_member, torchrun_group, JobArgs};
 use tributary_tests::dataset::{shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdServer;
 use tributary_tests::process::Proc;
@@ -117,18 +117,7 @@ fn a_weighted_sync_mix_delivers_exactly_its_counts_once_per_epoch() {
         (120, 40)
     );
     // "batch GENERATION SAMPLES IDS...": one generation per epoch.
-    let mut delivered: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for rank in &ranks {
-        for line in rank.lines() {
-            let parts: Vec<&str> = line.split(' ').collect();
-            if parts[0] == "batch" {
-                delivered
-                    .entry(parts[1].parse().expect("generation"))
-                    .or_default()
-                    .extend(parts[3..].iter().map(|id| id.parse::<u64>().expect("id")));
-            }
-        }
-    }
+    let delivered = delivered(&ranks);
     assert_eq!(delivered.len() as u64, EPOCHS, "one generation per epoch");
     for (epoch, ids) in delivered {
         let expected = ids_of(&layout, &layout.epoch_spans(SEED, epoch));
