@@ -77,7 +77,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         cache.idle().await;
         let s = cache.stats();
         eprintln!(
-            "cache: {} hits ({:.1} MB), {} misses ({:.1} MB), {} shards cached ({:.1} MB), {} evicted, {} corrupt, {} errors; waited {:.3} s for fills",
+            "cache: {} hits ({:.1} MB), {} misses ({:.1} MB), {} files cached (shards and their indexes, {:.1} MB), {} evicted, {} corrupt, {} errors; waited {:.3} s for fills",
             s.hits,
             s.hit_bytes as f64 / 1e6,
             s.misses,

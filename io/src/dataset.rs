@@ -9,7 +9,7 @@ use tokio::sync::OnceCell;
 use tributary_common::chunk_index;
 use tributary_common::manifest::{Chunks, Manifest, ShardMeta, MANIFEST_NAME};
 
-use crate::cache::ShardCache;
+use crate::cache::{ShardCache, ShardObject};
 use crate::error::{IoError, Result};
 use crate::location::{Location, StoreOptions};
 
@@ -90,7 +90,21 @@ impl Dataset {
         let cell = &self.indexes[shard];
         let meta = cell
             .get_or_try_init(|| async {
-                let data = self.location.get_at_most(&index.name, index.bytes).await?;
+                // Through the shard cache too: a later epoch (or process)
+                // reads no object of the dataset from the store.
+                let data = match &self.cache {
+                    Some(cache) => {
+                        let object = ShardObject {
+                            name: &index.name,
+                            bytes: index.bytes,
+                            crc32c: index.crc32c,
+                        };
+                        cache
+                            .read_range(&self.location, object, 0..index.bytes)
+                            .await?
+                    }
+                    None => self.location.get_at_most(&index.name, index.bytes).await?,
+                };
                 let small = data.len() <= INLINE_DECODE_BYTES;
                 let url = self.location.url_of(&index.name);
                 let (entry, index) = (entry.clone(), index.clone());

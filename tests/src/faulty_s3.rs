@@ -150,12 +150,14 @@ impl FaultyS3 {
         Ok(count)
     }
 
-    /// Breaks the next `times` GETs whose path contains `path` with `fault`.
+    /// Breaks the next `times` GETs of the object `path` names (the end of
+    /// its path) with `fault`.
     pub fn fail(&self, path: &str, fault: Fault, times: u32) {
         self.add_rule(path, fault, Some(times));
     }
 
-    /// Breaks every GET whose path contains `path` with `fault`.
+    /// Breaks every GET of the object `path` names (the end of its path)
+    /// with `fault`.
     pub fn fail_always(&self, path: &str, fault: Fault) {
         self.add_rule(path, fault, None);
     }
@@ -327,12 +329,21 @@ fn percent_decode(path: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether `path` (`/bucket/prefix/name`) is the object `name` names: its
+/// last parts, whole (so a shard's rule leaves its `.idx` alone).
+fn names(path: &str, name: &str) -> bool {
+    path == name
+        || path
+            .strip_suffix(name)
+            .is_some_and(|rest| rest.ends_with('/'))
+}
+
 /// The fault for a GET of `path`, if a rule applies (and uses it up).
 fn take_fault(state: &State, path: &str) -> Option<Fault> {
     let mut rules = lock(&state.rules);
     let rule = rules
         .iter_mut()
-        .find(|r| path.contains(&r.path) && r.remaining != Some(0))?;
+        .find(|r| names(path, &r.path) && r.remaining != Some(0))?;
     if let Some(n) = rule.remaining.as_mut() {
         *n -= 1;
     }

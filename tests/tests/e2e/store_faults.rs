@@ -90,7 +90,7 @@ async fn served() -> Served {
     pack_local(&images, &shards, &pack_options).await;
     let server = FaultyS3::start().await.expect("start server");
     let objects = server.put_dir("datasets", "train", &shards).expect("serve");
-    assert_eq!(objects, 5, "4 shards and a manifest");
+    assert_eq!(objects, 9, "4 shards, their indexes and a manifest");
     let manifest = std::fs::read(shards.join(MANIFEST_NAME)).expect("read manifest");
     let manifest = Manifest::from_json(&manifest).expect("parse manifest");
     let shards = manifest.shards.iter().map(|s| s.name.clone()).collect();
