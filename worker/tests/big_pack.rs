@@ -95,7 +95,11 @@ async fn big_shards_stream_up_in_parts_with_the_bytes_of_an_in_memory_build() {
     assert_eq!(summary.parts, 9);
     assert_eq!(store.hooks.parts.load(Ordering::SeqCst), 9);
     assert_eq!(store.hooks.completed.load(Ordering::SeqCst), 3);
-    assert_eq!(store.hooks.puts.load(Ordering::SeqCst), 1, "the manifest");
+    assert_eq!(
+        store.hooks.puts.load(Ordering::SeqCst),
+        4,
+        "the three shard indexes and the manifest"
+    );
     // Memory: two shards at once, each within its upload's bound.
     let bound = 2 * options.upload.memory_bound();
     assert!(
