@@ -28,6 +28,11 @@ def shard_count(dataset):
         return len(json.load(f)["shards"])
 
 
+def indexes(dataset):
+    """The dataset's shard index objects (a version 2 manifest's)."""
+    return [os.path.join(dataset, n) for n in os.listdir(dataset) if n.endswith(".idx")]
+
+
 def wait_for(what, condition, timeout_s=30.0):
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -40,19 +45,23 @@ def test_a_cache_fills_in_the_background_and_a_new_loader_reuses_it(dataset, tmp
     plain = labels(tributary.Loader(dataset, seed=4, epochs=2, epoch=1, **SMALL))
     first = tributary.Loader(dataset, seed=4, cache_dir=cache, cache_limit=1 << 30, **SMALL)
     labels(first)
-    shards = shard_count(dataset)
-    # Fills run in the background after the reads that missed.
-    wait_for("every shard cached", lambda: len(entries(cache)) == shards)
+    # Every shard and its index, filled in the background after the reads
+    # that missed.
+    files = shard_count(dataset) + len(indexes(dataset))
+    assert len(indexes(dataset)) == shard_count(dataset)
+    wait_for("every shard cached", lambda: len(entries(cache)) == files)
     assert not os.listdir(os.path.join(cache, "tmp"))
     del first
     # A new loader (as after a restart) checks the files and reads them.
     second = tributary.Loader(dataset, seed=4, epochs=2, epoch=1, cache_dir=cache,
                               cache_limit=1 << 30, **SMALL)
     assert labels(second) == plain
-    assert len(entries(cache)) == shards
+    assert len(entries(cache)) == files
     stats = second.metrics()["cache"]
     assert stats["hits"] > 0 and stats["misses"] == 0 and stats["corrupt"] == 0, stats
-    assert stats["hit_bytes"] == second.metrics()["bytes"]
+    # The shard bytes the loader read, and the indexes it loaded first.
+    index_bytes = sum(os.path.getsize(path) for path in indexes(dataset))
+    assert stats["hit_bytes"] == second.metrics()["bytes"] + index_bytes
 
 
 def test_the_environment_gives_the_cache_and_the_arguments_win(dataset, tmp_path, monkeypatch):
