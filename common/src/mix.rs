@@ -32,6 +32,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::plan;
+use crate::proto::v1;
 use crate::seed::{self, Domain};
 use crate::span::{Span, SpanSet};
 
@@ -65,6 +66,30 @@ impl Default for Take {
     /// One pass.
     fn default() -> Self {
         Self::Repeat(1.0)
+    }
+}
+
+impl Take {
+    /// The protocol's `take` of a `Source`: unset is one pass.
+    pub fn from_proto(take: Option<v1::source::Take>) -> Self {
+        match take {
+            None => Self::default(),
+            Some(v1::source::Take::Weight(w)) => Self::Weight(w),
+            Some(v1::source::Take::Samples(n)) => Self::Samples(n),
+            Some(v1::source::Take::Repeat(r)) => Self::Repeat(r),
+        }
+    }
+
+    /// The `Source` naming the dataset at `manifest_url` taken so.
+    pub fn to_source(self, manifest_url: &str) -> v1::Source {
+        v1::Source {
+            manifest_url: manifest_url.to_owned(),
+            take: Some(match self {
+                Self::Weight(w) => v1::source::Take::Weight(w),
+                Self::Samples(n) => v1::source::Take::Samples(n),
+                Self::Repeat(r) => v1::source::Take::Repeat(r),
+            }),
+        }
     }
 }
 

@@ -51,27 +51,14 @@ pub struct SourceConfig {
 
 impl SourceConfig {
     fn from_proto(raw: v1::Source) -> Self {
-        let take = match raw.take {
-            None => Take::default(),
-            Some(v1::source::Take::Weight(w)) => Take::Weight(w),
-            Some(v1::source::Take::Samples(n)) => Take::Samples(n),
-            Some(v1::source::Take::Repeat(r)) => Take::Repeat(r),
-        };
         Self {
+            take: Take::from_proto(raw.take),
             manifest_url: raw.manifest_url,
-            take,
         }
     }
 
     fn to_proto(&self) -> v1::Source {
-        v1::Source {
-            manifest_url: self.manifest_url.clone(),
-            take: Some(match self.take {
-                Take::Weight(w) => v1::source::Take::Weight(w),
-                Take::Samples(n) => v1::source::Take::Samples(n),
-                Take::Repeat(r) => v1::source::Take::Repeat(r),
-            }),
-        }
+        self.take.to_source(&self.manifest_url)
     }
 }
 

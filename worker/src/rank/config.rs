@@ -211,14 +211,7 @@ impl RankConfig {
             sources: self
                 .sources
                 .iter()
-                .map(|source| v1::Source {
-                    manifest_url: source.url.clone(),
-                    take: Some(match source.take {
-                        Take::Weight(w) => v1::source::Take::Weight(w),
-                        Take::Samples(n) => v1::source::Take::Samples(n),
-                        Take::Repeat(r) => v1::source::Take::Repeat(r),
-                    }),
-                })
+                .map(|source| source.take.to_source(&source.url))
                 .collect(),
             epoch_samples: self.epoch_samples,
         }
