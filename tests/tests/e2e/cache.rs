@@ -92,11 +92,23 @@ fn shard_gets(server: &FaultyS3) -> usize {
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
+    dir_files(dir).iter().map(|(_, len)| len).sum()
+}
+
+/// The cache's files (`entries/NAME`, `tmp/NAME`) and their lengths.
+fn dir_files(dir: &Path) -> Vec<(String, u64)> {
     ["entries", "tmp"]
         .iter()
-        .flat_map(|sub| std::fs::read_dir(dir.join(sub)).expect("cache dir"))
-        .map(|e| e.expect("entry").metadata().expect("stat").len())
-        .sum()
+        .flat_map(|sub| {
+            std::fs::read_dir(dir.join(sub))
+                .expect("cache dir")
+                .map(move |e| {
+                    let e = e.expect("entry");
+                    let name = format!("{sub}/{}", e.file_name().to_string_lossy());
+                    (name, e.metadata().expect("stat").len())
+                })
+        })
+        .collect()
 }
 
 /// The `cache: ...` line of a read's stderr.
@@ -150,8 +162,11 @@ async fn a_second_epoch_reads_its_shards_from_the_cache_within_its_limit() {
     );
     assert_eq!(dir_bytes(&big), dataset_bytes);
 
-    // Half the dataset: epoch 1 hits some shards and fetches the others,
+    // Half the dataset: epoch 1 fetches shards the cache cannot hold,
     // evicting as it goes; the directory never holds more than the limit.
+    // (How many it hits depends on when background fills evict: a shuffled
+    // order can meet every cached shard after its eviction. The unit tests
+    // check the LRU order itself.)
     let half = scratch.path().join("half");
     let limit = (dataset_bytes / 2).max(largest);
     let limit_flag = limit.to_string();
@@ -162,18 +177,17 @@ async fn a_second_epoch_reads_its_shards_from_the_cache_within_its_limit() {
         &limit_flag,
     ];
     let first = read(&server, 0, &flags).await;
+    let line = cache_line(&first);
     assert_eq!(success_stdout("half epoch 0", first), uncached[0]);
-    assert!(dir_bytes(&half) <= limit);
+    assert!(line.contains(" 0 corrupt, 0 errors"), "{line}");
+    assert!(dir_bytes(&half) <= limit, "{:?}", dir_files(&half));
     server.clear_log();
     let second = read(&server, 1, &flags).await;
     let line = cache_line(&second);
     assert_eq!(success_stdout("half epoch 1", second), uncached[1]);
-    assert!(shard_gets(&server) > 0);
-    assert!(
-        !line.contains(" 0 hits") && line.contains("evicted"),
-        "{line}"
-    );
-    assert!(dir_bytes(&half) <= limit);
+    assert!(shard_gets(&server) > 0, "{line}");
+    assert!(line.contains(" 0 corrupt, 0 errors"), "{line}");
+    assert!(dir_bytes(&half) <= limit, "{:?}", dir_files(&half));
 
     // Two ranks (processes) on one directory at once.
     let shared = scratch.path().join("shared");
@@ -202,7 +216,11 @@ async fn a_second_epoch_reads_its_shards_from_the_cache_within_its_limit() {
             cache_line(&output)
         );
     }
-    assert!(dir_bytes(&shared) <= limit);
+    assert!(
+        dir_bytes(&shared) <= limit,
+        "limit {limit}: {:?}",
+        dir_files(&shared)
+    );
 }
 
 #[tokio::test]
