@@ -1,21 +1,32 @@
 //! `tributary read`: the samples one rank reads in one epoch, in delivery
 //! order, as `id<TAB>key<TAB>label` lines (`<TAB>pad` after a padding
-//! sample of `--no-shuffle --tail pad`; label -1 without a `cls` field). A
-//! debugging aid, and the way end-to-end tests see what the loader
-//! delivered.
+//! sample of `--no-shuffle --tail pad`; label -1 without a `cls` field;
+//! `<TAB>src=S` after the label when reading a mix: the sample's dataset,
+//! its position among the `--mix` flags). A debugging aid, and the way
+//! end-to-end tests see what the loader delivered.
 
 use std::io::Write;
 
-use tributary_worker::{Dataset, Loader, LoaderConfig};
-
 use tributary_worker::pipeline::limits;
+use tributary_worker::rank::MixSource;
+use tributary_worker::{Dataset, Datasets, Loader, LoaderConfig};
 
 use crate::pipeline_args::{usize_in, PipelineArgs};
 use crate::storage::{CacheArgs, StoreArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    url: String,
+    /// The dataset's manifest URL (or --mix).
+    #[arg(required_unless_present = "mix", conflicts_with = "mix")]
+    url: Option<String>,
+    /// Read a mix instead: a dataset and what an epoch takes from it,
+    /// `URL=weight:W`, `URL=samples:N` or `URL=repeat:R` (repeat the flag
+    /// for each dataset).
+    #[arg(long)]
+    mix: Vec<MixSource>,
+    /// A weighted mix's samples per epoch (0: every dataset's samples).
+    #[arg(long, default_value_t = 0, requires = "mix")]
+    epoch_samples: u64,
     #[arg(long, default_value_t = 0, value_parser = usize_in(0, limits::MAX_WORLD - 1))]
     rank: usize,
     #[arg(long, default_value_t = 1, value_parser = usize_in(1, limits::MAX_WORLD))]
@@ -34,9 +45,22 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let cache = args.cache.open()?;
-    let dataset = Dataset::open(&args.url, &args.store.options(&args.url))
-        .await?
-        .with_cache(cache.clone());
+    let open = |url: String| {
+        let (options, cache) = (args.store.options(&url), cache.clone());
+        async move { anyhow::Ok(Dataset::open(&url, &options).await?.with_cache(cache)) }
+    };
+    let mixed = !args.mix.is_empty();
+    let datasets: Datasets = match &args.url {
+        Some(url) => open(url.clone()).await?.into(),
+        None => {
+            let opened = futures::future::try_join_all(
+                args.mix.iter().map(|source| open(source.url.clone())),
+            )
+            .await?;
+            let takes: Vec<_> = args.mix.iter().map(|source| source.take).collect();
+            Datasets::mixed(opened, &takes, args.epoch_samples)?
+        }
+    };
     let config = LoaderConfig {
         seed: args.seed,
         epoch: args.epoch,
@@ -44,7 +68,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         world: args.world,
         ..args.pipeline.config()
     };
-    let mut loader = Loader::builder(dataset).config(config).build().await?;
+    let mut loader = Loader::builder(datasets).config(config).build().await?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     while let Some(batch) = loader.next().await {
@@ -54,11 +78,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .map(<[i64]>::to_vec)
             .unwrap_or_else(|| vec![-1; batch.len()]);
         let valid = batch.valid();
-        for (((id, key), label), valid) in batch.ids.iter().zip(&batch.keys).zip(&labels).zip(valid)
-        {
+        for (i, (id, key)) in batch.ids.iter().zip(&batch.keys).enumerate() {
+            let label = labels[i];
+            let source = if mixed {
+                format!("\tsrc={}", batch.sources[i])
+            } else {
+                String::new()
+            };
             // Padding (`--tail pad`) is marked, never counted as a sample.
-            let pad = if valid { "" } else { "\tpad" };
-            writeln!(out, "{id}\t{key}\t{label}{pad}")?;
+            let pad = if valid[i] { "" } else { "\tpad" };
+            writeln!(out, "{id}\t{key}\t{label}{source}{pad}")?;
         }
     }
     out.flush()?;

@@ -46,7 +46,7 @@ struct Args {
     dataset: String,
     /// A dataset to mix, `URL=weight:W|samples:N|repeat:R` (repeatable);
     /// batches then print `src SOURCE...` after `got`/`batch` lines.
-    #[arg(long, value_parser = parse_mix)]
+    #[arg(long)]
     mix: Vec<MixSource>,
     /// Weighted --mix: samples per epoch (0: all).
     #[arg(long, default_value_t = 0)]
@@ -93,16 +93,6 @@ struct Args {
     /// `metrics ADDRESS` once bound.
     #[arg(long)]
     metrics_listen: Option<String>,
-}
-
-fn parse_mix(text: &str) -> Result<MixSource, String> {
-    let (url, take) = text
-        .rsplit_once('=')
-        .ok_or_else(|| format!("--mix {text:?} is not URL=TAKE"))?;
-    Ok(MixSource {
-        url: url.to_owned(),
-        take: take.parse()?,
-    })
 }
 
 fn parse_hold(text: &str) -> Result<(u64, PathBuf), String> {

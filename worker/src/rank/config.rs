@@ -159,6 +159,25 @@ pub struct MixSource {
     pub take: Take,
 }
 
+impl std::str::FromStr for MixSource {
+    type Err = String;
+
+    /// Parses `URL=TAKE` (split at the last `=`), TAKE as [`Take`] parses
+    /// it: `weight:W`, `samples:N` or `repeat:R`.
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        let (url, take) = text
+            .rsplit_once('=')
+            .filter(|(url, _)| !url.is_empty())
+            .ok_or_else(|| {
+                format!("{text:?} is not URL=TAKE (TAKE: weight:W, samples:N or repeat:R)")
+            })?;
+        Ok(Self {
+            url: url.to_owned(),
+            take: take.parse().map_err(|e| format!("{url}: {e}"))?,
+        })
+    }
+}
+
 impl RankConfig {
     /// A sync job of one epoch, batches of 64, a shuffle buffer of 1024,
     /// seed 0, drop-last; the loader's defaults; no credentials.
