@@ -101,6 +101,9 @@ impl ReadError {
 
 /// Whether `error` may go away if the request is sent again.
 pub(crate) fn transient(error: &object_store::Error) -> bool {
+    if let object_store::Error::Generic { .. } = error {
+        return !client_error(error);
+    }
     !matches!(
         error,
         object_store::Error::NotFound { .. }
@@ -114,6 +117,22 @@ pub(crate) fn transient(error: &object_store::Error) -> bool {
             | object_store::Error::Unauthenticated { .. }
             | object_store::Error::UnknownConfigurationKey { .. }
     )
+}
+
+/// Whether a store's catch-all error is an HTTP client error (4xx, but 408
+/// Request Timeout and 429 Too Many Requests): the request itself is wrong
+/// (400 Bad Request, 405, 416, ...), so sending it again cannot help.
+/// object_store keeps the status in a private type; its message carries it
+/// (`... status code: 400 Bad Request: ...`). Without a status (a network
+/// error, a 5xx, an error in a 200's body) the error stays transient.
+fn client_error(error: &object_store::Error) -> bool {
+    let message = error.to_string();
+    let Some((_, rest)) = message.split_once("status code: ") else {
+        return false;
+    };
+    rest.get(..3)
+        .and_then(|code| code.parse::<u16>().ok())
+        .is_some_and(|code| (400..500).contains(&code) && code != 408 && code != 429)
 }
 
 /// Runs `op` up to `policy.attempts` times, with backoff, while it fails
