@@ -26,8 +26,12 @@
 //!
 //! Dataset `d` taking `n` of its `N` samples reads `n / N` whole passes and
 //! then `n % N` samples: whole shards in a seeded order, the last one cut
-//! short. The spans of all datasets are then shuffled together (seeded by
-//! `(seed, epoch)`); the ranks' shuffle buffers mix their samples.
+//! short. Its spans are cut into pieces of [`MIX_PIECE`] samples, and the
+//! datasets' pieces are interleaved evenly (piece `k` of dataset `d`'s `m`
+//! at position `(k + jitter_d) / m` of the epoch, the jitter seeded by
+//! `(seed, epoch, d)`): any stretch of the epoch, and so any rank's part of
+//! it and any window of its shuffle buffer, holds each dataset in
+//! proportion, and a shard's pieces are still read in order.
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +47,13 @@ pub const MAX_EPOCH_SAMPLES: u64 = 1 << 48;
 /// The most spans one epoch of a mixed job plans (each pass over a dataset
 /// is a span per shard): planning allocates and shuffles them all.
 pub const MAX_EPOCH_SPANS: u64 = 1 << 24;
+/// A mixed epoch interleaves its datasets in pieces of this many samples
+/// (more when the epoch would have over [`MAX_MIX_PIECES`]): a window of a
+/// rank's shuffle buffer then holds samples of every dataset in proportion,
+/// whatever the shard size.
+pub const MIX_PIECE: u64 = 64;
+/// The most pieces a mixed epoch is cut into, whatever its size.
+pub const MAX_MIX_PIECES: u64 = 1 << 20;
 /// The largest weight or repeat factor.
 pub const MAX_FACTOR: f64 = 1e9;
 
@@ -429,41 +440,68 @@ impl Layout {
         if self.parts.is_empty() {
             return plan::epoch_spans(&self.shard_samples, seed, epoch);
         }
-        let n = self.shard_samples.len() as u32;
-        let mut spans = Vec::new();
+        let total: u64 = self.parts.iter().map(|p| p.per_epoch).sum();
+        let piece = MIX_PIECE.max(total.div_ceil(MAX_MIX_PIECES));
+        // Each dataset's pieces spread evenly over the epoch: piece k of
+        // dataset d's m sits at (k + jitter_d) / m.
+        let mut placed: Vec<(f64, u32, Span)> = Vec::new();
         for (d, part) in self.parts.iter().enumerate() {
-            let passes = part.per_epoch / part.samples;
-            let mut rest = part.per_epoch % part.samples;
-            for pass in 0..=passes {
+            let pieces = self.pieces(part, d as u64, seed, epoch, piece);
+            let m = pieces.len() as f64;
+            let jitter = seed::unit_f64(&mut seed::rng(Domain::MixOrder, &[seed, epoch, d as u64]));
+            placed.extend(
+                pieces
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, span)| ((k as f64 + jitter) / m, d as u32, span)),
+            );
+        }
+        placed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        SpanSet::new(placed.into_iter().map(|(_, _, span)| span))
+    }
+
+    /// Dataset `d`'s spans of an epoch in its reading order, cut into
+    /// pieces of at most `piece` samples: `per_epoch / samples` whole passes,
+    /// then the rest in whole shards of a seeded order, the last one cut
+    /// short. Each pass reads the shards in its own seeded order.
+    fn pieces(&self, part: &Part, d: u64, seed: u64, epoch: u64, piece: u64) -> Vec<Span> {
+        let n = self.shard_samples.len() as u32;
+        let passes = part.per_epoch / part.samples;
+        let mut rest = part.per_epoch % part.samples;
+        let mut out = Vec::new();
+        for pass in 0..=passes {
+            if pass == passes && rest == 0 {
+                break;
+            }
+            let mut order: Vec<u32> = (0..part.shards).collect();
+            seed::shuffle(
+                &mut seed::rng(Domain::MixShards, &[seed, epoch, d, pass]),
+                &mut order,
+            );
+            for shard in order {
+                let concatenated = part.first_shard + shard;
+                let samples = self.shard_samples[concatenated as usize];
+                let take = if pass < passes {
+                    samples
+                } else {
+                    let take = rest.min(u64::from(samples)) as u32;
+                    rest -= u64::from(take);
+                    take
+                };
+                let virtual_shard = pass as u32 * n + concatenated;
+                // `piece` is below 2^32: MAX_EPOCH_SAMPLES / MAX_MIX_PIECES.
+                let mut start = 0;
+                while start < take {
+                    let end = take.min(start.saturating_add(piece as u32));
+                    out.push(Span::new(virtual_shard, start, end));
+                    start = end;
+                }
                 if pass == passes && rest == 0 {
                     break;
                 }
-                let mut order: Vec<u32> = (0..part.shards).collect();
-                seed::shuffle(
-                    &mut seed::rng(Domain::MixShards, &[seed, epoch, d as u64, pass]),
-                    &mut order,
-                );
-                for shard in order {
-                    let concatenated = part.first_shard + shard;
-                    let samples = self.shard_samples[concatenated as usize];
-                    let take = if pass < passes {
-                        samples
-                    } else {
-                        let take = rest.min(u64::from(samples)) as u32;
-                        rest -= u64::from(take);
-                        take
-                    };
-                    if take > 0 {
-                        spans.push(Span::new(pass as u32 * n + concatenated, 0, take));
-                    }
-                    if pass == passes && rest == 0 {
-                        break;
-                    }
-                }
             }
         }
-        seed::shuffle(&mut seed::rng(Domain::MixOrder, &[seed, epoch]), &mut spans);
-        SpanSet::new(spans)
+        out
     }
 }
 

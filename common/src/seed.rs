@@ -20,7 +20,7 @@ pub enum Domain {
     Synth = 0x5359_4e54_4845_5449,
     /// A mixed dataset's shard order in one pass: `(seed, epoch, dataset, pass)`.
     MixShards = 0x4d49_585f_5348_5244,
-    /// The order of a mixed epoch's spans: `(seed, epoch)`.
+    /// The interleave of a mixed epoch: `(seed, epoch, dataset)`.
     MixOrder = 0x4d49_585f_4f52_4452,
 }
 

@@ -212,3 +212,66 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn every_stretch_of_a_mixed_epoch_holds_each_dataset_in_proportion() {
+    // Shards of 5,000 samples, far larger than a shuffle buffer: still,
+    // every 1,024 consecutive samples of the epoch hold the 3:1 mix.
+    let layout = Layout::mixed(
+        &[
+            shape(&[5000; 6], Take::Weight(3.0)),
+            shape(&[5000; 4], Take::Weight(1.0)),
+        ],
+        20_000,
+    )
+    .expect("valid mix");
+    for epoch in 0..3 {
+        let sources: Vec<usize> = layout
+            .epoch_spans(11, epoch)
+            .samples()
+            .map(|(shard, _)| layout.resolve(shard).0)
+            .collect();
+        assert_eq!(sources.len(), 20_000);
+        let window = 1024;
+        let mut first = sources[..window].iter().filter(|&&d| d == 0).count() as i64;
+        for start in 0..=sources.len() - window {
+            if start > 0 {
+                first += i64::from(sources[start + window - 1] == 0);
+                first -= i64::from(sources[start - 1] == 0);
+            }
+            // 768 expected; pieces of 64 samples move it by at most two
+            // pieces' worth.
+            assert!(
+                (first - 768).abs() <= 2 * MIX_PIECE as i64,
+                "epoch {epoch}, samples {start}..: {first} of dataset 0"
+            );
+        }
+    }
+    // A shard's pieces are read in order (consecutive ones merge).
+    let spans = layout.epoch_spans(11, 0);
+    let mut next: HashMap<u32, u32> = HashMap::new();
+    for span in spans.spans() {
+        let at = next.entry(span.shard).or_insert(0);
+        assert_eq!(span.start, *at, "{span:?}");
+        *at = span.end;
+    }
+}
+
+#[test]
+fn a_huge_mixed_epoch_is_cut_into_a_bounded_number_of_pieces() {
+    let layout = Layout::mixed(
+        &[
+            shape(&[u32::MAX; 4], Take::Weight(1.0)),
+            shape(&[u32::MAX; 4], Take::Weight(1.0)),
+        ],
+        0,
+    )
+    .expect("valid mix");
+    let spans = layout.epoch_spans(1, 0);
+    assert_eq!(spans.len(), layout.epoch_samples());
+    assert!(
+        spans.spans().len() as u64 <= MAX_MIX_PIECES + 8,
+        "{}",
+        spans.spans().len()
+    );
+}
