@@ -38,6 +38,18 @@ pub trait Intercept: fmt::Debug + Send + Sync + 'static {
     /// After a multipart upload to `location` was completed or aborted.
     fn after_multipart(&self, _location: &Path, _completed: bool) {}
 
+    /// Before a multipart upload to `location` is completed; an error fails
+    /// that attempt (nothing completed).
+    fn before_complete(&self, _location: &Path) -> object_store::Result<()> {
+        Ok(())
+    }
+
+    /// The reply to a complete that went through: an error stands for a
+    /// reply lost on the way back (the object is there all the same).
+    fn complete_reply(&self, _location: &Path) -> object_store::Result<()> {
+        Ok(())
+    }
+
     /// Before a GET of `location` with `options`; an error fails the GET.
     fn before_get(&self, _location: &Path, _options: &GetOptions) -> object_store::Result<()> {
         Ok(())
@@ -115,8 +127,10 @@ impl<H: Intercept> MultipartStore for InterceptStore<H> {
         id: &MultipartId,
         parts: Vec<PartId>,
     ) -> object_store::Result<PutResult> {
+        self.hooks.before_complete(path)?;
         let result = self.parts()?.complete_multipart(path, id, parts).await?;
         self.hooks.after_multipart(path, true);
+        self.hooks.complete_reply(path)?;
         Ok(result)
     }
 

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
-use object_store::{MultipartId, MultipartUpload, PutMultipartOptions, PutPayload};
+use object_store::{MultipartId, MultipartUpload, ObjectStoreExt, PutMultipartOptions, PutPayload};
 use tokio::runtime::Handle;
 use tokio::task::JoinSet;
 
@@ -372,10 +372,25 @@ impl Upload {
                     }
                 };
                 let (store, path, id) = (&*store, &self.path, &*id);
-                retry(&self.url, &self.dest.retry, || {
+                let (dest, url, written) = (&self.dest, &self.url, self.written);
+                let before = object_version(dest, path, url).await?;
+                let completed = retry(url, &dest.retry, || {
                     store.complete_multipart(path, id, ids.clone())
                 })
-                .await?;
+                .await;
+                if let Err(error) = completed {
+                    // A complete whose reply was lost is sent again and
+                    // finds no upload: it went through if the object is
+                    // now ours, a new version of our size.
+                    let after = object_version(dest, path, url).await?;
+                    if after.is_none()
+                        || after == before
+                        || after.as_ref().map(|v| v.0) != Some(written)
+                    {
+                        return Err(error);
+                    }
+                    tracing::info!(%url, %error, "the multipart upload had completed (its reply was lost)");
+                }
             }
             Target::Sequential(upload) => {
                 upload
@@ -523,6 +538,23 @@ impl std::io::Write for BlockingUpload {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// Object `path`'s size and version (ETag, else its version, else its
+/// modification time) as the store at `dest` has it now, `None` if absent.
+async fn object_version(dest: &Location, path: &Path, url: &str) -> Result<Option<(u64, String)>> {
+    let store = &dest.store;
+    match retry(url, &dest.retry, || store.head(path)).await {
+        Ok(meta) => {
+            let version = meta
+                .e_tag
+                .or(meta.version)
+                .unwrap_or_else(|| meta.last_modified.to_rfc3339());
+            Ok(Some((meta.size, version)))
+        }
+        Err(error) if error.is_not_found() => Ok(None),
+        Err(error) => Err(error),
     }
 }
 

@@ -110,6 +110,25 @@ struct FlakyParts {
     rules: Vec<(usize, u32)>,
     failures: Mutex<HashMap<usize, u32>>,
     aborted: std::sync::atomic::AtomicU32,
+    /// Replies to completes to lose (the upload completes all the same).
+    lost_replies: std::sync::atomic::AtomicU32,
+    /// Completes to fail before they complete anything.
+    failed_completes: std::sync::atomic::AtomicU32,
+}
+
+/// A transient error of the flaky store, `n` of `what`.
+fn injected(what: &str, n: u32) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "flaky",
+        source: format!("injected failure {n} of {what}").into(),
+    }
+}
+
+/// Takes one from `counter` if it is above 0.
+fn take_one(counter: &std::sync::atomic::AtomicU32) -> Option<u32> {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .ok()
 }
 
 impl Intercept for FlakyParts {
@@ -123,10 +142,21 @@ impl Intercept for FlakyParts {
             return Ok(());
         }
         *count += 1;
-        Err(object_store::Error::Generic {
-            store: "flaky",
-            source: format!("injected failure {count} of part {part}").into(),
-        })
+        Err(injected(&format!("part {part}"), *count))
+    }
+
+    fn before_complete(&self, _: &Path) -> object_store::Result<()> {
+        match take_one(&self.failed_completes) {
+            Some(n) => Err(injected("complete", n)),
+            None => Ok(()),
+        }
+    }
+
+    fn complete_reply(&self, _: &Path) -> object_store::Result<()> {
+        match take_one(&self.lost_replies) {
+            Some(n) => Err(injected("a complete's reply", n)),
+            None => Ok(()),
+        }
     }
 
     fn after_multipart(&self, _: &Path, completed: bool) {
@@ -182,6 +212,52 @@ async fn a_part_that_fails_for_good_aborts_the_upload() {
         "{head:?}"
     );
     assert_eq!(meter.held(), 0);
+}
+
+#[tokio::test]
+async fn a_complete_whose_reply_was_lost_is_found_done() {
+    // A shard of the same size left by an earlier run: only a new version
+    // of the object counts as this upload's.
+    let (inner, store, dest) = flaky(vec![]);
+    let data = noise((11 * MIB) as usize);
+    inner
+        .put(
+            &Path::from("ds/s.tar"),
+            noise((11 * MIB) as usize)[1..].to_vec().into(),
+        )
+        .await
+        .expect("leftover");
+    store.hooks.lost_replies.store(1, Ordering::SeqCst);
+    let meter = Arc::new(UploadMeter::default());
+    let uploaded = upload(&dest, "s.tar", &data, options(0, 5 * MIB, 2), &meter)
+        .await
+        .expect("the complete went through");
+    assert_eq!(uploaded.parts, 3);
+    assert_eq!(store.hooks.lost_replies.load(Ordering::SeqCst), 0);
+    assert_eq!(dest.get("s.tar").await.expect("read back"), data);
+    assert_eq!(store.hooks.aborted.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_complete_that_never_went_through_fails_beside_a_same_size_leftover() {
+    let (inner, store, dest) = flaky(vec![]);
+    let data = noise((11 * MIB) as usize);
+    let leftover = noise((11 * MIB + 1) as usize)[1..].to_vec();
+    inner
+        .put(&Path::from("ds/s.tar"), leftover.clone().into())
+        .await
+        .expect("leftover");
+    store
+        .hooks
+        .failed_completes
+        .store(u32::MAX, Ordering::SeqCst);
+    let meter = Arc::new(UploadMeter::default());
+    let error = upload(&dest, "s.tar", &data, options(0, 5 * MIB, 2), &meter)
+        .await
+        .expect_err("nothing completed");
+    assert!(error.to_string().contains("injected failure"), "{error}");
+    assert_eq!(store.hooks.aborted.load(Ordering::SeqCst), 1);
+    assert_eq!(dest.get("s.tar").await.expect("leftover"), leftover);
 }
 
 #[tokio::test]
