@@ -11,13 +11,15 @@
 //!
 //! [`ShardCache::read_range`] serves a range of a shard from its cached
 //! file when there is one (`pread`, off the async runtime). On a miss it
-//! reads the range from the store at once, as without a cache, and starts
-//! filling the whole shard in the background: one streaming GET written to
-//! a file as it arrives (never held whole in memory), its crc32c computed
-//! on the way; at most [`DEFAULT_FILLS`] fills at once per process (a miss
-//! while all are busy queues its shard, up to [`MAX_PENDING`]). A shard
-//! larger than the limit is never cached: its reads go straight to the
-//! store.
+//! starts filling the whole shard: one streaming GET written to a file as
+//! it arrives (never held whole in memory), its crc32c computed on the way;
+//! at most [`DEFAULT_FILLS`] fills at once per process (a miss while all are
+//! busy queues its shard, up to [`MAX_PENDING`]). While this process fills
+//! a shard, its reads wait for the bytes they want to reach the file and
+//! read them there, so a shard read whole comes from the store once, not
+//! twice; a read of a shard whose fill is queued, refused or failed reads
+//! the store, as without a cache. A shard larger than the limit is never
+//! cached: its reads go straight to the store.
 //!
 //! ## Entries
 //!
@@ -77,7 +79,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 use crate::error::{IoError, Result};
 use crate::location::Location;
@@ -158,6 +160,34 @@ struct Open {
     touched: Mutex<Instant>,
 }
 
+/// A fill as the reads waiting on it see it.
+#[derive(Debug, Clone)]
+enum Progress {
+    /// Admission is pending.
+    Starting,
+    /// Bytes `..written` of the shard are in `file` (its file being written).
+    Writing { written: u64, file: Arc<File> },
+    /// Over: the entry is on disk (`committed`), or the store must serve.
+    Ended { committed: bool },
+}
+
+/// Announces a running fill's end to its readers, whatever ends it.
+struct Announced {
+    cache: Arc<ShardCache>,
+    entry: String,
+    progress: watch::Sender<Progress>,
+    committed: bool,
+}
+
+impl Drop for Announced {
+    fn drop(&mut self) {
+        locked(&self.cache.running).remove(&self.entry);
+        self.progress.send_replace(Progress::Ended {
+            committed: self.committed,
+        });
+    }
+}
+
 /// The shard a read is about, as the cache names it.
 #[derive(Debug, Clone)]
 struct Shard {
@@ -182,6 +212,8 @@ pub struct ShardCache {
     /// Entries queued or being filled by this process.
     filling: Mutex<std::collections::HashSet<String>>,
     pending: Mutex<std::collections::VecDeque<(Location, Shard)>>,
+    /// The progress of the fills running in this process, by entry.
+    running: Mutex<HashMap<String, watch::Receiver<Progress>>>,
     fills: Arc<Semaphore>,
     fill_slots: usize,
     checks: Vec<Mutex<()>>,
@@ -228,6 +260,7 @@ impl ShardCache {
             open: Mutex::default(),
             filling: Mutex::default(),
             pending: Mutex::default(),
+            running: Mutex::default(),
             fills: Arc::new(Semaphore::new(DEFAULT_FILLS)),
             fill_slots: DEFAULT_FILLS,
             checks: (0..CHECK_LOCKS).map(|_| Mutex::new(())).collect(),
@@ -338,11 +371,58 @@ impl ShardCache {
                     })
                 }
             }
-            self.spawn_fill(location, shard);
+            self.spawn_fill(location, shard.clone());
+            if let Some(bytes) = self.from_fill(&shard, range.clone()).await {
+                self.counters.add(Counter::Hits, 1);
+                self.counters.add(Counter::HitBytes, len);
+                return Ok(bytes);
+            }
         }
         self.counters.add(Counter::Misses, 1);
         self.counters.add(Counter::MissBytes, len);
         location.get_range(meta.name, range).await
+    }
+
+    /// The range from the file this process is filling for `shard`, once
+    /// the fill has written it; `None` if no fill of it runs here, or it
+    /// ends without the range (the store serves then).
+    async fn from_fill(self: &Arc<Self>, shard: &Shard, range: Range<u64>) -> Option<Bytes> {
+        let mut progress = locked(&self.running).get(&shard.entry).cloned()?;
+        loop {
+            let now = progress.borrow_and_update().clone();
+            let read: Box<dyn FnOnce() -> io::Result<Option<Bytes>> + Send> = match now {
+                Progress::Writing { written, file } if written >= range.end => {
+                    let range = range.clone();
+                    Box::new(move || {
+                        let mut buf = vec![0; (range.end - range.start) as usize];
+                        file.read_exact_at(&mut buf, range.start)?;
+                        Ok(Some(Bytes::from(buf)))
+                    })
+                }
+                Progress::Ended { committed: true } => {
+                    let (this, shard, range) = (Arc::clone(self), shard.clone(), range.clone());
+                    Box::new(move || this.read_local(&shard, range))
+                }
+                Progress::Ended { committed: false } => return None,
+                Progress::Starting | Progress::Writing { .. } => {
+                    // Every fill ends with `Ended`, sent before its sender
+                    // goes: an error means that value was seen already.
+                    if progress.changed().await.is_err() {
+                        return None;
+                    }
+                    continue;
+                }
+            };
+            return match tokio::task::spawn_blocking(read).await {
+                Ok(Ok(bytes)) => bytes,
+                Ok(Err(error)) => {
+                    self.counters.add(Counter::Errors, 1);
+                    tracing::warn!(shard = %shard.name, %error, "cannot read a shard being cached; reading the store");
+                    None
+                }
+                Err(_) => None,
+            };
+        }
     }
 
     /// The range from the shard's entry, if this process has it open or it
@@ -461,26 +541,48 @@ impl ShardCache {
             }
             return;
         };
+        let announced = self.announce(&shard.entry);
         let (this, location) = (Arc::clone(self), location.clone());
-        tokio::spawn(this.run_fills(permit, (location, shard)));
+        tokio::spawn(this.run_fills(permit, (location, shard, announced)));
+    }
+
+    /// Publishes the progress of a fill of `entry` starting now, for reads
+    /// of it to wait on.
+    fn announce(self: &Arc<Self>, entry: &str) -> Announced {
+        let (progress, receiver) = watch::channel(Progress::Starting);
+        locked(&self.running).insert(entry.to_owned(), receiver);
+        Announced {
+            cache: Arc::clone(self),
+            entry: entry.to_owned(),
+            progress,
+            committed: false,
+        }
+    }
+
+    /// The next queued shard, announced.
+    fn next_pending(self: &Arc<Self>) -> Option<(Location, Shard, Announced)> {
+        let (location, shard) = locked(&self.pending).pop_front()?;
+        let announced = self.announce(&shard.entry);
+        Some((location, shard, announced))
     }
 
     /// Fills `first`, then queued shards while there are any.
     async fn run_fills(
         self: Arc<Self>,
         mut permit: tokio::sync::OwnedSemaphorePermit,
-        first: (Location, Shard),
+        first: (Location, Shard, Announced),
     ) {
         let mut next = Some(first);
         loop {
-            while let Some((location, shard)) = next {
-                let result = self.fill(&location, &shard).await;
+            while let Some((location, shard, mut announced)) = next {
+                let result = self.fill(&location, &shard, &mut announced).await;
+                drop(announced);
                 locked(&self.filling).remove(&shard.entry);
                 if let Err(error) = result {
                     self.counters.add(Counter::Errors, 1);
                     tracing::warn!(%error, shard = %shard.name, "cannot cache a shard");
                 }
-                next = locked(&self.pending).pop_front();
+                next = self.next_pending();
             }
             drop(permit);
             // A shard queued while this task was finishing: take it if no
@@ -492,18 +594,39 @@ impl ShardCache {
                 return;
             };
             permit = again;
-            next = locked(&self.pending).pop_front();
+            next = self.next_pending();
         }
     }
 
-    /// Downloads `shard` into the cache if admission lets it in.
-    async fn fill(self: &Arc<Self>, location: &Location, shard: &Shard) -> Result<()> {
+    /// Downloads `shard` into the cache if admission lets it in, telling
+    /// `announced`'s readers how far it got.
+    async fn fill(
+        self: &Arc<Self>,
+        location: &Location,
+        shard: &Shard,
+        announced: &mut Announced,
+    ) -> Result<()> {
         let this = Arc::clone(self);
         let (entry, bytes) = (shard.entry.clone(), shard.bytes);
         let tmp_path = self.tmp.join(&shard.entry);
-        let admitted = blocking(&tmp_path, move || this.admit(&entry, bytes)).await?;
-        let Admit::Write(file) = admitted else {
-            return Ok(());
+        let admitted = blocking(&tmp_path, move || {
+            let admitted = this.admit(&entry, bytes)?;
+            let reader = match &admitted {
+                Admit::Write(_) => Some(File::open(this.tmp.join(&entry))?),
+                _ => None,
+            };
+            Ok((admitted, reader))
+        })
+        .await?;
+        let (file, reader) = match admitted {
+            (Admit::Write(file), Some(reader)) => (file, reader),
+            (other, _) => {
+                // On disk already (readers here check it), being written
+                // by another process, or no room: readers here go to the
+                // store.
+                announced.committed = matches!(other, Admit::Exists);
+                return Ok(());
+            }
         };
         // Deletes the file unless it is committed (also when this task is
         // dropped, e.g. at runtime shutdown).
@@ -512,6 +635,9 @@ impl ShardCache {
             file: tokio::fs::File::from_std(file),
             crc32c: 0,
             path: tmp_path.clone(),
+            written: 0,
+            reader: Arc::new(reader),
+            progress: announced.progress.clone(),
         };
         let mut sink = location
             .get_range_into(&shard.name, 0..shard.bytes, sink)
@@ -532,6 +658,7 @@ impl ShardCache {
         let file = blocking(&tmp_path, move || this.commit(&entry, file)).await?;
         tmp.0 = None;
         self.keep(&shard.entry, file);
+        announced.committed = true;
         self.counters.add(Counter::Fills, 1);
         self.counters.add(Counter::FillBytes, shard.bytes);
         Ok(())

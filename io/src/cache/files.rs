@@ -5,13 +5,14 @@ use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 use std::time::SystemTime;
 
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::watch;
 
-use super::{Shard, CHECK_BLOCK};
+use super::{Progress, Shard, CHECK_BLOCK};
 use crate::error::{IoError, Result};
 use crate::read::Sink;
 
@@ -59,11 +60,17 @@ impl Drop for Tmp {
     }
 }
 
-/// Writes a download into its reserved file, computing its crc32c.
+/// Writes a download into its reserved file, computing its crc32c, and
+/// tells the reads waiting on it how far it got.
 pub(super) struct FileSink {
     pub(super) file: tokio::fs::File,
     pub(super) crc32c: u32,
     pub(super) path: PathBuf,
+    /// Bytes on disk (written and flushed) so far.
+    pub(super) written: u64,
+    /// The same file opened for reading, handed to waiting reads.
+    pub(super) reader: Arc<File>,
+    pub(super) progress: watch::Sender<Progress>,
 }
 
 impl Sink for FileSink {
@@ -74,7 +81,16 @@ impl Sink for FileSink {
         self.file
             .write_all(&bytes)
             .await
-            .map_err(|e| local(&self.path, e))
+            .map_err(|e| local(&self.path, e))?;
+        // Flushed, the bytes are in the page cache: a pread through
+        // `reader` sees them.
+        self.file.flush().await.map_err(|e| local(&self.path, e))?;
+        self.written += bytes.len() as u64;
+        self.progress.send_replace(Progress::Writing {
+            written: self.written,
+            file: Arc::clone(&self.reader),
+        });
+        Ok(())
     }
 }
 

@@ -84,21 +84,79 @@ fn set_age(path: &Path, seconds: u64) {
 }
 
 #[tokio::test]
-async fn a_miss_reads_the_store_and_fills_the_shard_then_reads_hit_the_file() {
+async fn a_miss_fills_the_shard_and_reads_wait_for_the_fill_then_hit_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (location, metas) = dataset(&[5000]).await;
     let cache = cache(dir.path(), 1 << 20);
+    // The first read starts the fill and reads its range from the file the
+    // fill writes, once the bytes are there.
     read(&cache, &location, &metas[0], 100..900).await;
     cache.idle().await;
     let stats = cache.stats();
-    assert_eq!((stats.misses, stats.hits, stats.fills), (1, 0, 1));
+    assert_eq!((stats.misses, stats.hits, stats.fills), (0, 1, 1));
     assert_eq!(stats.fill_bytes, 5000);
     assert_eq!(cache.used_bytes().expect("used"), 5000);
     read(&cache, &location, &metas[0], 0..5000).await;
     read(&cache, &location, &metas[0], 4000..4001).await;
     let stats = cache.stats();
-    assert_eq!((stats.misses, stats.hits, stats.fills), (1, 2, 1));
-    assert_eq!(stats.hit_bytes, 5001);
+    assert_eq!((stats.misses, stats.hits, stats.fills), (0, 3, 1));
+    assert_eq!(stats.hit_bytes, 800 + 5001);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_read_whole_on_a_miss_comes_from_the_store_once() {
+    // Shards of 2 MiB read in 64 KiB ranges, all at once: every range
+    // waits for the one fill of its shard, no range GET of its own.
+    let inner = Location::from_store(Arc::new(InMemory::new()), "ds", "memory:///ds");
+    let sizes = [2 << 20, (2 << 20) + 12_345];
+    let mut metas = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let data = shard_bytes(i as u8, len);
+        let name = format!("shard-{i}.tar");
+        inner
+            .put(&name, Bytes::from(data.clone()))
+            .await
+            .expect("put");
+        metas.push((name, len as u64, crc32c::crc32c(&data)));
+    }
+    let counting = Arc::new(crate::testing::CountingStore::counting(Arc::clone(
+        &inner.store,
+    )));
+    let location = Location::from_store(counting.clone(), "ds", "memory:///ds");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = cache(dir.path(), 1 << 30);
+    let mut reads = Vec::new();
+    for (i, (name, bytes, crc32c)) in metas.iter().enumerate() {
+        for start in (0..*bytes).step_by(64 << 10) {
+            let range = start..(start + (64 << 10)).min(*bytes);
+            let (cache, location) = (Arc::clone(&cache), location.clone());
+            let object = ShardObject {
+                name,
+                bytes: *bytes,
+                crc32c: *crc32c,
+            };
+            let want = shard_bytes(i as u8, *bytes as usize)
+                [range.start as usize..range.end as usize]
+                .to_vec();
+            reads.push(async move {
+                let got = cache
+                    .read_range(&location, object, range)
+                    .await
+                    .expect("read");
+                assert_eq!(&got[..], &want[..]);
+            });
+        }
+    }
+    futures::future::join_all(reads).await;
+    cache.idle().await;
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.fills, stats.misses, stats.errors),
+        (2, 0, 0),
+        "{stats:?}"
+    );
+    let (gets, bytes) = counting.hooks.reads();
+    assert_eq!((gets, bytes), (2, sizes.iter().sum::<usize>() as u64));
 }
 
 #[tokio::test]
@@ -176,11 +234,12 @@ async fn a_corrupt_entry_is_deleted_read_from_the_store_and_cached_again() {
     read(&second, &location, &metas[1], 0..50).await;
     second.idle().await;
     let stats = second.stats();
-    assert_eq!((stats.corrupt, stats.hits, stats.misses), (2, 0, 2));
+    // Both fetched again (the reads waited for the new fills).
+    assert_eq!((stats.corrupt, stats.hits, stats.misses), (2, 2, 0));
     assert_eq!(stats.fills, 2, "both cached again");
     read(&second, &location, &metas[0], 0..3000).await;
     read(&second, &location, &metas[1], 0..3000).await;
-    assert_eq!(second.stats().hits, 2);
+    assert_eq!(second.stats().hits, 4);
 }
 
 #[tokio::test]
@@ -374,8 +433,11 @@ async fn misses_while_every_fill_slot_is_busy_are_queued_not_dropped() {
     cache.idle().await;
     let stats = cache.stats();
     assert_eq!((stats.fills, stats.errors), (8, 0), "{stats:?}");
+    // One fill ran while the reads came: its read waited for it; the seven
+    // queued shards were read from the store.
+    assert_eq!((stats.hits, stats.misses), (1, 7), "{stats:?}");
     for meta in &metas {
         read(&cache, &location, meta, 0..3000).await;
     }
-    assert_eq!(cache.stats().hits, 8);
+    assert_eq!(cache.stats().hits, 9);
 }
