@@ -12,7 +12,8 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-use super::{Progress, Shard, CHECK_BLOCK};
+use super::fill::Progress;
+use super::{Shard, CHECK_BLOCK};
 use crate::error::{IoError, Result};
 use crate::read::Sink;
 
