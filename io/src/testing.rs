@@ -306,3 +306,17 @@ impl CountingStore {
         Self::with_parts(inner, IoCounters::default())
     }
 }
+
+/// `n` bytes of noise (incompressible, no two parts of an upload alike),
+/// different for each `seed`: xorshift64, the low byte of each step.
+pub fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ seed.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

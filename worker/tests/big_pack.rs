@@ -13,26 +13,13 @@ use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use tributary_common::manifest::Compression;
 use tributary_common::shard::{index_tar, ShardWriter};
-use tributary_io::testing::{CountingStore, Intercept, InterceptStore};
+use tributary_io::testing::{noise, CountingStore, Intercept, InterceptStore};
 use tributary_io::{RetryPolicy, UploadOptions};
 use tributary_worker::tools::pack::{pack, PackOptions};
 use tributary_worker::tools::progress::{NoProgress, Progress};
 use tributary_worker::{Dataset, Location};
 
 const MIB: u64 = 1 << 20;
-
-/// `n` bytes of noise, different for each `seed`.
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ seed.wrapping_mul(0x2545_f491_4f6c_dd1d);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// A WebDataset directory: `samples` samples of one `bin` field each.
 fn webdataset(dir: &std::path::Path, samples: u64, bytes: usize) -> Vec<Vec<u8>> {

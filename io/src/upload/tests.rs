@@ -11,22 +11,9 @@ use object_store::memory::InMemory;
 use object_store::ObjectStoreExt;
 
 use super::*;
-use crate::testing::{CountingStore, Intercept, InterceptStore};
+use crate::testing::{noise, CountingStore, Intercept, InterceptStore};
 
 const MIB: u64 = 1 << 20;
-
-/// `n` bytes that no two parts share.
-fn noise(n: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn options(limit: u64, part: u64, in_flight: usize) -> UploadOptions {
     UploadOptions::new(limit, part, in_flight).expect("valid options")
@@ -61,7 +48,7 @@ async fn an_object_within_the_limit_is_one_put() {
     let store = Arc::new(CountingStore::counting_parts(Arc::new(InMemory::new())));
     let dest = Location::from_multipart_store(store.clone(), "ds", "memory:///ds");
     let meter = Arc::new(UploadMeter::default());
-    let data = noise((6 * MIB) as usize);
+    let data = noise((6 * MIB) as usize, 0);
     let uploaded = upload(&dest, "a.tar", &data, options(6 * MIB, 5 * MIB, 2), &meter)
         .await
         .expect("upload");
@@ -85,7 +72,7 @@ async fn a_larger_object_goes_up_in_parts_within_the_memory_bound() {
     let meter = Arc::new(UploadMeter::default());
     let opts = options(6 * MIB, 5 * MIB, 3);
     // Seven full parts and a short last one.
-    let data = noise((37 * MIB + 12_345) as usize);
+    let data = noise((37 * MIB + 12_345) as usize, 0);
     let uploaded = upload(&dest, "big.tar", &data, opts, &meter)
         .await
         .expect("upload");
@@ -182,7 +169,7 @@ fn flaky(rules: Vec<(usize, u32)>) -> (Arc<InMemory>, Arc<InterceptStore<FlakyPa
 async fn a_part_that_fails_transiently_is_sent_again_alone() {
     let (_, store, dest) = flaky(vec![(1, 2), (3, 1)]);
     let meter = Arc::new(UploadMeter::default());
-    let data = noise((21 * MIB) as usize);
+    let data = noise((21 * MIB) as usize, 0);
     let uploaded = upload(&dest, "s.tar", &data, options(0, 5 * MIB, 2), &meter)
         .await
         .expect("retries ride it out");
@@ -197,7 +184,7 @@ async fn a_part_that_fails_transiently_is_sent_again_alone() {
 async fn a_part_that_fails_for_good_aborts_the_upload() {
     let (inner, store, dest) = flaky(vec![(2, u32::MAX)]);
     let meter = Arc::new(UploadMeter::default());
-    let data = noise((21 * MIB) as usize);
+    let data = noise((21 * MIB) as usize, 0);
     let error = upload(&dest, "s.tar", &data, options(0, 5 * MIB, 2), &meter)
         .await
         .expect_err("must fail");
@@ -219,11 +206,11 @@ async fn a_complete_whose_reply_was_lost_is_found_done() {
     // A shard of the same size left by an earlier run: only a new version
     // of the object counts as this upload's.
     let (inner, store, dest) = flaky(vec![]);
-    let data = noise((11 * MIB) as usize);
+    let data = noise((11 * MIB) as usize, 0);
     inner
         .put(
             &Path::from("ds/s.tar"),
-            noise((11 * MIB) as usize)[1..].to_vec().into(),
+            noise((11 * MIB) as usize, 0)[1..].to_vec().into(),
         )
         .await
         .expect("leftover");
@@ -241,8 +228,8 @@ async fn a_complete_whose_reply_was_lost_is_found_done() {
 #[tokio::test]
 async fn a_complete_that_never_went_through_fails_beside_a_same_size_leftover() {
     let (inner, store, dest) = flaky(vec![]);
-    let data = noise((11 * MIB) as usize);
-    let leftover = noise((11 * MIB + 1) as usize)[1..].to_vec();
+    let data = noise((11 * MIB) as usize, 0);
+    let leftover = noise((11 * MIB + 1) as usize, 0)[1..].to_vec();
     inner
         .put(&Path::from("ds/s.tar"), leftover.clone().into())
         .await
@@ -266,7 +253,7 @@ async fn an_upload_dropped_unfinished_is_aborted() {
     let meter = Arc::new(UploadMeter::default());
     let mut upload = Upload::new(&dest, "s.tar", options(0, 5 * MIB, 2), meter.clone());
     upload
-        .write(&noise((11 * MIB) as usize))
+        .write(&noise((11 * MIB) as usize, 0))
         .await
         .expect("write");
     drop(upload);
@@ -286,7 +273,7 @@ async fn the_local_filesystem_takes_parts_through_its_own_upload() {
     let store = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).expect("local store"));
     let dest = Location::from_store(store, "", "file:///tmp/x");
     let meter = Arc::new(UploadMeter::default());
-    let data = noise((16 * MIB + 1) as usize);
+    let data = noise((16 * MIB + 1) as usize, 0);
     let uploaded = upload(&dest, "big.tar", &data, options(MIB, 5 * MIB, 2), &meter)
         .await
         .expect("upload");
@@ -314,7 +301,7 @@ async fn a_blocking_upload_is_a_write_for_blocking_threads() {
     let store = Arc::new(CountingStore::counting_parts(Arc::new(InMemory::new())));
     let dest = Location::from_multipart_store(store.clone(), "ds", "memory:///ds");
     let meter = Arc::new(UploadMeter::default());
-    let data = noise((12 * MIB) as usize);
+    let data = noise((12 * MIB) as usize, 0);
     let upload = Upload::new(&dest, "w.tar", options(0, 5 * MIB, 2), meter.clone());
     let mut writer = BlockingUpload::new(upload, Handle::current());
     let copy = data.clone();

@@ -8,23 +8,11 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use object_store::ObjectStoreExt;
+use tributary_io::testing::noise;
 use tributary_worker::Location;
 
 use tributary_tests::cli::{tributary_ok, Scratch};
 use tributary_tests::s3::{S3Server, S3_ENV};
-
-/// `n` bytes of noise (incompressible), different for each `seed`.
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ seed.wrapping_mul(0x2545_f491_4f6c_dd1d);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// The body of an unsigned `GET path` to the server (moto checks no
 /// signature).
