@@ -7,7 +7,8 @@ use tributary_worker::pipeline::decode::pixels::{DecodeLimits, MAX_PIXELS_LIMIT}
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::limits;
 use tributary_worker::{
-    Dtype, Fields, Layout, LoaderConfig, OnError, Preset, Size, Tail, Transform,
+    DecodeConfig, Dtype, Fields, Layout, LoaderConfig, OnError, PlanConfig, Preset, Size, Tail,
+    Transform,
 };
 
 /// A `usize` flag between `min` and `max`.
@@ -210,26 +211,31 @@ impl PipelineArgs {
     pub fn config(&self) -> LoaderConfig {
         let defaults = LoaderConfig::default();
         LoaderConfig {
-            batch_size: self.batch_size,
-            shuffle_buffer: self.shuffle_buffer,
-            shuffle: !self.no_shuffle,
-            tail: self.tail,
-            decode_threads: self.threads.unwrap_or(defaults.decode_threads),
-            fields: self.fields.clone(),
-            transform: self.transform(),
-            fetch: FetchConfig {
-                max_requests: self.max_requests,
-                max_read_bytes: self.max_read_kib << 10,
-                max_bytes_in_flight: self.max_in_flight_mib << 20,
-                ..FetchConfig::default()
+            plan: PlanConfig {
+                batch_size: self.batch_size,
+                shuffle_buffer: self.shuffle_buffer,
+                shuffle: !self.no_shuffle,
+                tail: self.tail,
+                ..defaults.plan
             },
-            decode_limits: DecodeLimits {
-                max_image_pixels: self.max_image_pixels,
-                max_pixels_in_flight: self.max_decode_pixels,
+            decode: DecodeConfig {
+                decode_threads: self.threads.unwrap_or(defaults.decode_threads),
+                fields: self.fields.clone(),
+                transform: self.transform(),
+                fetch: FetchConfig {
+                    max_requests: self.max_requests,
+                    max_read_bytes: self.max_read_kib << 10,
+                    max_bytes_in_flight: self.max_in_flight_mib << 20,
+                    ..FetchConfig::default()
+                },
+                decode_limits: DecodeLimits {
+                    max_image_pixels: self.max_image_pixels,
+                    max_pixels_in_flight: self.max_decode_pixels,
+                },
+                on_error: self.on_error,
+                max_bad_fraction: self.max_bad_fraction,
+                ..defaults.decode
             },
-            on_error: self.on_error,
-            max_bad_fraction: self.max_bad_fraction,
-            ..defaults
         }
     }
 }

@@ -20,11 +20,11 @@ use tributary_common::shuffle::ShuffleSpec;
 use tributary_coordinator::LocalCoordinator;
 use tributary_worker::coordinated::{self, Client, Identity};
 use tributary_worker::pipeline::limits;
-use tributary_worker::rank::{self, Coordinator, RankConfig};
+use tributary_worker::rank::{self, Coordinator, JobSpec, Mode, RankConfig};
 use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::tools::synth;
-use tributary_worker::{Dataset, LoaderConfig, Location, StoreOptions};
+use tributary_worker::{Dataset, DecodeConfig, Location, StoreOptions};
 
 use crate::pipeline_args::{u32_in, usize_in};
 
@@ -113,24 +113,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             restart,
         };
         let coordinator = Coordinator::Shared(vec![coordinator.address().to_owned()]);
-        RankConfig {
+        let spec = JobSpec {
             seed: args.seed,
             batch_size: args.batch_size as u32,
             epochs: 1,
-            mode: v1::Mode::Sync,
+            mode: Mode::Sync,
             shuffle_buffer: SHUFFLE_BUFFER as u32,
-            loader: LoaderConfig {
+            ..JobSpec::new(shards_dir.display().to_string())
+        };
+        RankConfig {
+            decode: DecodeConfig {
                 decode_threads: (threads / world).max(1),
                 transform: tributary_worker::Transform {
                     size: tributary_worker::Size::square(args.image_size),
                     ..Default::default()
                 },
-                ..LoaderConfig::default()
+                ..DecodeConfig::default()
             },
-            ..RankConfig::new(shards_dir.display().to_string(), coordinator, JOB, identity)
+            ..RankConfig::new(spec, coordinator, JOB, identity)
         }
     };
-    let created = coordinated::create_job(&client, JOB, config(0, 1, 0).job_config()).await?;
+    let created = coordinated::create_job(&client, JOB, (&config(0, 1, 0).spec).into()).await?;
     println!(
         "3/4 coordinator in-process at {}, in-memory store; sync job of {} samples  {:>6.2} s",
         coordinator.address(),

@@ -8,8 +8,8 @@
 use std::io::Write;
 
 use tributary_worker::pipeline::limits;
-use tributary_worker::rank::MixSource;
-use tributary_worker::{Dataset, Datasets, Loader, LoaderConfig};
+use tributary_worker::rank::Source;
+use tributary_worker::{Dataset, Datasets, Loader, LoaderConfig, PlanConfig};
 
 use crate::pipeline_args::{usize_in, PipelineArgs};
 use crate::storage::{CacheArgs, StoreArgs};
@@ -23,7 +23,7 @@ pub struct Args {
     /// `URL=weight:W`, `URL=samples:N` or `URL=repeat:R` (repeat the flag
     /// for each dataset).
     #[arg(long)]
-    mix: Vec<MixSource>,
+    mix: Vec<Source>,
     /// A weighted mix's samples per epoch (0: every dataset's samples).
     #[arg(long, default_value_t = 0, requires = "mix")]
     epoch_samples: u64,
@@ -54,7 +54,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Some(url) => open(url.clone()).await?.into(),
         None => {
             let opened = futures::future::try_join_all(
-                args.mix.iter().map(|source| open(source.url.clone())),
+                args.mix
+                    .iter()
+                    .map(|source| open(source.manifest_url.clone())),
             )
             .await?;
             let takes: Vec<_> = args.mix.iter().map(|source| source.take).collect();
@@ -62,11 +64,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let config = LoaderConfig {
-        seed: args.seed,
-        epoch: args.epoch,
-        rank: args.rank,
-        world: args.world,
-        ..args.pipeline.config()
+        plan: PlanConfig {
+            seed: args.seed,
+            epoch: args.epoch,
+            rank: args.rank,
+            world: args.world,
+            ..args.pipeline.config().plan
+        },
+        decode: args.pipeline.config().decode,
     };
     let mut loader = Loader::builder(datasets).config(config).build().await?;
     let stdout = std::io::stdout();

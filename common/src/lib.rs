@@ -36,6 +36,8 @@
 //! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
 //! - [`invariants`]: "nothing lost, nothing twice", "equal parts" and an
 //!   epoch's commits, written once.
+//! - [`job`]: a job's spec ([`job::JobSpec`]), its one validation and its
+//!   conversions to and from the protocol's `JobConfig`.
 //! - [`error`]: format and manifest errors that name shard, chunk and offset;
 //!   planner and lease-pool errors that name the generation, unit and member.
 //!
@@ -74,6 +76,7 @@ pub mod generation;
 pub mod identity;
 pub mod ids;
 pub mod invariants;
+pub mod job;
 pub mod lease;
 pub mod manifest;
 mod manifest_check;

@@ -25,11 +25,11 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch, Mutex, Notify};
 use tokio::task::JoinHandle;
 use tributary_common::ids::JobId;
+use tributary_common::job::JobSpec;
 use tributary_common::mix::{Layout, SourceShape};
 use tributary_common::proto::v1;
 use tributary_io::{Dataset as StoredDataset, StoreOptions};
 
-use crate::config::JobConfig;
 use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::metrics::Metrics;
@@ -120,7 +120,7 @@ pub struct OpenedDataset {
 /// all within `MANIFEST_TIMEOUT` (20 s).
 pub async fn open_dataset(
     job: &JobId,
-    config: &JobConfig,
+    config: &JobSpec,
     options: &StoreOptions,
 ) -> Result<OpenedDataset> {
     let failed = |error: String| CoordError::Dataset {

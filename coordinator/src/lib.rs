@@ -16,7 +16,8 @@
 //!   etcd implementations, and the conformance suite both pass.
 //! - [`keys`]: where each fact lives under `/tributary/<job>/`; every key
 //!   is built and parsed there.
-//! - [`config`]: job configuration, raw then validated.
+//! - [`config`]: what the coordinator adds to a job's spec
+//!   ([`tributary_common::job`]): request validation, the world bound.
 //! - [`model`]: each job's state and every change to it (sync generations,
 //!   the dynamic lease pool), returning its effects: the writes that make
 //!   it durable, leases to revoke, events.
@@ -45,10 +46,10 @@ pub mod service;
 pub mod store;
 pub mod writer;
 
-pub use config::{JobConfig, Mode};
 pub use error::CoordError;
 pub use local::LocalCoordinator;
 pub use metrics::Metrics;
 pub use server::{
     run, Listeners, ServerConfig, DEFAULT_FINISHED_JOB_TTL, HEALTH_LEADER, HEALTH_READY,
 };
+pub use tributary_common::job::{JobSpec, Mode};

@@ -5,7 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_worker::coordinated::LoaderState;
-use tributary_worker::rank::MixSource;
+use tributary_worker::rank::Source;
 use tributary_worker::{Fields, Size, Transform};
 
 /// `image_size=`: an int or `(height, width)`; 224 by default.
@@ -27,7 +27,7 @@ pub fn image_size_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Size> {
 /// `dataset=`: one URL, or a mix: `(url, take)` pairs, `take` being
 /// `"weight:W"`, `"samples:N"` or `"repeat:R"` (what the Python `Loader`
 /// makes of a list of `tributary.Source`).
-pub fn dataset_arg(value: &Bound<'_, PyAny>) -> PyResult<(String, Vec<MixSource>)> {
+pub fn dataset_arg(value: &Bound<'_, PyAny>) -> PyResult<(String, Vec<Source>)> {
     if let Ok(url) = value.extract::<String>() {
         return Ok((url, Vec::new()));
     }
@@ -44,11 +44,11 @@ pub fn dataset_arg(value: &Bound<'_, PyAny>) -> PyResult<(String, Vec<MixSource>
     let sources = pairs
         .into_iter()
         .enumerate()
-        .map(|(i, (url, take))| {
-            let take = take
-                .parse()
-                .map_err(|e| PyValueError::new_err(format!("dataset[{i}] ({url}): {e}")))?;
-            Ok(MixSource { url, take })
+        .map(|(i, (manifest_url, take))| {
+            let take = take.parse().map_err(|e| {
+                PyValueError::new_err(format!("dataset[{i}] ({manifest_url}): {e}"))
+            })?;
+            Ok(Source { manifest_url, take })
         })
         .collect::<PyResult<_>>()?;
     Ok((String::new(), sources))

@@ -1,102 +1,67 @@
 //! The native side of a Python `Loader`, free of Python: a tokio runtime,
-//! and the rank ([`tributary_worker::rank`]) built from the constructor's
-//! arguments, with an in-process coordinator when none is given.
+//! the rank ([`tributary_worker::rank`]) started from the [`RankConfig`]
+//! the constructor builds, an in-process coordinator when none is given,
+//! and who joins.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
 use tributary_io::cache::parse_bytes;
-use tributary_worker::coordinated::{DynamicOptions, Identity, LoaderState, OnLeaseLost};
+use tributary_worker::coordinated::{Identity, LoaderState};
 use tributary_worker::pipeline::metrics::MetricsSnapshot;
 use tributary_worker::rank::{
-    self, Coordinator, Credentials, Description, InProcess, MixSource, RankConfig,
+    self, Coordinator, Description, InProcess, JobSpec, Mode, RankConfig,
 };
-use tributary_worker::{
-    Batch, CacheConfig, Fields, LoaderConfig, OnError, Result, StoreOptions, Stripe, Tail,
-    Transform, WorkerError,
-};
+use tributary_worker::{Batch, CacheConfig, Result, StoreOptions, Stripe, WorkerError};
 
-/// Everything the Python constructor takes, kept to rebuild after `fork()`.
-#[derive(Debug, Clone)]
-pub struct Args {
-    /// The dataset's URL; empty when `sources` mixes several.
-    pub dataset: String,
-    /// Datasets mixed (`dataset=[tributary.Source(...), ...]`).
-    pub sources: Vec<MixSource>,
-    /// Weighted sources: samples per epoch (0: all their samples).
-    pub epoch_samples: u64,
-    /// Yield each batch's sample datasets (positions in the mix).
-    pub return_sources: bool,
-    pub coordinator: Option<String>,
-    pub job: String,
-    pub batch_size: u32,
-    /// What images become.
-    pub transform: Transform,
-    /// What a batch carries.
-    pub fields: Fields,
-    /// `false`: the unshuffled (evaluation) split, no coordinator.
-    pub shuffle: bool,
-    pub tail: Tail,
-    pub seed: u64,
-    pub mode: v1::Mode,
-    pub epochs: u64,
-    pub shuffle_buffer: u32,
-    pub decode_threads: Option<usize>,
-    /// Explicit torchrun identity parts; `None` reads the environment.
+/// A coordinator started in this process for this rank alone
+/// (`coordinator=None`), on the in-memory store.
+pub fn in_process() -> Coordinator {
+    Coordinator::InProcess(Arc::new(|store: StoreOptions| {
+        Box::pin(async move {
+            let local = LocalCoordinator::start(store)
+                .await
+                .map_err(|e| WorkerError::Stopped(format!("cannot start a coordinator: {e}")))?;
+            Ok(InProcess {
+                address: local.address().to_owned(),
+                guard: Box::new(local),
+            })
+        })
+    }))
+}
+
+/// Who joins: a dynamic member's `name`, or the torchrun rank (explicit
+/// parts over the environment's, else rank 0 of 1).
+pub struct Joiner {
+    pub name: Option<String>,
     pub rank: Option<u32>,
     pub world_size: Option<u32>,
     pub run_id: Option<String>,
     pub restart_count: Option<u64>,
-    /// Dynamic mode: the member name.
-    pub name: Option<String>,
-    pub storage_options: HashMap<String, String>,
-    /// How long coordinator calls retry before they fail.
-    pub timeout: std::time::Duration,
-    /// Yield each batch's sample ids as a third array.
-    pub return_ids: bool,
-    /// A DataLoader worker process's share: every `count`-th batch.
-    pub stripe: Stripe,
-    /// Sync mode: the epoch to read first (default: the generation's).
-    pub epoch: Option<u64>,
-    /// Bad samples: raise (the default) or skip, up to a fraction.
-    pub on_error: OnError,
-    pub max_bad_fraction: f64,
-    /// The process environment, read once at the edge.
-    pub env: HashMap<String, String>,
-    /// The bearer token given as `auth_token=` (else the environment's).
-    pub auth_token: Option<String>,
-    /// Dynamic: samples leased ahead of the trainer (`None`: the default).
-    pub lookahead: Option<u64>,
-    /// Dynamic: what a member whose lease expired does.
-    pub on_lease_lost: OnLeaseLost,
-    /// The secret of the membership this process shares (a DataLoader
-    /// worker passes its parent's, so its Join may replace it).
-    pub member_secret: Option<String>,
-    /// `host:port` to serve `/metrics` on (see `metrics.rs`).
-    pub metrics_listen: Option<String>,
-    /// The local shard cache (`cache_dir=`, `cache_limit=`).
-    pub cache: Option<CacheConfig>,
 }
 
-impl Args {
-    /// Who joins: a dynamic member's name, or the torchrun rank (explicit
-    /// parts over the environment's, else rank 0 of 1).
-    fn identity(&self) -> Result<Identity> {
-        if self.mode == v1::Mode::Dynamic {
+impl Joiner {
+    /// The identity a process of `mode` joins as; `stripe` is its share
+    /// of the rank (each DataLoader worker of a dynamic job is a member of
+    /// its own). A dynamic member without a name is named after the host
+    /// and this process.
+    pub fn identity(
+        &self,
+        mode: Mode,
+        stripe: Stripe,
+        env: &HashMap<String, String>,
+    ) -> Result<Identity> {
+        if mode == Mode::Dynamic {
             let name = match &self.name {
-                // Each worker process is a member of its own.
-                Some(name) if self.stripe.count > 1 => format!("{name}-w{}", self.stripe.index),
+                Some(name) if stripe.count > 1 => format!("{name}-w{}", stripe.index),
                 Some(name) => name.clone(),
-                None => {
-                    let host = self.env.get("HOSTNAME").map_or("host", String::as_str);
-                    format!("{host}-{}", std::process::id())
-                }
+                None => default_member(env),
             };
             return Ok(Identity::Name(name));
         }
-        let from_env = Identity::from_torchrun_env(&self.env)?;
+        let from_env = Identity::from_torchrun_env(env)?;
         let (env_rank, env_world, env_run, env_restart) = match from_env {
             Some(Identity::Torchrun {
                 rank,
@@ -117,82 +82,26 @@ impl Args {
             restart: self.restart_count.or(env_restart).unwrap_or(0),
         })
     }
-
-    /// The rank's config; [`RankConfig::validate`] checks it.
-    fn config(&self) -> Result<RankConfig> {
-        let mut store = StoreOptions::from_vars(self.env.clone());
-        for (key, value) in &self.storage_options {
-            store.set(key, value.clone());
-        }
-        let coordinator = match &self.coordinator {
-            Some(address) => Coordinator::Shared(vec![address.clone()]),
-            None => Coordinator::InProcess(Box::new(|store: StoreOptions| {
-                Box::pin(async move {
-                    let local = LocalCoordinator::start(store).await.map_err(|e| {
-                        WorkerError::Stopped(format!("cannot start a coordinator: {e}"))
-                    })?;
-                    Ok(InProcess {
-                        address: local.address().to_owned(),
-                        guard: Box::new(local),
-                    })
-                })
-            })),
-        };
-        let mut loader = LoaderConfig {
-            transform: self.transform.clone(),
-            fields: self.fields.clone(),
-            shuffle: self.shuffle,
-            tail: self.tail,
-            on_error: self.on_error,
-            max_bad_fraction: self.max_bad_fraction,
-            ..LoaderConfig::default()
-        };
-        if let Some(threads) = self.decode_threads {
-            loader.decode_threads = threads;
-        }
-        Ok(RankConfig {
-            store,
-            credentials: Credentials::Env {
-                env: self.env.clone(),
-                auth_token: self.auth_token.clone(),
-            },
-            deadline: self.timeout,
-            seed: self.seed,
-            batch_size: self.batch_size,
-            epochs: self.epochs,
-            mode: self.mode,
-            shuffle_buffer: self.shuffle_buffer,
-            member_secret: self.member_secret.clone(),
-            loader,
-            dynamic: DynamicOptions {
-                lookahead: self.lookahead,
-                on_lease_lost: self.on_lease_lost,
-                ..DynamicOptions::default()
-            },
-            epoch: self.epoch,
-            stripe: self.stripe,
-            metrics_listen: self.metrics_listen.clone(),
-            sources: self.sources.clone(),
-            epoch_samples: self.epoch_samples,
-            cache: self.cache.clone(),
-            ..RankConfig::new(&self.dataset, coordinator, &self.job, self.identity()?)
-        })
-    }
 }
 
-impl Args {
-    /// What the loader reads, for `repr`: the URL, or the mix.
-    pub fn describe_data(&self) -> String {
-        if self.sources.is_empty() {
-            format!("{:?}", self.dataset)
-        } else {
-            let parts: Vec<String> = self
-                .sources
-                .iter()
-                .map(|s| format!("{:?} ({:?})", s.url, s.take))
-                .collect();
-            format!("[{}]", parts.join(", "))
-        }
+/// A dynamic member's name when none is given: the host's and this
+/// process's (a forked DataLoader worker takes its own).
+pub fn default_member(env: &HashMap<String, String>) -> String {
+    let host = env.get("HOSTNAME").map_or("host", String::as_str);
+    format!("{host}-{}", std::process::id())
+}
+
+/// What the loader reads, for `repr`: the URL, or the mix.
+pub fn describe_data(spec: &JobSpec) -> String {
+    if spec.sources.is_empty() {
+        format!("{:?}", spec.manifest_url)
+    } else {
+        let parts: Vec<String> = spec
+            .sources
+            .iter()
+            .map(|s| format!("{:?} ({:?})", s.manifest_url, s.take))
+            .collect();
+        format!("[{}]", parts.join(", "))
     }
 }
 
@@ -275,8 +184,8 @@ pub struct Rank {
 
 impl Rank {
     /// Opens the dataset, creates or joins the job and starts the loader.
-    pub async fn start(args: &Args) -> Result<Self> {
-        let rank = rank::Rank::start(args.config()?).await?;
+    pub async fn start(config: RankConfig) -> Result<Self> {
+        let rank = rank::Rank::start(config).await?;
         Ok(Self {
             rank,
             exhausted: false,

@@ -1,5 +1,5 @@
-//! The `Loader` Python class: a rank's loader (see `inner.rs`), its
-//! constructor's arguments kept to rebuild it after `fork()`.
+//! The `Loader` Python class: a rank's loader (see `inner.rs`), and the
+//! [`RankConfig`] its constructor builds, kept to rebuild it after `fork()`.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -7,28 +7,38 @@ use std::time::Duration;
 use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tributary_common::proto::v1;
-use tributary_worker::coordinated::OnLeaseLost;
-use tributary_worker::{Dtype, Layout, OnError, Preset, Stripe, Tail, Transform};
+use tributary_worker::coordinated::{DynamicOptions, OnLeaseLost};
+use tributary_worker::rank::{Coordinator, Credentials, JobSpec, Mode, RankConfig};
+use tributary_worker::{
+    DecodeConfig, Dtype, Layout, OnError, Preset, StoreOptions, Stripe, Tail, Transform,
+};
 
 use crate::args::{dataset_arg, fields_arg, image_size_arg, state_from};
 use crate::columns;
 use crate::errors::to_py;
-use crate::inner::{self, Args, Inner, Rank, Runtime};
+use crate::inner::{self, Inner, Joiner, Rank, Runtime};
 use crate::metrics::{self, metrics_port_arg, MetricsPort};
 use crate::runtime::block;
 
 /// Starts a loader, interruptibly.
-fn start(py: Python<'_>, args: &Args) -> PyResult<Inner> {
+fn start(py: Python<'_>, config: &RankConfig) -> PyResult<Inner> {
     let runtime = Runtime::new().map_err(to_py)?;
-    let rank = block(py, &runtime, Rank::start(args))?.map_err(to_py)?;
+    let rank = block(py, &runtime, Rank::start(config.clone()))?.map_err(to_py)?;
     Ok(Inner { runtime, rank })
 }
 
 /// A rank's data loader. See `tributary/__init__.pyi` for the full contract.
 #[pyclass(module = "tributary._tributary", unsendable)]
 pub struct Loader {
-    args: Args,
+    /// What the rank starts with (again in a forked child).
+    config: RankConfig,
+    /// Yield each batch's sample ids as a third array.
+    return_ids: bool,
+    /// Yield each batch's sample datasets (positions in the mix).
+    return_sources: bool,
+    /// A dynamic member named after its process (no `name=`): `HOSTNAME`
+    /// and the rest of the environment, to name a forked child after its.
+    default_name: Option<HashMap<String, String>>,
     inner: Option<Inner>,
     pid: u32,
     /// The coordinator's address (the in-process one's, when started here).
@@ -40,7 +50,7 @@ impl Loader {
     fn inner(&mut self, py: Python<'_>) -> PyResult<&mut Inner> {
         self.abandon_if_forked();
         if self.inner.is_none() {
-            self.inner = Some(start(py, &self.args)?);
+            self.inner = Some(start(py, &self.config)?);
         }
         Ok(self.inner.as_mut().expect("started above"))
     }
@@ -55,7 +65,11 @@ impl Loader {
             }
             self.pid = std::process::id();
             // The parent still serves its metrics on that port.
-            self.args.metrics_listen = None;
+            self.config.metrics_listen = None;
+            if let Some(env) = &self.default_name {
+                self.config.identity =
+                    tributary_worker::coordinated::Identity::Name(inner::default_member(env));
+            }
         }
     }
 }
@@ -156,8 +170,8 @@ impl Loader {
             PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
         })?;
         let mode = match mode {
-            "sync" => v1::Mode::Sync,
-            "dynamic" => v1::Mode::Dynamic,
+            "sync" => Mode::Sync,
+            "dynamic" => Mode::Dynamic,
             other => {
                 return Err(PyValueError::new_err(format!(
                     "mode must be \"sync\" or \"dynamic\", not {other:?}"
@@ -179,46 +193,69 @@ impl Loader {
             metrics::listen_address(metrics_port, &env).map_err(PyValueError::new_err)?
         };
         let cache = inner::cache_arg(cache_dir, cache_limit, &env).map_err(value)?;
-        let args = Args {
-            dataset,
+        let stripe = worker.map_or_else(Stripe::default, |(index, count)| Stripe { index, count });
+        let spec = JobSpec {
             sources,
             epoch_samples,
-            return_sources,
-            coordinator,
-            job,
             batch_size,
-            transform,
-            fields,
-            shuffle,
-            tail,
             seed,
             mode,
             epochs,
             shuffle_buffer,
-            decode_threads,
+            ..JobSpec::new(dataset)
+        };
+        let joiner = Joiner {
+            name,
             rank,
             world_size,
             run_id,
             restart_count,
-            name,
-            storage_options: storage_options.unwrap_or_default(),
-            timeout,
-            return_ids,
-            stripe: worker.map_or_else(Stripe::default, |(index, count)| Stripe { index, count }),
-            epoch,
+        };
+        let identity = joiner.identity(mode, stripe, &env).map_err(to_py)?;
+        let default_name = (mode == Mode::Dynamic && joiner.name.is_none()).then(|| env.clone());
+        let mut store = StoreOptions::from_vars(env.clone());
+        for (key, value) in storage_options.unwrap_or_default() {
+            store.set(&key, value);
+        }
+        let mut decode = DecodeConfig {
+            transform,
+            fields,
             on_error,
             max_bad_fraction,
-            env,
-            auth_token,
-            lookahead,
-            on_lease_lost,
+            ..DecodeConfig::default()
+        };
+        if let Some(threads) = decode_threads {
+            decode.decode_threads = threads;
+        }
+        let coordinator = match coordinator {
+            Some(address) => Coordinator::Shared(vec![address]),
+            None => inner::in_process(),
+        };
+        let config = RankConfig {
+            store,
+            credentials: Credentials::Env { env, auth_token },
+            deadline: timeout,
             member_secret,
+            decode,
+            shuffle,
+            tail,
+            dynamic: DynamicOptions {
+                lookahead,
+                on_lease_lost,
+                ..DynamicOptions::default()
+            },
+            epoch,
+            stripe,
             metrics_listen,
             cache,
+            ..RankConfig::new(spec, coordinator, job, identity)
         };
-        let inner = start(py, &args)?;
+        let inner = start(py, &config)?;
         Ok(Self {
-            args,
+            config,
+            return_ids,
+            return_sources,
+            default_name,
             address: inner.rank.address().to_owned(),
             inner: Some(inner),
             pid: std::process::id(),
@@ -241,9 +278,8 @@ impl Loader {
     /// `N x 3 x S x S`, normalised, and int64 `N`), then the sample ids
     /// with `return_ids=True`, then the validity mask with `tail="pad"`.
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let ids = self.args.return_ids;
-        let sources = self.args.return_sources;
-        let valid = self.args.tail == Tail::Pad;
+        let (ids, sources) = (self.return_ids, self.return_sources);
+        let valid = self.config.tail == Tail::Pad;
         let Inner { runtime, rank } = self.inner(py)?;
         if rank.exhausted || rank.finished() {
             return Err(PyStopIteration::new_err(()));
@@ -264,7 +300,7 @@ impl Loader {
 
     /// Batches of this rank's part of the current generation.
     fn __len__(&mut self, py: Python<'_>) -> PyResult<usize> {
-        let batch = u64::from(self.args.batch_size);
+        let batch = u64::from(self.config.spec.batch_size);
         let samples = self.inner(py)?.rank.samples().map_err(to_py)?;
         Ok(samples.div_ceil(batch) as usize)
     }
@@ -350,7 +386,8 @@ impl Loader {
             (place.epoch, place.generation, place.rank, place.world);
         Ok(format!(
             "Loader(dataset={}, job={:?}, epoch={epoch}, generation={generation}, rank={rank}, world_size={world})",
-            self.args.describe_data(), self.args.job
+            inner::describe_data(&self.config.spec),
+            self.config.job
         ))
     }
 }

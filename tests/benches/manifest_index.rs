@@ -26,7 +26,10 @@ use tributary_common::manifest::{Compression, Manifest, ShardMeta, MANIFEST_NAME
 use tributary_common::shard::ShardWriter;
 use tributary_io::{write_manifest, ManifestDraft, ManifestVersion};
 use tributary_worker::tools::synth;
-use tributary_worker::{Dataset, Loader, LoaderConfig, Location, Size, StoreOptions, Transform};
+use tributary_worker::{
+    Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, Size, StoreOptions,
+    Transform,
+};
 
 struct Args {
     shards: usize,
@@ -108,12 +111,15 @@ async fn time_to_first_batch(url: &str) -> Duration {
         .await
         .expect("open");
     let config = LoaderConfig {
-        decode_threads: 2,
-        transform: Transform {
-            size: Size::square(64),
-            ..Transform::default()
+        plan: PlanConfig::default(),
+        decode: DecodeConfig {
+            decode_threads: 2,
+            transform: Transform {
+                size: Size::square(64),
+                ..Transform::default()
+            },
+            ..DecodeConfig::default()
         },
-        ..LoaderConfig::default()
     };
     let mut loader = Loader::builder(dataset)
         .config(config)
@@ -126,15 +132,14 @@ async fn time_to_first_batch(url: &str) -> Duration {
 }
 
 async fn job_open(url: &str) -> Duration {
-    let config = tributary_coordinator::config::JobConfig::from_proto(Some(
-        tributary_common::proto::v1::JobConfig {
+    let config =
+        tributary_coordinator::config::job_spec(Some(tributary_common::proto::v1::JobConfig {
             manifest_url: url.to_owned(),
             batch_size: 1,
             epochs: 1,
             ..Default::default()
-        },
-    ))
-    .expect("config");
+        }))
+        .expect("config");
     let started = Instant::now();
     tributary_coordinator::leader::open_dataset(
         &JobId::from("bench"),

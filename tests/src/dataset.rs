@@ -9,7 +9,7 @@ use tributary_common::manifest::Manifest;
 use tributary_common::span::SpanSet;
 use tributary_worker::tools::pack::{pack, PackOptions};
 use tributary_worker::tools::progress::NoProgress;
-use tributary_worker::{LoaderConfig, Location, StoreOptions};
+use tributary_worker::{DecodeConfig, LoaderConfig, Location, PlanConfig, StoreOptions};
 use tributary_worker::{Size, Transform};
 
 use crate::cli::{tributary_ok, Scratch};
@@ -128,8 +128,11 @@ pub fn small_loader_config() -> LoaderConfig {
         ..Transform::default()
     };
     LoaderConfig {
-        decode_threads: 1,
-        transform,
-        ..LoaderConfig::default()
+        plan: PlanConfig::default(),
+        decode: DecodeConfig {
+            decode_threads: 1,
+            transform,
+            ..DecodeConfig::default()
+        },
     }
 }

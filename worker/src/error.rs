@@ -2,6 +2,7 @@
 //! packer, the indexer and the inspector can fail with. Messages name the
 //! URL, shard, offset or sample they are about.
 
+use tributary_common::job::SpecError;
 use tributary_common::{FormatError, ManifestError};
 use tributary_io::IoError;
 
@@ -44,6 +45,9 @@ pub enum WorkerError {
     File { path: String, error: std::io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A rank's configuration that cannot work (see [`InvalidConfig`]).
+    #[error("invalid configuration: {0}")]
+    Invalid(#[from] InvalidConfig),
     /// The metrics endpoint cannot listen (`metrics_listen`, `metrics_port`).
     #[error("cannot serve metrics on {address}: {error}")]
     Listen {
@@ -54,6 +58,39 @@ pub enum WorkerError {
     Stopped(String),
     #[error("coordinator: {message} ({code:?})")]
     Coordinator { code: tonic::Code, message: String },
+}
+
+/// A rank's configuration that cannot work, in the Rust API's words; the
+/// variants carry the values, so that a binding can say it in its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidConfig {
+    /// The job's spec (`RankConfig::spec`).
+    #[error(transparent)]
+    Job(#[from] SpecError),
+    #[error("stripe ({index}, {count}): the stripe index must be below the number of stripes")]
+    Stripe { index: usize, count: usize },
+    #[error(
+        "{count} worker processes of a dynamic job need a shared coordinator \
+         (Coordinator::Shared): with an in-process one each would read the whole epoch"
+    )]
+    DynamicStripesInProcess { count: usize },
+    #[error(
+        "a world of {world} ranks needs a shared coordinator (Coordinator::Shared): \
+         an in-process one serves one rank alone"
+    )]
+    WorldInProcess { world: u32 },
+    #[error("dynamic.lookahead is for Mode::Dynamic; sync ranks read a fixed part")]
+    LookaheadForSync,
+    #[error("epoch is for Mode::Sync; dynamic members read the job's current epoch")]
+    EpochForDynamic,
+    #[error("an unshuffled loader (evaluation) reads a fixed split by rank: use Mode::Sync")]
+    UnshuffledDynamic,
+}
+
+impl From<SpecError> for WorkerError {
+    fn from(error: SpecError) -> Self {
+        Self::Invalid(InvalidConfig::Job(error))
+    }
 }
 
 impl WorkerError {

@@ -27,10 +27,11 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), tributary_worker::WorkerError> {
-//! use tributary_worker::{Dataset, Loader, LoaderConfig, StoreOptions};
+//! use tributary_worker::{Dataset, Loader, LoaderConfig, PlanConfig, StoreOptions};
 //!
 //! let dataset = Dataset::open("s3://bucket/imagenet", &StoreOptions::default()).await?;
-//! let config = LoaderConfig { rank: 0, world: 8, batch_size: 256, seed: 42, ..LoaderConfig::default() };
+//! let plan = PlanConfig { rank: 0, world: 8, batch_size: 256, seed: 42, ..PlanConfig::default() };
+//! let config = LoaderConfig { plan, ..LoaderConfig::default() };
 //! let mut loader = Loader::builder(dataset).config(config).build().await?;
 //! while let Some(batch) = loader.next().await {
 //!     let batch = batch?;
@@ -45,12 +46,15 @@ pub mod pipeline;
 pub mod rank;
 pub mod tools;
 
-pub use error::{Result, WorkerError};
+pub use error::{InvalidConfig, Result, WorkerError};
 pub use pipeline::decode::bad_samples::OnError;
 pub use pipeline::decode::fields::{Column, Fields};
 pub use pipeline::decode::pixels::DecodeLimits;
 pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::fetch::FetchConfig;
-pub use pipeline::{Batch, Datasets, Images, Loader, LoaderBuilder, LoaderConfig, Stripe, Tail};
+pub use pipeline::{
+    Batch, Datasets, DecodeConfig, Images, Loader, LoaderBuilder, LoaderConfig, PlanConfig, Stripe,
+    Tail,
+};
 /// The object-store layer this crate reads through (`tributary-io`).
 pub use tributary_io::{CacheConfig, Dataset, Location, ShardCache, StoreOptions};

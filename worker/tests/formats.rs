@@ -14,7 +14,9 @@ use tributary_io::ManifestVersion;
 use tributary_worker::tools::index::{index, INDEX_READ_BYTES};
 use tributary_worker::tools::inspect::{inspect, INSPECT_READ_BYTES};
 use tributary_worker::tools::progress::NoProgress;
-use tributary_worker::{Dataset, Loader, LoaderConfig, Location, StoreOptions};
+use tributary_worker::{
+    Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, StoreOptions,
+};
 use tributary_worker::{Size, Transform};
 
 fn jpeg(seed: u8) -> Vec<u8> {
@@ -63,14 +65,19 @@ fn url(dir: &Path) -> String {
 
 async fn read_all(dataset: Dataset) -> tributary_worker::Result<usize> {
     let config = LoaderConfig {
-        batch_size: 4,
-        shuffle_buffer: 4,
-        decode_threads: 2,
-        transform: Transform {
-            size: Size::square(16),
-            ..Transform::default()
+        plan: PlanConfig {
+            batch_size: 4,
+            shuffle_buffer: 4,
+            ..PlanConfig::default()
         },
-        ..LoaderConfig::default()
+        decode: DecodeConfig {
+            decode_threads: 2,
+            transform: Transform {
+                size: Size::square(16),
+                ..Transform::default()
+            },
+            ..DecodeConfig::default()
+        },
     };
     let mut loader = Loader::builder(dataset).config(config).build().await?;
     let mut samples = 0;

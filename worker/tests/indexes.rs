@@ -15,7 +15,9 @@ use tributary_io::testing::{Intercept, InterceptStore};
 use tributary_io::ManifestVersion;
 use tributary_tests::dataset::pack_local;
 use tributary_worker::tools::pack::PackOptions;
-use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, WorkerError};
+use tributary_worker::{
+    Batch, Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, WorkerError,
+};
 use tributary_worker::{Size, Transform};
 
 /// Six classes of ten small images each.
@@ -47,15 +49,20 @@ async fn packed(src: &Path, dest: &Path, version: ManifestVersion) -> Location {
 
 fn config() -> LoaderConfig {
     LoaderConfig {
-        seed: 3,
-        batch_size: 7,
-        shuffle_buffer: 12,
-        decode_threads: 2,
-        transform: Transform {
-            size: Size::square(16),
-            ..Transform::default()
+        plan: PlanConfig {
+            seed: 3,
+            batch_size: 7,
+            shuffle_buffer: 12,
+            ..PlanConfig::default()
         },
-        ..LoaderConfig::default()
+        decode: DecodeConfig {
+            decode_threads: 2,
+            transform: Transform {
+                size: Size::square(16),
+                ..Transform::default()
+            },
+            ..DecodeConfig::default()
+        },
     }
 }
 

@@ -14,7 +14,8 @@ use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{
-    Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, Stripe, WorkerError,
+    Batch, Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, StoreOptions, Stripe,
+    WorkerError,
 };
 use tributary_worker::{Dtype, Layout, Preset, Size, Tail, Transform};
 
@@ -54,15 +55,20 @@ async fn packed(dir: &Path, compression: Compression, max_samples: u32) -> Datas
 
 fn config(threads: usize) -> LoaderConfig {
     LoaderConfig {
-        seed: 7,
-        batch_size: 8,
-        shuffle_buffer: 16,
-        decode_threads: threads,
-        transform: Transform {
-            size: Size::square(32),
-            ..Transform::default()
+        plan: PlanConfig {
+            seed: 7,
+            batch_size: 8,
+            shuffle_buffer: 16,
+            ..PlanConfig::default()
         },
-        ..LoaderConfig::default()
+        decode: DecodeConfig {
+            decode_threads: threads,
+            transform: Transform {
+                size: Size::square(32),
+                ..Transform::default()
+            },
+            ..DecodeConfig::default()
+        },
     }
 }
 
@@ -93,9 +99,12 @@ async fn pack_then_read_every_sample_once_both_compressions() {
         for rank in 0..2 {
             let loader = Loader::builder(dataset.clone())
                 .config(LoaderConfig {
-                    rank,
-                    world: 2,
-                    ..config(2)
+                    plan: PlanConfig {
+                        rank,
+                        world: 2,
+                        ..config(2).plan
+                    },
+                    decode: config(2).decode,
                 })
                 .build()
                 .await
@@ -124,8 +133,11 @@ async fn same_seed_same_batches_bit_for_bit_on_1_or_8_threads() {
     let dataset = packed(dir.path(), Compression::ZSTD, 16).await;
     let run = |threads: usize, seed: u64| {
         let config = LoaderConfig {
-            seed,
-            ..config(threads)
+            plan: PlanConfig {
+                seed,
+                ..config(threads).plan
+            },
+            decode: config(threads).decode,
         };
         let dataset = dataset.clone();
         async move { read_with(dataset, config).await.expect("read") }
@@ -151,8 +163,11 @@ async fn stripes_taken_in_turn_are_the_unstriped_epoch() {
     let mut stripes = Vec::new();
     for index in 0..3 {
         let config = LoaderConfig {
-            stripe: Stripe { index, count: 3 },
-            ..config(1)
+            plan: PlanConfig {
+                stripe: Stripe { index, count: 3 },
+                ..config(1).plan
+            },
+            decode: config(1).decode,
         };
         stripes.push(read_with(dataset.clone(), config).await.expect("read"));
     }
@@ -169,8 +184,11 @@ async fn stripes_taken_in_turn_are_the_unstriped_epoch() {
     assert_eq!(interleaved, whole, "same batches, pixels and order");
 
     let bad = LoaderConfig {
-        stripe: Stripe { index: 3, count: 3 },
-        ..config(1)
+        plan: PlanConfig {
+            stripe: Stripe { index: 3, count: 3 },
+            ..config(1).plan
+        },
+        decode: config(1).decode,
     };
     let error = read_with(dataset, bad).await.expect_err("stripe 3 of 3");
     assert!(error.to_string().contains("stripe 3 of 3"), "{error}");
@@ -219,12 +237,15 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
         let peek = dataset.clone();
         let loader = Loader::builder(dataset)
             .config(LoaderConfig {
-                fetch: FetchConfig {
-                    max_read_bytes: 1 << 30,
-                    first_read_bytes: 1 << 30,
-                    ..FetchConfig::default()
+                plan: config(2).plan,
+                decode: DecodeConfig {
+                    fetch: FetchConfig {
+                        max_read_bytes: 1 << 30,
+                        first_read_bytes: 1 << 30,
+                        ..FetchConfig::default()
+                    },
+                    ..config(2).decode
                 },
-                ..config(2)
             })
             .spans(SpanSet::new([span]))
             .build()
@@ -419,15 +440,20 @@ async fn unshuffled_reading_gives_every_sample_once_across_ranks_with_either_tai
                 let batches = read_with(
                     dataset.clone(),
                     LoaderConfig {
-                        rank,
-                        world,
-                        shuffle: false,
-                        tail,
-                        transform: Transform {
-                            preset: Preset::Eval,
-                            ..config(2).transform
+                        plan: PlanConfig {
+                            rank,
+                            world,
+                            shuffle: false,
+                            tail,
+                            ..config(2).plan
                         },
-                        ..config(2)
+                        decode: DecodeConfig {
+                            transform: Transform {
+                                preset: Preset::Eval,
+                                ..config(2).transform
+                            },
+                            ..config(2).decode
+                        },
                     },
                 )
                 .await

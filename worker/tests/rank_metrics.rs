@@ -7,8 +7,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tributary_tests::dataset::{small_loader_config, tiny_dataset};
 use tributary_worker::coordinated::Identity;
-use tributary_worker::rank::{Coordinator, Rank, RankConfig};
-use tributary_worker::{LoaderConfig, WorkerError};
+use tributary_worker::rank::{Coordinator, JobSpec, Rank, RankConfig};
+use tributary_worker::{DecodeConfig, WorkerError};
 
 async fn scrape(address: SocketAddr) -> String {
     let mut stream = TcpStream::connect(address).await.expect("connect");
@@ -42,12 +42,15 @@ async fn rank(url: String, listen: &str) -> Result<Rank, WorkerError> {
         run_id: "r".into(),
         restart: 0,
     };
-    let mut config = RankConfig::new(url, Coordinator::Shared(Vec::new()), "eval", identity);
-    config.batch_size = 8;
-    config.loader = LoaderConfig {
-        shuffle: false,
+    let spec = JobSpec {
+        batch_size: 8,
+        ..JobSpec::new(url)
+    };
+    let mut config = RankConfig::new(spec, Coordinator::Shared(Vec::new()), "eval", identity);
+    config.shuffle = false;
+    config.decode = DecodeConfig {
         fields: "cls".parse().expect("fields"),
-        ..small_loader_config()
+        ..small_loader_config().decode
     };
     config.metrics_listen = Some(listen.into());
     Rank::start(config).await

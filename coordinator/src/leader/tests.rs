@@ -65,7 +65,7 @@ impl MetaStore for Gated {
 }
 
 fn stored() -> StoredJob {
-    let config = JobConfig::from_proto(Some(v1::JobConfig {
+    let config = crate::config::job_spec(Some(v1::JobConfig {
         manifest_url: "memory:///ds".into(),
         batch_size: 4,
         epochs: 1,

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
+use tributary_common::job::JobSpec;
 use tributary_common::proto::v1;
 
 use super::dynamic::UnitRef;
 use super::effects::{Effects, Event, LeaseGrant, Outcome};
 use super::{Dataset, DynModel, Identity, Job, MemberRecord, State, SyncModel};
 use crate::auth::{chosen_secret, secret_digest};
-use crate::config::JobConfig;
 use crate::error::{CoordError, Result};
 use crate::store::LeaseId;
 
@@ -49,7 +49,7 @@ struct Checked<'a> {
     /// The caller's record: its identity and lease.
     record: MemberRecord,
     name: &'a JobId,
-    config: &'a JobConfig,
+    config: &'a JobSpec,
     dataset: &'a Dataset,
     state: &'a mut State,
 }
@@ -163,7 +163,7 @@ impl Job {
         let mut effects = Effects::default();
         let mut response = v1::JoinResponse {
             member: member.to_string(),
-            config: Some(self.stored.config.to_proto()),
+            config: Some(v1::JobConfig::from(&self.stored.config)),
             ttl_ms: ttl.as_millis() as u32,
             ..v1::JoinResponse::default()
         };

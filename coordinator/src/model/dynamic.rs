@@ -8,13 +8,13 @@
 
 use tributary_common::error::PoolError;
 use tributary_common::ids::{Epoch, JobId, MemberId};
+use tributary_common::job::JobSpec;
 use tributary_common::lease::{units, LeasePool};
 use tributary_common::proto::v1;
 use tributary_common::span::Span;
 
 use super::effects::{leased_put, put, Tally};
 use super::Dataset;
-use crate::config::JobConfig;
 use crate::error::{CoordError, Result};
 use crate::keys::{self, Key};
 use crate::store::{LeaseId, Op};
@@ -46,7 +46,7 @@ impl From<v1::UnitRef> for UnitRef {
 }
 
 impl DynModel {
-    pub fn new(config: &JobConfig, dataset: &Dataset, epoch: Epoch) -> Self {
+    pub fn new(config: &JobSpec, dataset: &Dataset, epoch: Epoch) -> Self {
         let units = units(
             &*dataset.layout,
             config.seed,
@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_retried_ack_is_done_and_another_members_ack_is_refused() {
-        let config = JobConfig::from_proto(Some(v1::JobConfig {
+        let config = crate::config::job_spec(Some(v1::JobConfig {
             manifest_url: "memory:///ds".into(),
             batch_size: 4,
             epochs: 1,

@@ -156,7 +156,7 @@ impl Job {
         let config = &self.stored.config;
         v1::JobSummary {
             job: self.name.to_string(),
-            mode: config.to_proto().mode,
+            mode: v1::Mode::from(config.mode) as i32,
             epoch: status.epoch,
             epochs: config.epochs,
             members: self.members.len() as u32,

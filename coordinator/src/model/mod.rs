@@ -22,10 +22,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tributary_common::ids::{Epoch, JobId, MemberId};
+use tributary_common::job::{JobSpec, Mode};
 use tributary_common::mix::Layout;
 use tributary_common::proto::v1;
 
-use crate::config::{JobConfig, Mode};
 use crate::error::{CoordError, Result};
 use crate::keys::Key;
 use crate::store::{KeyValue, LeaseId, Op};
@@ -40,7 +40,7 @@ pub use tributary_common::identity::Identity;
 /// What the store keeps about a job besides its progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredJob {
-    pub config: JobConfig,
+    pub config: JobSpec,
     /// crc32c of the manifest's canonical JSON when the job was created.
     pub manifest_crc32c: u32,
     /// SHA-256 (hex) of the same: the digest a loaded job is checked
@@ -311,7 +311,7 @@ impl Job {
 
     pub fn status(&self, leader: &str) -> v1::JobStatus {
         v1::JobStatus {
-            config: Some(self.stored.config.to_proto()),
+            config: Some(v1::JobConfig::from(&self.stored.config)),
             members: self.members.keys().map(MemberId::to_string).collect(),
             leader: leader.to_owned(),
             member_status: self.member_status(std::time::Instant::now()),

@@ -14,13 +14,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tributary_common::generation::{generation_cut, rank_part, CommitPoint, GenerationRecord};
 use tributary_common::ids::{Epoch, Generation, JobId};
+use tributary_common::job::JobSpec;
 use tributary_common::proto::{spans_to_proto, v1};
 use tributary_common::shuffle::ShuffleSpec;
 use tributary_common::span::SpanSet;
 
 use super::effects::put;
 use super::{Dataset, Identity};
-use crate::config::{JobConfig, MAX_WORLD};
+use crate::config::MAX_WORLD;
 use crate::error::{CoordError, Result};
 use crate::keys::Key;
 use crate::store::Op;
@@ -90,7 +91,7 @@ pub struct SyncModel {
 }
 
 /// The planner's inputs that stay fixed for a job.
-fn spec(config: &JobConfig) -> ShuffleSpec {
+fn spec(config: &JobSpec) -> ShuffleSpec {
     ShuffleSpec::new(config.shuffle_buffer as usize)
 }
 
@@ -219,7 +220,7 @@ impl SyncModel {
     }
 
     /// The cut generation `g` splits (cached; recomputed from the history).
-    fn cut(&mut self, config: &JobConfig, dataset: &Dataset, g: u64) -> Result<Arc<SpanSet>> {
+    fn cut(&mut self, config: &JobSpec, dataset: &Dataset, g: u64) -> Result<Arc<SpanSet>> {
         if let Some(cut) = self.cuts.get(&g) {
             return Ok(Arc::clone(cut));
         }
@@ -238,13 +239,7 @@ impl SyncModel {
         Ok(cut)
     }
 
-    fn part(
-        &mut self,
-        config: &JobConfig,
-        dataset: &Dataset,
-        g: u64,
-        rank: u32,
-    ) -> Result<SpanSet> {
+    fn part(&mut self, config: &JobSpec, dataset: &Dataset, g: u64, rank: u32) -> Result<SpanSet> {
         let world = self.known(g)?.record.world;
         let cut = self.cut(config, dataset, g)?;
         Ok(rank_part(
@@ -314,7 +309,7 @@ impl SyncModel {
     pub fn join(
         &mut self,
         job: &JobId,
-        config: &JobConfig,
+        config: &JobSpec,
         dataset: &Dataset,
         identity: &Identity,
     ) -> Result<(GenMeta, Vec<Op>)> {
@@ -388,7 +383,7 @@ impl SyncModel {
     pub fn assignment(
         &mut self,
         job: &JobId,
-        config: &JobConfig,
+        config: &JobSpec,
         dataset: &Dataset,
         identity: &Identity,
         epoch: Epoch,
@@ -470,7 +465,7 @@ impl SyncModel {
     pub fn commit(
         &mut self,
         job: &JobId,
-        config: &JobConfig,
+        config: &JobSpec,
         dataset: &Dataset,
         identity: &Identity,
         generation: Generation,

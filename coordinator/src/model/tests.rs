@@ -6,10 +6,9 @@ use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
 use tributary_common::proto::v1;
 
 use super::*;
-use crate::config::JobConfig;
 
 fn stored(mode: v1::Mode) -> StoredJob {
-    let config = JobConfig::from_proto(Some(v1::JobConfig {
+    let config = crate::config::job_spec(Some(v1::JobConfig {
         manifest_url: "memory:///ds".into(),
         batch_size: 4,
         epochs: 2,

@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
+use tributary_common::job::JobSpec;
 use tributary_common::proto::v1;
 
 use crate::auth::MAX_SECRET_BYTES;
-use crate::config::{JobConfig, MAX_WORLD};
+use crate::config::MAX_WORLD;
 use crate::error::{CoordError, Result};
 use crate::keys::{self, MAX_MEMBER_NAME};
 use crate::model::{Caller, Identity, Joiner, UnitRef};
@@ -41,7 +42,7 @@ pub fn job(field: &str, job: String) -> Result<JobId> {
 #[derive(Debug)]
 pub struct CreateJob {
     pub job: JobId,
-    pub config: JobConfig,
+    pub config: JobSpec,
 }
 
 impl TryFrom<v1::CreateJobRequest> for CreateJob {
@@ -49,7 +50,7 @@ impl TryFrom<v1::CreateJobRequest> for CreateJob {
 
     fn try_from(request: v1::CreateJobRequest) -> Result<Self> {
         let job = job("job name", request.job)?;
-        let config = JobConfig::from_proto(request.config)?;
+        let config = crate::config::job_spec(request.config)?;
         Ok(Self { job, config })
     }
 }

@@ -19,10 +19,10 @@ use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use tributary_common::ids::{Epoch, JobId};
+use tributary_common::job::JobSpec;
 use tributary_common::proto::v1::{self, coordinator_server::Coordinator};
 
 use crate::auth::{new_secret, DatasetPolicy};
-use crate::config::JobConfig;
 use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::leader::DeleteReason;
@@ -87,7 +87,7 @@ impl Service {
     }
 
     /// The answer to a CreateJob for a job that exists.
-    async fn existing(handle: &JobHandle, config: &JobConfig) -> Result<v1::CreateJobResponse> {
+    async fn existing(handle: &JobHandle, config: &JobSpec) -> Result<v1::CreateJobResponse> {
         let job = handle.job.lock().await;
         if job.stored.config != *config {
             return Err(CoordError::ConflictingConfig {
@@ -96,7 +96,7 @@ impl Service {
             });
         }
         Ok(v1::CreateJobResponse {
-            config: Some(config.to_proto()),
+            config: Some(v1::JobConfig::from(config)),
             created: false,
             samples: job.stored.samples,
             shards: job.stored.shards,
@@ -171,7 +171,7 @@ impl Service {
         }
         tracing::info!(job = name.as_str(), samples, shards, "created job");
         Ok(v1::CreateJobResponse {
-            config: Some(config.to_proto()),
+            config: Some(v1::JobConfig::from(config)),
             created: true,
             samples,
             shards,

@@ -30,8 +30,8 @@ use clap::Parser;
 use tributary_common::proto::v1;
 use tributary_io::S3Settings;
 use tributary_worker::coordinated::{self, DynamicOptions, Identity, OnLeaseLost};
-use tributary_worker::rank::{Coordinator, Credentials, MixSource, Rank, RankConfig};
-use tributary_worker::{LoaderConfig, StoreOptions};
+use tributary_worker::rank::{Coordinator, Credentials, JobSpec, Mode, Rank, RankConfig, Source};
+use tributary_worker::{DecodeConfig, StoreOptions};
 use tributary_worker::{Size, Transform};
 
 #[derive(Debug, Parser)]
@@ -47,7 +47,7 @@ struct Args {
     /// A dataset to mix, `URL=weight:W|samples:N|repeat:R` (repeatable);
     /// batches then print `src SOURCE...` after `got`/`batch` lines.
     #[arg(long)]
-    mix: Vec<MixSource>,
+    mix: Vec<Source>,
     /// Weighted --mix: samples per epoch (0: all).
     #[arg(long, default_value_t = 0)]
     epoch_samples: u64,
@@ -150,20 +150,15 @@ async fn main() -> anyhow::Result<()> {
     let url = args
         .mix
         .first()
-        .map_or(args.dataset.as_str(), |m| m.url.as_str());
+        .map_or(args.dataset.as_str(), |m| m.manifest_url.as_str());
     let store = StoreOptions::from_vars(std::env::vars()).with_s3(url, &s3);
     let mode = match args.mode.as_str() {
-        "dynamic" => v1::Mode::Dynamic,
-        _ => v1::Mode::Sync,
+        "dynamic" => Mode::Dynamic,
+        _ => Mode::Sync,
     };
     let step = Duration::from_millis(args.step_ms);
     let coordinator = Coordinator::Shared(vec![args.coordinator.clone()]);
-    let config = RankConfig {
-        store,
-        credentials: Credentials::Env {
-            env,
-            auth_token: None,
-        },
+    let spec = JobSpec {
         seed: args.seed,
         batch_size: args.batch_size,
         epochs: args.epochs,
@@ -171,19 +166,27 @@ async fn main() -> anyhow::Result<()> {
         shuffle_buffer: args.shuffle_buffer,
         unit_samples: args.unit_samples,
         member_ttl_s: args.member_ttl_s,
-        loader: LoaderConfig {
+        sources: args.mix.clone(),
+        epoch_samples: args.epoch_samples,
+        ..JobSpec::new(args.dataset.clone())
+    };
+    let config = RankConfig {
+        store,
+        credentials: Credentials::Env {
+            env,
+            auth_token: None,
+        },
+        decode: DecodeConfig {
             decode_threads: 1,
             transform: Transform {
                 size: Size::square(16),
                 ..Transform::default()
             },
-            ..LoaderConfig::default()
+            ..DecodeConfig::default()
         },
         dynamic: dynamic_options(args.lookahead, args.on_lease_lost),
         metrics_listen: args.metrics_listen.clone(),
-        sources: args.mix.clone(),
-        epoch_samples: args.epoch_samples,
-        ..RankConfig::new(&args.dataset, coordinator, &args.job, identity)
+        ..RankConfig::new(spec, coordinator, &args.job, identity)
     };
     let mixed = !args.mix.is_empty();
     let rank = Rank::start(config).await?;
@@ -191,8 +194,8 @@ async fn main() -> anyhow::Result<()> {
         emit(&format!("metrics {address}"));
     }
     match mode {
-        v1::Mode::Dynamic => run_dynamic(rank, step, mixed).await?,
-        _ => run_sync(rank, step, args.commit_every, args.hold, mixed).await?,
+        Mode::Dynamic => run_dynamic(rank, step, mixed).await?,
+        Mode::Sync => run_sync(rank, step, args.commit_every, args.hold, mixed).await?,
     }
     emit("done");
     Ok(())

@@ -1,7 +1,9 @@
 //! Pack, inspect and read through a real S3-compatible HTTP server, and
 //! compare with the same dataset on the local file system.
 
-use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, StoreOptions};
+use tributary_worker::{
+    Batch, Dataset, DecodeConfig, Loader, LoaderConfig, PlanConfig, StoreOptions,
+};
 use tributary_worker::{Size, Transform};
 
 use tributary_tests::cli::{tributary, tributary_ok, Scratch};
@@ -12,16 +14,21 @@ async fn read_all(url: &str, options: &StoreOptions) -> (Dataset, Vec<Batch>) {
     let mut batches = Vec::new();
     for rank in 0..2 {
         let config = LoaderConfig {
-            seed: 3,
-            rank,
-            world: 2,
-            batch_size: 8,
-            shuffle_buffer: 32,
-            transform: Transform {
-                size: Size::square(48),
-                ..Transform::default()
+            plan: PlanConfig {
+                seed: 3,
+                rank,
+                world: 2,
+                batch_size: 8,
+                shuffle_buffer: 32,
+                ..PlanConfig::default()
             },
-            ..LoaderConfig::default()
+            decode: DecodeConfig {
+                transform: Transform {
+                    size: Size::square(48),
+                    ..Transform::default()
+                },
+                ..DecodeConfig::default()
+            },
         };
         let mut loader = Loader::builder(dataset.clone())
             .config(config)

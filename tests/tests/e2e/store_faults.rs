@@ -24,7 +24,10 @@ use tributary_worker::pipeline::metrics::Metrics;
 use tributary_worker::pipeline::parse::span_samples;
 use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
-use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
+use tributary_worker::{
+    Batch, Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, StoreOptions,
+    WorkerError,
+};
 use tributary_worker::{Size, Transform};
 
 const URL: &str = "s3://datasets/train";
@@ -216,16 +219,21 @@ async fn s3_reads_under_mixed_faults_give_the_batches_of_a_clean_run() {
     let read = || async {
         let dataset = Dataset::open(URL, &options(server)).await?;
         let config = LoaderConfig {
-            seed: 11,
-            batch_size: 8,
-            shuffle_buffer: 16,
-            transform: Transform {
-                size: Size::square(32),
-                ..Transform::default()
+            plan: PlanConfig {
+                seed: 11,
+                batch_size: 8,
+                shuffle_buffer: 16,
+                ..PlanConfig::default()
             },
-            decode_threads: 2,
-            fetch: fetch_config(),
-            ..LoaderConfig::default()
+            decode: DecodeConfig {
+                transform: Transform {
+                    size: Size::square(32),
+                    ..Transform::default()
+                },
+                decode_threads: 2,
+                fetch: fetch_config(),
+                ..DecodeConfig::default()
+            },
         };
         let mut loader = Loader::builder(dataset).config(config).build().await?;
         let mut batches: Vec<Batch> = Vec::new();

@@ -26,6 +26,7 @@ use rayon::ThreadPool;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
+use tributary_common::job::JobSpec;
 use tributary_common::proto::v1;
 use tributary_common::span::Span;
 
@@ -35,7 +36,7 @@ use crate::pipeline::batch::Batch;
 use crate::pipeline::fetch::Input;
 use crate::pipeline::metrics::Metrics;
 use crate::pipeline::Datasets;
-use crate::pipeline::{decode_pool, Loader, LoaderConfig};
+use crate::pipeline::{decode_pool, DecodeConfig, Loader};
 
 /// The most units leased per request.
 const LEASE_BATCH: u64 = 4;
@@ -102,12 +103,12 @@ impl std::fmt::Debug for DynamicOptions {
 
 /// The lookahead in samples for a job's batch size, shuffle buffer and
 /// unit size, and the loader's queue depths (see [`DynamicOptions`]).
-pub fn lookahead_samples(asked: Option<u64>, job: &v1::JobConfig, loader: &LoaderConfig) -> u64 {
+pub fn lookahead_samples(asked: Option<u64>, job: &JobSpec, decode: &DecodeConfig) -> u64 {
     let batch = u64::from(job.batch_size.max(1));
     let shuffle = u64::from(job.shuffle_buffer);
     let unit = u64::from(job.unit_samples.max(1));
     let least = shuffle + batch + unit;
-    let queued = (loader.prefetch_batches + loader.decode_batches_in_flight + 1) as u64;
+    let queued = (decode.prefetch_batches + decode.decode_batches_in_flight + 1) as u64;
     match asked {
         Some(asked) if asked < least => {
             tracing::warn!(
@@ -167,7 +168,8 @@ impl Progress {
 pub struct DynamicLoader {
     session: Arc<Session>,
     dataset: Datasets,
-    base: LoaderConfig,
+    /// How the member decodes (the job makes the plan).
+    decode: DecodeConfig,
     options: DynamicOptions,
     epoch: u64,
     loader: Option<Loader>,
@@ -202,16 +204,16 @@ impl DynamicLoader {
     pub async fn start(
         session: Arc<Session>,
         dataset: impl Into<Datasets>,
-        base: LoaderConfig,
+        decode: DecodeConfig,
         options: DynamicOptions,
     ) -> Result<Self> {
         let epoch = session.epoch();
         let mut loader = Self {
             session,
             dataset: dataset.into(),
-            pool: decode_pool(base.decode_threads)?,
+            pool: decode_pool(decode.decode_threads)?,
             metrics: Arc::default(),
-            base,
+            decode,
             options,
             epoch,
             loader: None,
@@ -246,9 +248,9 @@ impl DynamicLoader {
     }
 
     async fn begin(&mut self) -> Result<()> {
-        let job = self.session.config();
-        let config = super::loader_config(&job, self.epoch, &self.base);
-        let lookahead = lookahead_samples(self.options.lookahead, &job, &config);
+        let job = self.session.spec()?;
+        let config = super::loader_config(&job, self.epoch, &self.decode);
+        let lookahead = lookahead_samples(self.options.lookahead, &job, &self.decode);
         let (tx, rx) = mpsc::channel(LEASE_BATCH as usize);
         self.loader = Some(
             Loader::builder(self.dataset.clone())

@@ -17,6 +17,7 @@ mod session;
 pub mod sync;
 
 pub use tributary_common::identity::{EnvError, Identity};
+use tributary_common::job::JobSpec;
 use tributary_common::proto::v1;
 
 pub use client::{Client, Stub};
@@ -28,6 +29,7 @@ pub use sync::{LoaderState, SyncLoader};
 pub use tonic::Code;
 
 use crate::error::{Result, WorkerError};
+use crate::pipeline::{DecodeConfig, LoaderConfig, PlanConfig};
 
 /// The torchrun environment's errors read as the worker's configuration
 /// errors, with the same message.
@@ -54,22 +56,23 @@ pub async fn create_job(
         .await
 }
 
-/// The loader's config for `epoch` of a job: what the job fixes (seed,
-/// batch size, shuffle buffer) over `base`, which supplies the rest. The
-/// coordinator plans the epoch's remainder, so the loader drops no last
-/// batch of its own. Sync and dynamic loaders both read through this.
-pub fn loader_config(
-    job: &v1::JobConfig,
-    epoch: u64,
-    base: &crate::LoaderConfig,
-) -> crate::LoaderConfig {
-    crate::LoaderConfig {
-        seed: job.seed,
-        epoch,
-        batch_size: job.batch_size as usize,
-        shuffle_buffer: job.shuffle_buffer as usize,
-        drop_last: false,
-        ..base.clone()
+/// The loader's config for `epoch` of a job: its plan is the job's (seed,
+/// batch size, shuffle buffer) and `epoch`'s, its decoding the rank's
+/// `decode`. The coordinator plans the epoch's remainder, so the loader
+/// drops no last batch of its own. Sync and dynamic loaders both read
+/// through this (a sync loader then sets its assignment's generation, rank
+/// and world, and its stripe).
+pub fn loader_config(job: &JobSpec, epoch: u64, decode: &DecodeConfig) -> LoaderConfig {
+    LoaderConfig {
+        plan: PlanConfig {
+            seed: job.seed,
+            epoch,
+            batch_size: job.batch_size as usize,
+            shuffle_buffer: job.shuffle_buffer as usize,
+            drop_last: false,
+            ..PlanConfig::default()
+        },
+        decode: decode.clone(),
     }
 }
 
@@ -78,33 +81,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_job_fixes_seed_batch_and_shuffle_and_the_base_keeps_the_rest() {
-        let job = v1::JobConfig {
+    fn the_job_makes_the_plan_and_the_rank_the_decoding() {
+        let job = JobSpec {
             seed: 7,
             batch_size: 32,
             shuffle_buffer: 512,
-            ..v1::JobConfig::default()
+            ..JobSpec::new("memory:///d")
         };
-        let base = crate::LoaderConfig {
-            seed: 1,
-            batch_size: 4,
-            shuffle_buffer: 8,
-            drop_last: true,
-            generation: 3,
+        let decode = DecodeConfig {
             decode_threads: 5,
-            ..crate::LoaderConfig::default()
+            ..DecodeConfig::default()
         };
-        let config = loader_config(&job, 2, &base);
+        let config = loader_config(&job, 2, &decode);
+        let plan = &config.plan;
         assert_eq!(
-            (
-                config.seed,
-                config.epoch,
-                config.batch_size,
-                config.shuffle_buffer
-            ),
+            (plan.seed, plan.epoch, plan.batch_size, plan.shuffle_buffer),
             (7, 2, 32, 512)
         );
-        assert!(!config.drop_last, "the coordinator plans the remainder");
-        assert_eq!((config.generation, config.decode_threads), (3, 5));
+        assert!(!plan.drop_last, "the coordinator plans the remainder");
+        assert_eq!(config.decode.decode_threads, 5);
     }
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tonic::Code;
 use tracing::Instrument;
+use tributary_common::job::JobSpec;
 use tributary_common::proto::v1;
 
 use super::client::Stub;
@@ -312,8 +313,13 @@ impl Session {
         self.shared.membership().joined.epoch
     }
 
-    pub fn config(&self) -> v1::JobConfig {
-        self.shared.membership().joined.config.unwrap_or_default()
+    /// The job's spec, as the coordinator answered the Join.
+    pub fn spec(&self) -> Result<JobSpec> {
+        let config = self.shared.membership().joined.config.unwrap_or_default();
+        JobSpec::try_from(config).map_err(|error| WorkerError::Coordinator {
+            code: tonic::Code::Internal,
+            message: format!("the job's config: {error}"),
+        })
     }
 
     /// Whether the membership is gone (a dynamic member's lease expired,

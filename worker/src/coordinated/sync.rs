@@ -21,7 +21,7 @@ use crate::error::{Result, WorkerError};
 use crate::pipeline::batch::Batch;
 use crate::pipeline::metrics::Metrics;
 use crate::pipeline::Datasets;
-use crate::pipeline::{decode_pool, Loader, LoaderConfig};
+use crate::pipeline::{decode_pool, DecodeConfig, Loader, LoaderConfig, Stripe};
 
 /// Where a rank stands: saved with a checkpoint, committed once durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,7 +45,9 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 pub struct SyncLoader {
     session: Arc<Session>,
     dataset: Datasets,
-    base: LoaderConfig,
+    /// How the rank decodes, and which of the epoch's batches it reads.
+    decode: DecodeConfig,
+    stripe: Stripe,
     assignment: v1::Assignment,
     pipeline: Pipeline,
     /// Decodes every epoch's batches.
@@ -66,16 +68,18 @@ enum Pipeline {
 }
 
 impl SyncLoader {
-    /// Reads the member's part of the epoch it joined in. `base` supplies
-    /// everything but what the job fixes (seed, batch size, shuffle buffer,
-    /// rank, world, epoch, generation).
+    /// Reads the member's part of the epoch it joined in, decoded as
+    /// `decode` says; the job and the assignment make the plan (see
+    /// [`super::loader_config`]), but for the `stripe` of it this process
+    /// reads.
     pub async fn start(
         session: Arc<Session>,
         dataset: impl Into<Datasets>,
-        base: LoaderConfig,
+        decode: DecodeConfig,
+        stripe: Stripe,
     ) -> Result<Self> {
         let epoch = session.epoch();
-        Self::start_at(session, dataset, base, epoch).await
+        Self::start_at(session, dataset, decode, stripe, epoch).await
     }
 
     /// Reads the member's part of `epoch`, which must be the epoch of the
@@ -83,13 +87,15 @@ impl SyncLoader {
     pub async fn start_at(
         session: Arc<Session>,
         dataset: impl Into<Datasets>,
-        base: LoaderConfig,
+        decode: DecodeConfig,
+        stripe: Stripe,
         epoch: u64,
     ) -> Result<Self> {
         let mut loader = Self {
             session,
             dataset: dataset.into(),
-            base,
+            decode,
+            stripe,
             assignment: v1::Assignment::default(),
             pipeline: Pipeline::None,
             pool: None,
@@ -123,13 +129,12 @@ impl SyncLoader {
         self.emitted = 0;
         self.pipeline = Pipeline::None;
         if !assignment.finished {
-            let job = self.session.config();
-            let config = LoaderConfig {
-                generation: assignment.generation,
-                rank: assignment.rank as usize,
-                world: assignment.world as usize,
-                ..super::loader_config(&job, assignment.epoch, &self.base)
-            };
+            let job = self.session.spec()?;
+            let mut config = super::loader_config(&job, assignment.epoch, &self.decode);
+            config.plan.generation = assignment.generation;
+            config.plan.rank = assignment.rank as usize;
+            config.plan.world = assignment.world as usize;
+            config.plan.stripe = self.stripe;
             config.validate()?;
             let spans = spans_from_proto(assignment.spans.clone()).map_err(|error| {
                 WorkerError::Coordinator {

@@ -121,24 +121,24 @@ pub(super) async fn assemble(
     tx: mpsc::Sender<Result<SampleBatch>>,
 ) {
     let mut shuffle = ShuffleBuffer::new(
-        config.shuffle_buffer,
-        config.seed,
-        config.epoch,
-        config.generation,
-        config.rank as u64,
+        config.plan.shuffle_buffer,
+        config.plan.seed,
+        config.plan.epoch,
+        config.plan.generation,
+        config.plan.rank as u64,
     );
     let mut batcher = Batcher {
-        pending: Vec::with_capacity(config.batch_size),
-        size: config.batch_size,
+        pending: Vec::with_capacity(config.plan.batch_size),
+        size: config.plan.batch_size,
         index: 0,
-        stripe: config.stripe,
+        stripe: config.plan.stripe,
         padding,
         position: 0,
         padded: 0,
         last: None,
         tx: &tx,
     };
-    let mut fetched = pin!(read_samples(dataset, input, &config.fetch, metrics));
+    let mut fetched = pin!(read_samples(dataset, input, &config.decode.fetch, metrics));
     while let Some(item) = fetched.next().await {
         let read = match item {
             Ok(Output::Samples(read)) => read,
@@ -174,7 +174,7 @@ pub(super) async fn assemble(
     if !batcher.pad().await {
         return;
     }
-    if !config.drop_last {
+    if !config.plan.drop_last {
         batcher.flush().await;
     }
 }

@@ -12,9 +12,20 @@ use super::decode::transform::Transform;
 use super::fetch::FetchConfig;
 use crate::error::{Result, WorkerError};
 
-/// Everything that shapes a loader's output and its resource bounds.
-#[derive(Debug, Clone)]
+/// Everything that shapes a loader's output and its resource bounds: the
+/// plan (which samples, in which order and batches) and the decoding (what
+/// a batch carries and the resources it takes). A rank under a coordinator
+/// supplies only the [`DecodeConfig`]; the job and the assignment make the
+/// [`PlanConfig`] (see [`crate::coordinated::loader_config`]).
+#[derive(Debug, Clone, Default)]
 pub struct LoaderConfig {
+    pub plan: PlanConfig,
+    pub decode: DecodeConfig,
+}
+
+/// Which samples a loader reads, in which order, in which batches.
+#[derive(Debug, Clone)]
+pub struct PlanConfig {
     pub seed: u64,
     pub epoch: u64,
     /// Membership generation (0 without a coordinator); seeds the shuffle.
@@ -33,14 +44,20 @@ pub struct LoaderConfig {
     pub shuffle: bool,
     /// How an unshuffled split's uneven tail is handled.
     pub tail: Tail,
+    /// Which of the epoch's batches this loader decodes and yields.
+    pub stripe: Stripe,
+}
+
+/// What a batch carries, how its samples are decoded, and the resources
+/// the decoding takes.
+#[derive(Debug, Clone)]
+pub struct DecodeConfig {
     /// Ready batches queued ahead of the consumer.
     pub prefetch_batches: usize,
     /// Batches being decoded at once (keeps every core busy at batch ends).
     pub decode_batches_in_flight: usize,
     /// Threads of the decode pool, when the loader builds its own.
     pub decode_threads: usize,
-    /// Which of the epoch's batches this loader decodes and yields.
-    pub stripe: Stripe,
     /// The fields a batch carries, in order.
     pub fields: Fields,
     /// What the image fields become.
@@ -80,7 +97,7 @@ pub mod limits {
     pub const MAX_READ_BYTES: u64 = 1 << 32;
 }
 
-impl Default for LoaderConfig {
+impl Default for PlanConfig {
     fn default() -> Self {
         Self {
             seed: 0,
@@ -93,10 +110,17 @@ impl Default for LoaderConfig {
             shuffle_buffer: 1024,
             shuffle: true,
             tail: Tail::Uneven,
+            stripe: Stripe::default(),
+        }
+    }
+}
+
+impl Default for DecodeConfig {
+    fn default() -> Self {
+        Self {
             prefetch_batches: 4,
             decode_batches_in_flight: 2,
             decode_threads: std::thread::available_parallelism().map_or(1, usize::from),
-            stripe: Stripe::default(),
             fields: Fields::default(),
             transform: Transform::default(),
             fetch: FetchConfig::default(),
@@ -111,6 +135,7 @@ impl LoaderConfig {
     /// Checks the settings, naming the bad one and its bounds.
     pub fn validate(&self) -> Result<()> {
         use limits::*;
+        let (plan, decode) = (&self.plan, &self.decode);
         let bad = |m: String| Err(WorkerError::Config(m));
         let ranged = |name: &str, value: u64, max: u64| {
             if (1..=max).contains(&value) {
@@ -119,55 +144,55 @@ impl LoaderConfig {
                 bad(format!("{name} is {value}; it must be between 1 and {max}"))
             }
         };
-        ranged("batch_size", self.batch_size as u64, MAX_BATCH_SIZE as u64)?;
-        ranged("world", self.world as u64, MAX_WORLD as u64)?;
-        if self.rank >= self.world {
+        ranged("batch_size", plan.batch_size as u64, MAX_BATCH_SIZE as u64)?;
+        ranged("world", plan.world as u64, MAX_WORLD as u64)?;
+        if plan.rank >= plan.world {
             return bad(format!(
                 "rank {} is outside a world of {} ranks",
-                self.rank, self.world
+                plan.rank, plan.world
             ));
         }
-        if self.shuffle_buffer > MAX_SHUFFLE_BUFFER {
+        if plan.shuffle_buffer > MAX_SHUFFLE_BUFFER {
             return bad(format!(
                 "shuffle_buffer is {}; it must be at most {MAX_SHUFFLE_BUFFER}",
-                self.shuffle_buffer
+                plan.shuffle_buffer
             ));
         }
         for (name, value) in [
-            ("prefetch_batches", self.prefetch_batches),
-            ("decode_batches_in_flight", self.decode_batches_in_flight),
-            ("decode_threads", self.decode_threads),
-            ("stripe count", self.stripe.count),
+            ("prefetch_batches", decode.prefetch_batches),
+            ("decode_batches_in_flight", decode.decode_batches_in_flight),
+            ("decode_threads", decode.decode_threads),
+            ("stripe count", plan.stripe.count),
         ] {
             ranged(name, value as u64, MAX_QUEUE as u64)?;
         }
-        if self.stripe.index >= self.stripe.count {
+        if plan.stripe.index >= plan.stripe.count {
             return bad(format!(
                 "stripe {} of {} does not exist (stripes are numbered from 0)",
-                self.stripe.index, self.stripe.count
+                plan.stripe.index, plan.stripe.count
             ));
         }
         ranged(
             "fetch.max_requests",
-            self.fetch.max_requests as u64,
+            decode.fetch.max_requests as u64,
             MAX_REQUESTS as u64,
         )?;
         ranged(
             "fetch.max_bytes_in_flight",
-            self.fetch.max_bytes_in_flight,
+            decode.fetch.max_bytes_in_flight,
             MAX_BYTES_IN_FLIGHT,
         )?;
         ranged(
             "fetch.max_read_bytes",
-            self.fetch.max_read_bytes,
+            decode.fetch.max_read_bytes,
             MAX_READ_BYTES,
         )?;
         ranged(
             "fetch.first_read_bytes",
-            self.fetch.first_read_bytes,
+            decode.fetch.first_read_bytes,
             MAX_READ_BYTES,
         )?;
-        let size = self.transform.size;
+        let size = decode.transform.size;
         ranged(
             "image height",
             u64::from(size.height),
@@ -178,27 +203,30 @@ impl LoaderConfig {
             u64::from(size.width),
             u64::from(MAX_IMAGE_SIZE),
         )?;
-        if self.transform.fixed_size() {
-            let images = self.fields.images() as u64;
-            let batch_bytes = self.batch_size as u64
-                * self.transform.image_len() as u64
-                * self.transform.element_bytes() as u64
+        if decode.transform.fixed_size() {
+            let images = decode.fields.images() as u64;
+            let batch_bytes = plan.batch_size as u64
+                * decode.transform.image_len() as u64
+                * decode.transform.element_bytes() as u64
                 * images;
             if batch_bytes > MAX_BATCH_BYTES {
                 return bad(format!(
                     "a batch of {} x {images} images of {size} takes {batch_bytes} bytes, over the limit of {MAX_BATCH_BYTES}",
-                    self.batch_size
+                    plan.batch_size
                 ));
             }
         }
-        if self.tail == Tail::Pad && self.shuffle {
+        if plan.tail == Tail::Pad && plan.shuffle {
             return bad(
                 "tail=\"pad\" is for shuffle=False (evaluation) reading, which splits the dataset without dropping any sample".into(),
             );
         }
-        self.decode_limits.validate().map_err(WorkerError::Config)?;
-        bad_samples::validate_fraction(self.max_bad_fraction).map_err(WorkerError::Config)?;
-        self.transform.validate().map_err(WorkerError::Config)
+        decode
+            .decode_limits
+            .validate()
+            .map_err(WorkerError::Config)?;
+        bad_samples::validate_fraction(decode.max_bad_fraction).map_err(WorkerError::Config)?;
+        decode.transform.validate().map_err(WorkerError::Config)
     }
 }
 

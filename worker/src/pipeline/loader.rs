@@ -93,30 +93,42 @@ impl LoaderBuilder {
         let mut padding = None;
         let spans = match self.spans {
             Some(spans) => {
-                if config.tail == Tail::Pad {
+                if config.plan.tail == Tail::Pad {
                     return Err(WorkerError::Config(
                         "tail=\"pad\" is for a loader that splits the dataset itself (shuffle=False without given spans)".into(),
                     ));
                 }
                 spans
             }
-            None if !config.shuffle => {
-                let (spans, pad) =
-                    ordered_assignment(layout, config.rank, config.world, config.tail);
+            None if !config.plan.shuffle => {
+                let (spans, pad) = ordered_assignment(
+                    layout,
+                    config.plan.rank,
+                    config.plan.world,
+                    config.plan.tail,
+                );
                 padding = pad;
                 spans
             }
-            None => static_assignment(layout, config.seed, config.epoch, config.rank, config.world),
+            None => static_assignment(
+                layout,
+                config.plan.seed,
+                config.plan.epoch,
+                config.plan.rank,
+                config.plan.world,
+            ),
         };
         for span in spans.spans() {
             self.dataset.check_span(span)?;
         }
         let pool = match self.pool {
             Some(pool) => pool,
-            None => decode_pool(config.decode_threads)?,
+            None => decode_pool(config.decode.decode_threads)?,
         };
         let budget = self.budget.unwrap_or_else(|| {
-            Arc::new(PixelBudget::new(config.decode_limits.max_pixels_in_flight))
+            Arc::new(PixelBudget::new(
+                config.decode.decode_limits.max_pixels_in_flight,
+            ))
         });
         let metrics = self.metrics.unwrap_or_default();
         // The datasets of a rank share its one cache.
@@ -134,21 +146,21 @@ impl LoaderBuilder {
             (None, None) => spans.len(),
         };
         let setup = DecodeSetup {
-            seed: config.seed,
-            epoch: config.epoch,
+            seed: config.plan.seed,
+            epoch: config.plan.epoch,
             // Steady state needs a free buffer for each batch being decoded
             // and one more; buffers beyond that (a start-up peak) are freed
             // as they return.
-            keep_buffers: config.decode_batches_in_flight + 1,
-            limits: config.decode_limits,
+            keep_buffers: config.decode.decode_batches_in_flight + 1,
+            limits: config.decode.decode_limits,
             budget,
-            on_error: config.on_error,
+            on_error: config.decode.on_error,
             datasets: self.dataset.clone(),
         };
         // A striped loader decodes only its stripe of the samples it reads.
         let tally = BadTally::new(
-            config.max_bad_fraction,
-            samples / config.stripe.count as u64,
+            config.decode.max_bad_fraction,
+            samples / config.plan.stripe.count as u64,
         );
         let input = match self.input {
             Some(rx) => ReceiverStream::new(rx).boxed(),
@@ -156,11 +168,11 @@ impl LoaderBuilder {
                 .map(Input::Span)
                 .boxed(),
         };
-        let (sample_tx, sample_rx) = mpsc::channel(config.decode_batches_in_flight);
-        let (batch_tx, batch_rx) = mpsc::channel(config.prefetch_batches);
+        let (sample_tx, sample_rx) = mpsc::channel(config.decode.decode_batches_in_flight);
+        let (batch_tx, batch_rx) = mpsc::channel(config.decode.prefetch_batches);
         let mut assembled = config.clone();
-        if !config.shuffle {
-            assembled.shuffle_buffer = 0;
+        if !config.plan.shuffle {
+            assembled.plan.shuffle_buffer = 0;
         }
         tokio::spawn(assemble(
             self.dataset,
@@ -183,8 +195,8 @@ impl LoaderBuilder {
             batches: batch_rx,
             metrics,
             samples,
-            batch_size: config.batch_size,
-            drop_last: config.drop_last,
+            batch_size: config.plan.batch_size,
+            drop_last: config.plan.drop_last,
             done: false,
         })
     }

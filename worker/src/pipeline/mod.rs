@@ -11,7 +11,8 @@
 //! a slow consumer back-pressures all the way to the GETs. Batches come out in
 //! a deterministic order: a pure function of (seed, epoch, spans).
 //!
-//! - [`config`]: [`LoaderConfig`], [`Stripe`] and their [`limits`].
+//! - [`config`]: [`LoaderConfig`] (its [`PlanConfig`] and [`DecodeConfig`]),
+//!   [`Stripe`] and their [`limits`].
 //! - [`loader`]: [`Loader`] and its builder, which wire the stages.
 //! - [`fetch`]: range reads of whole chunks, many in flight under a byte
 //!   budget, in span order.
@@ -39,6 +40,6 @@ pub mod shuffle;
 mod tests;
 
 pub use batch::{Batch, Images};
-pub use config::{limits, LoaderConfig, Stripe, Tail};
+pub use config::{limits, DecodeConfig, LoaderConfig, PlanConfig, Stripe, Tail};
 pub use datasets::Datasets;
 pub use loader::{decode_pool, ordered_assignment, static_assignment, Loader, LoaderBuilder};

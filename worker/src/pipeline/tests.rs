@@ -14,7 +14,9 @@ use crate::pipeline::decode::bad_samples::OnError;
 use crate::pipeline::decode::pixels::DecodeLimits;
 use crate::pipeline::decode::transform::{Dtype, Layout, Size, Transform};
 use crate::pipeline::decode::PANIC_KEY;
-use crate::{Batch, Dataset, Loader, LoaderConfig, Location, WorkerError};
+use crate::{
+    Batch, Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, WorkerError,
+};
 
 fn png(width: u32, height: u32) -> Vec<u8> {
     let mut out = Vec::new();
@@ -90,18 +92,23 @@ fn samples_with(bad: &[(usize, &str, Vec<u8>)]) -> Vec<(String, &'static str, Ve
 
 fn config(on_error: OnError, max_bad_fraction: f64) -> LoaderConfig {
     LoaderConfig {
-        batch_size: 4,
-        shuffle_buffer: 0,
-        decode_threads: 2,
-        transform: Transform {
-            size: Size::square(16),
-            dtype: Dtype::U8,
-            layout: Layout::Nhwc,
-            ..Transform::default()
+        plan: PlanConfig {
+            batch_size: 4,
+            shuffle_buffer: 0,
+            ..PlanConfig::default()
         },
-        on_error,
-        max_bad_fraction,
-        ..LoaderConfig::default()
+        decode: DecodeConfig {
+            decode_threads: 2,
+            transform: Transform {
+                size: Size::square(16),
+                dtype: Dtype::U8,
+                layout: Layout::Nhwc,
+                ..Transform::default()
+            },
+            on_error,
+            max_bad_fraction,
+            ..DecodeConfig::default()
+        },
     }
 }
 
@@ -163,8 +170,11 @@ async fn a_bad_sample_raises_by_default_naming_shard_key_and_byte_offset() {
     let (_, error) = read(
         data,
         LoaderConfig {
-            on_error: OnError::default(),
-            ..config(OnError::Raise, 0.5)
+            plan: config(OnError::Raise, 0.5).plan,
+            decode: DecodeConfig {
+                on_error: OnError::default(),
+                ..config(OnError::Raise, 0.5).decode
+            },
         },
     )
     .await;
@@ -187,9 +197,12 @@ async fn skipped_samples_shorten_their_batch_are_counted_and_keep_the_order() {
     let read_keys = |data: Dataset| async move {
         let mut loader = Loader::builder(data)
             .config(LoaderConfig {
-                shuffle_buffer: 8,
-                seed: 7,
-                ..config(OnError::Skip, 0.25)
+                plan: PlanConfig {
+                    shuffle_buffer: 8,
+                    seed: 7,
+                    ..config(OnError::Skip, 0.25).plan
+                },
+                decode: config(OnError::Skip, 0.25).decode,
             })
             .build()
             .await
@@ -254,8 +267,11 @@ async fn an_image_over_the_pixel_limit_is_a_bad_sample() {
     let (_, error) = read(
         data.clone(),
         LoaderConfig {
-            decode_limits: limits,
-            ..config(OnError::Raise, 0.0)
+            plan: config(OnError::Raise, 0.0).plan,
+            decode: DecodeConfig {
+                decode_limits: limits,
+                ..config(OnError::Raise, 0.0).decode
+            },
         },
     )
     .await;
@@ -266,11 +282,14 @@ async fn an_image_over_the_pixel_limit_is_a_bad_sample() {
     let (batches, error) = read(
         data,
         LoaderConfig {
-            decode_limits: DecodeLimits {
-                max_image_pixels: 64 * 64,
-                ..limits
+            plan: config(OnError::Raise, 0.0).plan,
+            decode: DecodeConfig {
+                decode_limits: DecodeLimits {
+                    max_image_pixels: 64 * 64,
+                    ..limits
+                },
+                ..config(OnError::Raise, 0.0).decode
             },
-            ..config(OnError::Raise, 0.0)
         },
     )
     .await;
@@ -283,50 +302,70 @@ async fn out_of_range_settings_are_config_errors_naming_the_setting() {
     for (config, name) in [
         (
             LoaderConfig {
-                world: usize::MAX,
-                ..LoaderConfig::default()
+                plan: PlanConfig {
+                    world: usize::MAX,
+                    ..PlanConfig::default()
+                },
+                decode: DecodeConfig::default(),
             },
             "world",
         ),
         (
             LoaderConfig {
-                batch_size: 10_000_000_000,
-                ..LoaderConfig::default()
+                plan: PlanConfig {
+                    batch_size: 10_000_000_000,
+                    ..PlanConfig::default()
+                },
+                decode: DecodeConfig::default(),
             },
             "batch_size",
         ),
         (
             LoaderConfig {
-                shuffle_buffer: 10_000_000_000,
-                ..LoaderConfig::default()
+                plan: PlanConfig {
+                    shuffle_buffer: 10_000_000_000,
+                    ..PlanConfig::default()
+                },
+                decode: DecodeConfig::default(),
             },
             "shuffle_buffer",
         ),
         (
             LoaderConfig {
-                max_bad_fraction: 2.0,
-                ..LoaderConfig::default()
+                plan: PlanConfig::default(),
+                decode: DecodeConfig {
+                    max_bad_fraction: 2.0,
+                    ..DecodeConfig::default()
+                },
             },
             "max_bad_fraction",
         ),
         (
             LoaderConfig {
-                transform: Transform {
-                    size: Size::square(100_000),
-                    ..Transform::default()
+                plan: PlanConfig::default(),
+                decode: DecodeConfig {
+                    transform: Transform {
+                        size: Size::square(100_000),
+                        ..Transform::default()
+                    },
+                    ..DecodeConfig::default()
                 },
-                ..LoaderConfig::default()
             },
             "image height",
         ),
         (
             LoaderConfig {
-                batch_size: 60_000,
-                transform: Transform {
-                    size: Size::square(4096),
-                    ..Transform::default()
+                plan: PlanConfig {
+                    batch_size: 60_000,
+                    ..PlanConfig::default()
                 },
-                ..LoaderConfig::default()
+                decode: DecodeConfig {
+                    transform: Transform {
+                        size: Size::square(4096),
+                        ..Transform::default()
+                    },
+                    ..DecodeConfig::default()
+                },
             },
             "bytes",
         ),
@@ -382,8 +421,11 @@ async fn a_mix_takes_its_counts_and_each_sample_names_its_dataset() {
     let (_, error) = read(
         mixed,
         LoaderConfig {
-            on_error: OnError::Raise,
-            ..config
+            plan: config.plan,
+            decode: DecodeConfig {
+                on_error: OnError::Raise,
+                ..config.decode
+            },
         },
     )
     .await;

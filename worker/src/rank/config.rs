@@ -1,15 +1,18 @@
-//! What a rank is started with, and the checks every caller gets.
+//! What a rank is started with (a job's spec, and what is the rank's
+//! own), and the checks every caller gets.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tributary_common::mix::{Take, MAX_SOURCES};
-use tributary_common::proto::v1;
+use tributary_common::job::{JobSpec, Mode};
 
 use crate::coordinated::client::FAILOVER_DEADLINE;
 use crate::coordinated::{AuthToken, ClientCredentials, DynamicOptions, Identity};
-use crate::{CacheConfig, LoaderConfig, Result, StoreOptions, Stripe, WorkerError};
+use crate::{
+    CacheConfig, DecodeConfig, InvalidConfig, Result, StoreOptions, Stripe, Tail, WorkerError,
+};
 
 /// A coordinator started for one rank alone: its address, and what keeps
 /// it running (held by the [`super::Rank`], dropped after its loader).
@@ -33,9 +36,10 @@ impl std::fmt::Debug for InProcess {
 /// not link the coordinator: its caller passes this (e.g. one that starts
 /// `tributary_coordinator::LocalCoordinator`).
 pub type StartInProcess =
-    Box<dyn FnOnce(StoreOptions) -> BoxFuture<'static, Result<InProcess>> + Send>;
+    Arc<dyn Fn(StoreOptions) -> BoxFuture<'static, Result<InProcess>> + Send + Sync>;
 
 /// Where the rank's coordinator is.
+#[derive(Clone)]
 pub enum Coordinator {
     /// Replicas other ranks reach too: `host:port` or
     /// `http(s)://host:port`, comma lists allowed. The client proves itself
@@ -94,20 +98,17 @@ impl Credentials {
     }
 }
 
-/// Everything a rank starts with: the dataset, the coordinator and the
-/// client's credentials, the job (created if it does not exist, checked
-/// against this config if it does), who joins it, and how the loader runs.
-/// [`RankConfig::new`] fills in the defaults.
-#[derive(Debug)]
+/// Everything a rank starts with: the job's spec (what the rank creates
+/// the job with if it does not exist, and checks it against if it does),
+/// and what is the rank's own: the job's name, the coordinator and the
+/// client's credentials, who joins, how the loader decodes, the cache and
+/// the metrics. [`RankConfig::new`] fills in the defaults.
+#[derive(Debug, Clone)]
 pub struct RankConfig {
-    /// The dataset's URL (the job's `manifest_url`); empty when `sources`
-    /// mixes several.
-    pub dataset: String,
-    /// Several datasets mixed (the job's `sources`): each one's URL and what
-    /// an epoch takes from it (see [`tributary_common::mix`]).
-    pub sources: Vec<MixSource>,
-    /// Weighted `sources`: samples per epoch (0: all their samples).
-    pub epoch_samples: u64,
+    /// The job: its data (`manifest_url` or `sources`), seed, batch size,
+    /// epochs, mode and the rest. The fields the protocol leaves at zero
+    /// for the coordinator's default may be zero here too.
+    pub spec: JobSpec,
     /// How the dataset (and an in-process coordinator) reads the store.
     pub store: StoreOptions,
     pub coordinator: Coordinator,
@@ -117,25 +118,19 @@ pub struct RankConfig {
     pub deadline: Duration,
     /// The job's name.
     pub job: String,
-    // What the job is created with (see `v1::JobConfig`).
-    pub seed: u64,
-    pub batch_size: u32,
-    pub epochs: u64,
-    pub mode: v1::Mode,
-    pub shuffle_buffer: u32,
-    pub remainder: v1::RemainderPolicy,
-    /// Dynamic: samples per leased unit (0: the coordinator's default).
-    pub unit_samples: u32,
-    /// Member lease time to live in seconds (0: the coordinator's default).
-    pub member_ttl_s: u32,
     /// Who joins: a torchrun rank (sync) or a member name (dynamic).
     pub identity: Identity,
     /// The secret of the membership this process shares (a DataLoader
     /// worker passes its parent's, so its Join may replace it).
     pub member_secret: Option<String>,
-    /// Everything of the loader the job does not fix (what it does fix:
-    /// [`crate::coordinated::loader_config`]).
-    pub loader: LoaderConfig,
+    /// How the loader decodes (the job and the coordinator's assignment
+    /// make its plan: [`crate::coordinated::loader_config`]).
+    pub decode: DecodeConfig,
+    /// `false`: read the unshuffled (evaluation) split by rank, without a
+    /// coordinator ([`super::OrderedReader`]).
+    pub shuffle: bool,
+    /// How an unshuffled split's uneven tail is handled.
+    pub tail: Tail,
     /// Dynamic: lookahead, what a lost lease does, and the hooks.
     pub dynamic: DynamicOptions,
     /// Sync: the epoch to read first (`None`: the generation's).
@@ -152,61 +147,27 @@ pub struct RankConfig {
     pub cache: Option<CacheConfig>,
 }
 
-/// One dataset of a mix: its URL and what an epoch takes from it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MixSource {
-    pub url: String,
-    pub take: Take,
-}
-
-impl std::str::FromStr for MixSource {
-    type Err = String;
-
-    /// Parses `URL=TAKE` (split at the last `=`), TAKE as [`Take`] parses
-    /// it: `weight:W`, `samples:N` or `repeat:R`.
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
-        let (url, take) = text
-            .rsplit_once('=')
-            .filter(|(url, _)| !url.is_empty())
-            .ok_or_else(|| {
-                format!("{text:?} is not URL=TAKE (TAKE: weight:W, samples:N or repeat:R)")
-            })?;
-        Ok(Self {
-            url: url.to_owned(),
-            take: take.parse().map_err(|e| format!("{url}: {e}"))?,
-        })
-    }
-}
-
 impl RankConfig {
-    /// A sync job of one epoch, batches of 64, a shuffle buffer of 1024,
-    /// seed 0, drop-last; the loader's defaults; no credentials.
+    /// The job `spec` under the name `job`; the loader's defaults; no
+    /// credentials.
     pub fn new(
-        dataset: impl Into<String>,
+        spec: JobSpec,
         coordinator: Coordinator,
         job: impl Into<String>,
         identity: Identity,
     ) -> Self {
         Self {
-            dataset: dataset.into(),
-            sources: Vec::new(),
-            epoch_samples: 0,
+            spec,
             store: StoreOptions::default(),
             coordinator,
             credentials: Credentials::default(),
             deadline: FAILOVER_DEADLINE,
             job: job.into(),
-            seed: 0,
-            batch_size: 64,
-            epochs: 1,
-            mode: v1::Mode::Sync,
-            shuffle_buffer: 1024,
-            remainder: v1::RemainderPolicy::RemainderDrop,
-            unit_samples: 0,
-            member_ttl_s: 0,
             identity,
             member_secret: None,
-            loader: LoaderConfig::default(),
+            decode: DecodeConfig::default(),
+            shuffle: true,
+            tail: Tail::Uneven,
             dynamic: DynamicOptions::default(),
             epoch: None,
             stripe: Stripe::default(),
@@ -215,78 +176,47 @@ impl RankConfig {
         }
     }
 
-    /// The job this rank creates (or finds).
-    pub fn job_config(&self) -> v1::JobConfig {
-        v1::JobConfig {
-            manifest_url: self.dataset.clone(),
-            seed: self.seed,
-            batch_size: self.batch_size,
-            epochs: self.epochs,
-            remainder: self.remainder as i32,
-            mode: self.mode as i32,
-            shuffle_buffer: self.shuffle_buffer,
-            unit_samples: self.unit_samples,
-            member_ttl_s: self.member_ttl_s,
-            sources: self
-                .sources
-                .iter()
-                .map(|source| source.take.to_source(&source.url))
-                .collect(),
-            epoch_samples: self.epoch_samples,
-        }
-    }
-
     fn in_process(&self) -> bool {
         matches!(self.coordinator, Coordinator::InProcess(_))
     }
 
-    /// Checks what can be checked before anything is opened. The messages
-    /// name the Python `Loader`'s arguments, which map one to one.
+    /// Checks what can be checked before anything is opened: the job's
+    /// spec ([`JobSpec::validate`], its zeros taken as the coordinator's
+    /// defaults), then what is the rank's own.
     pub fn validate(&self) -> Result<()> {
+        self.spec.clone().with_defaults().validate()?;
         let bad = |message: String| Err(WorkerError::Config(message));
-        let dynamic = self.mode == v1::Mode::Dynamic;
-        if self.batch_size == 0 {
-            return bad("batch_size must be at least 1".into());
-        }
-        self.validate_sources()?;
-        let size = self.loader.transform.size;
+        let invalid = |invalid: InvalidConfig| Err(WorkerError::Invalid(invalid));
+        let dynamic = self.spec.mode == Mode::Dynamic;
+        let size = self.decode.transform.size;
         if size.height == 0 || size.width == 0 {
             return bad(format!("image_size {size} must be at least 1"));
         }
-        if self.epochs == 0 {
-            return bad("epochs must be at least 1".into());
-        }
-        if self.loader.decode_threads == 0 {
+        if self.decode.decode_threads == 0 {
             return bad("decode_threads must be at least 1".into());
         }
-        let stripe = self.stripe;
-        if stripe.count == 0 || stripe.index >= stripe.count {
-            return bad(format!(
-                "worker=({}, {}): the worker id must be below the number of workers",
-                stripe.index, stripe.count
-            ));
+        let Stripe { index, count } = self.stripe;
+        if count == 0 || index >= count {
+            return invalid(InvalidConfig::Stripe { index, count });
         }
-        if dynamic && self.in_process() && stripe.count > 1 {
-            return bad(format!(
-                "{} worker processes of a dynamic job need a shared coordinator: pass \
-                 coordinator=\"host:port\" (with coordinator=None each would read the whole epoch)",
-                stripe.count
-            ));
+        if dynamic && self.in_process() && count > 1 {
+            return invalid(InvalidConfig::DynamicStripesInProcess { count });
         }
         if !dynamic && self.dynamic.lookahead.is_some() {
-            return bad("lookahead= is for mode=\"dynamic\"; sync ranks read a fixed part".into());
+            return invalid(InvalidConfig::LookaheadForSync);
         }
-        crate::pipeline::decode::bad_samples::validate_fraction(self.loader.max_bad_fraction)
+        crate::pipeline::decode::bad_samples::validate_fraction(self.decode.max_bad_fraction)
             .map_err(WorkerError::Config)?;
         if dynamic && self.epoch.is_some() {
+            return invalid(InvalidConfig::EpochForDynamic);
+        }
+        if self.tail == Tail::Pad && self.shuffle {
             return bad(
-                "epoch= is for mode=\"sync\"; dynamic members read the job's current epoch".into(),
+                "tail=\"pad\" is for shuffle=False (evaluation) reading, which splits the dataset without dropping any sample".into(),
             );
         }
-        if !self.loader.shuffle && dynamic {
-            return bad(
-                "shuffle=False (evaluation) reads a fixed split by rank: use mode=\"sync\"".into(),
-            );
+        if !self.shuffle && dynamic {
+            return invalid(InvalidConfig::UnshuffledDynamic);
         }
         if let Some(cache) = &self.cache {
             if cache.limit == 0 {
@@ -305,44 +235,8 @@ impl RankConfig {
                     "rank {rank} is outside a world of {world} ranks (world_size must exceed rank)"
                 ));
             }
-            if self.in_process() && world > 1 && self.loader.shuffle {
-                return bad(format!(
-                    "a world of {world} ranks needs a shared coordinator: pass coordinator=\"host:port\" \
-                     (coordinator=None runs one rank alone)"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl RankConfig {
-    fn validate_sources(&self) -> Result<()> {
-        let bad = |message: String| Err(WorkerError::Config(message));
-        if self.sources.is_empty() {
-            if self.dataset.trim().is_empty() {
-                return bad("dataset is empty: give a dataset URL, or several to mix".into());
-            }
-            if self.epoch_samples != 0 {
-                return bad("epoch_samples is for mixed datasets (weights)".into());
-            }
-            return Ok(());
-        }
-        if !self.dataset.is_empty() {
-            return bad("give the dataset URL or sources to mix, not both".into());
-        }
-        if self.sources.len() > MAX_SOURCES {
-            return bad(format!(
-                "{} datasets to mix; the limit is {MAX_SOURCES}",
-                self.sources.len()
-            ));
-        }
-        for (i, source) in self.sources.iter().enumerate() {
-            if source.url.trim().is_empty() {
-                return bad(format!("dataset {i} of the mix has no URL"));
-            }
-            if let Err(why) = source.take.check() {
-                return bad(format!("dataset {i} of the mix ({}): {why}", source.url));
+            if self.in_process() && world > 1 && self.shuffle {
+                return invalid(InvalidConfig::WorldInProcess { world });
             }
         }
         Ok(())
@@ -371,6 +265,8 @@ fn validate_listen(address: &str) -> std::result::Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use tributary_common::proto::v1;
+
     use super::*;
 
     fn torchrun(rank: u32, world: u32) -> Identity {
@@ -384,7 +280,7 @@ mod tests {
 
     fn shared(identity: Identity) -> RankConfig {
         RankConfig::new(
-            "/data",
+            JobSpec::new("/data"),
             Coordinator::Shared(vec!["127.0.0.1:1".into()]),
             "job",
             identity,
@@ -393,8 +289,13 @@ mod tests {
 
     fn in_process(identity: Identity) -> RankConfig {
         let start: StartInProcess =
-            Box::new(|_| Box::pin(async { Err(WorkerError::Stopped("not started".into())) }));
-        RankConfig::new("/data", Coordinator::InProcess(start), "job", identity)
+            Arc::new(|_| Box::pin(async { Err(WorkerError::Stopped("not started".into())) }));
+        RankConfig::new(
+            JobSpec::new("/data"),
+            Coordinator::InProcess(start),
+            "job",
+            identity,
+        )
     }
 
     fn error(config: &RankConfig) -> String {
@@ -405,7 +306,7 @@ mod tests {
     fn the_defaults_are_valid_and_name_the_job_they_create() {
         let config = shared(torchrun(0, 1));
         config.validate().expect("valid");
-        let job = config.job_config();
+        let job = v1::JobConfig::from(&config.spec);
         assert_eq!(job.manifest_url, "/data");
         assert_eq!(
             (job.batch_size, job.epochs, job.shuffle_buffer),
@@ -418,22 +319,22 @@ mod tests {
     #[test]
     fn zero_sizes_and_counts_are_named() {
         let mut config = shared(torchrun(0, 1));
-        config.batch_size = 0;
+        config.spec.batch_size = 0;
         assert!(error(&config).contains("batch_size must be at least 1"));
         let mut config = shared(torchrun(0, 1));
-        config.loader.transform.size = crate::Size::square(0);
+        config.decode.transform.size = crate::Size::square(0);
         assert!(error(&config).contains("image_size 0 must be at least 1"));
         let mut config = shared(torchrun(0, 1));
-        config.epochs = 0;
+        config.spec.epochs = 0;
         assert!(error(&config).contains("epochs must be at least 1"));
         let mut config = shared(torchrun(0, 1));
-        config.loader.decode_threads = 0;
+        config.decode.decode_threads = 0;
         assert!(error(&config).contains("decode_threads must be at least 1"));
         let mut config = shared(torchrun(0, 1));
         config.stripe = Stripe { index: 2, count: 2 };
-        assert!(error(&config).contains("worker=(2, 2): the worker id must be below"));
+        assert!(error(&config).contains("stripe (2, 2): the stripe index must be below"));
         let mut config = shared(torchrun(0, 1));
-        config.loader.max_bad_fraction = 1.5;
+        config.decode.max_bad_fraction = 1.5;
         assert!(error(&config).contains("max_bad_fraction"));
     }
 
@@ -486,7 +387,7 @@ mod tests {
         in_process(torchrun(0, 1)).validate().expect("one rank");
         assert!(error(&in_process(torchrun(0, 2))).contains("needs a shared coordinator"));
         let mut config = in_process(Identity::Name("m".into()));
-        config.mode = v1::Mode::Dynamic;
+        config.spec.mode = Mode::Dynamic;
         config.validate().expect("one process");
         config.stripe = Stripe { index: 0, count: 2 };
         assert!(error(&config).contains("worker processes of a dynamic job need a shared"));
@@ -496,13 +397,13 @@ mod tests {
     fn options_of_the_other_mode_are_refused() {
         let mut config = shared(torchrun(0, 1));
         config.dynamic.lookahead = Some(64);
-        assert!(error(&config).contains("lookahead= is for mode=\"dynamic\""));
+        assert!(error(&config).contains("dynamic.lookahead is for Mode::Dynamic"));
         let mut config = shared(Identity::Name("m".into()));
-        config.mode = v1::Mode::Dynamic;
+        config.spec.mode = Mode::Dynamic;
         config.dynamic.lookahead = Some(64);
         config.validate().expect("dynamic lookahead");
         config.epoch = Some(1);
-        assert!(error(&config).contains("epoch= is for mode=\"sync\""));
+        assert!(error(&config).contains("epoch is for Mode::Sync"));
     }
 
     #[test]

@@ -8,15 +8,15 @@
 //! # async fn run() -> Result<(), tributary_worker::WorkerError> {
 //! use std::collections::HashMap;
 //! use tributary_worker::coordinated::Identity;
-//! use tributary_worker::rank::{Coordinator, Credentials, Rank, RankConfig};
+//! use tributary_worker::rank::{Coordinator, Credentials, JobSpec, Rank, RankConfig};
 //!
 //! let env: HashMap<String, String> = std::env::vars().collect();
 //! let identity = Identity::from_torchrun_env(&env)?.expect("run under torchrun");
 //! let coordinator = Coordinator::Shared(vec!["coord-0:7070".into(), "coord-1:7070".into()]);
+//! let spec = JobSpec { batch_size: 256, epochs: 90, seed: 42, ..JobSpec::new("s3://bucket/imagenet") };
 //! let mut rank = Rank::start(RankConfig {
-//!     batch_size: 256, epochs: 90, seed: 42,
 //!     credentials: Credentials::Env { env, auth_token: None }, // TRIBUTARY_AUTH_TOKEN, TRIBUTARY_TLS_*
-//!     ..RankConfig::new("s3://bucket/imagenet", coordinator, "resnet", identity)
+//!     ..RankConfig::new(spec, coordinator, "resnet", identity)
 //! }).await?; // opens the dataset, creates the job (or finds it), joins, starts the loader
 //! loop {
 //!     while let Some(batch) = rank.next().await { let batch = batch?; /* train; on checkpoint: */
@@ -39,12 +39,13 @@ use std::sync::Arc;
 use tributary_common::proto::v1;
 use tributary_io::MetricsServer;
 
-pub use config::{Coordinator, Credentials, InProcess, MixSource, RankConfig, StartInProcess};
+pub use config::{Coordinator, Credentials, InProcess, RankConfig, StartInProcess};
 pub use ordered::OrderedReader;
+pub use tributary_common::job::{Field, JobSpec, Mode, Source, SpecError};
 
 use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
 use crate::pipeline::metrics::{Metrics, MetricsSnapshot};
-use crate::{Batch, CacheConfig, Dataset, Datasets, Result, WorkerError};
+use crate::{Batch, CacheConfig, Dataset, Datasets, InvalidConfig, Result, WorkerError};
 
 enum Reader {
     Sync(SyncLoader),
@@ -91,8 +92,11 @@ impl std::fmt::Debug for Rank {
 /// Opens the rank's dataset, or each dataset of its mix (concurrently),
 /// all reading through the rank's shard cache when it has one.
 fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Datasets>> + Send {
-    let (url, sources) = (config.dataset.clone(), config.sources.clone());
-    let (epoch_samples, store) = (config.epoch_samples, config.store.clone());
+    let (url, sources) = (
+        config.spec.manifest_url.clone(),
+        config.spec.sources.clone(),
+    );
+    let (epoch_samples, store) = (config.spec.epoch_samples, config.store.clone());
     let cache = config.cache.as_ref().map(CacheConfig::open).transpose();
     async move {
         let cache = cache?;
@@ -104,7 +108,8 @@ fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Da
             return Ok(open(&url).await?.into());
         }
         let opened =
-            futures::future::try_join_all(sources.iter().map(|source| open(&source.url))).await?;
+            futures::future::try_join_all(sources.iter().map(|source| open(&source.manifest_url)))
+                .await?;
         let takes: Vec<_> = sources.iter().map(|s| s.take).collect();
         Datasets::mixed(opened, &takes, epoch_samples)
     }
@@ -113,7 +118,7 @@ fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Da
 impl Rank {
     /// Validates `config`, opens the dataset, reaches the coordinator,
     /// creates the job (or checks it against `config`), joins it and starts
-    /// the loader of the job's mode. With `config.loader.shuffle == false`
+    /// the loader of the job's mode. With `config.shuffle == false`
     /// it reads its part of the unshuffled split instead, without a
     /// coordinator (see [`OrderedReader`]).
     /// With `config.metrics_listen` it listens first, so that an address in
@@ -122,7 +127,7 @@ impl Rank {
         config.validate()?;
         let listener = metrics::listen(config.metrics_listen.take()).await?;
         let labels = metrics::Labels::of(&config.job, &config.identity);
-        let mut rank = if config.loader.shuffle {
+        let mut rank = if config.shuffle {
             Self::start_coordinated(config).await?
         } else {
             Self::start_ordered(config).await?
@@ -132,18 +137,17 @@ impl Rank {
     }
 
     async fn start_coordinated(config: RankConfig) -> Result<Self> {
-        let job = config.job_config();
         let dataset = open_data(&config).await?;
         let RankConfig {
+            spec,
             store,
             coordinator,
             credentials,
             deadline,
             job: name,
-            mode,
             identity,
             member_secret,
-            loader,
+            decode,
             dynamic,
             epoch,
             stripe,
@@ -167,21 +171,18 @@ impl Rank {
                 .with_credentials(&credentials)?
                 .with_deadline(deadline),
         );
-        coordinated::create_job(&client, &name, job).await?;
+        coordinated::create_job(&client, &name, v1::JobConfig::from(&spec)).await?;
         let secret = member_secret.as_deref().unwrap_or("");
         let session = Arc::new(Session::join_as(client, &name, &identity, secret).await?);
-        let mut base = loader;
-        if mode == v1::Mode::Sync {
-            base.stripe = stripe;
-        }
-        let reader = match mode {
-            v1::Mode::Dynamic => Reader::Dynamic(
-                DynamicLoader::start(Arc::clone(&session), dataset, base, dynamic).await?,
+        let reader = match spec.mode {
+            Mode::Dynamic => Reader::Dynamic(
+                DynamicLoader::start(Arc::clone(&session), dataset, decode, dynamic).await?,
             ),
-            _ => {
+            Mode::Sync => {
                 let epoch = epoch.unwrap_or(session.epoch());
                 Reader::Sync(
-                    SyncLoader::start_at(Arc::clone(&session), dataset, base, epoch).await?,
+                    SyncLoader::start_at(Arc::clone(&session), dataset, decode, stripe, epoch)
+                        .await?,
                 )
             }
         };
@@ -195,19 +196,22 @@ impl Rank {
 
     async fn start_ordered(config: RankConfig) -> Result<Self> {
         let Identity::Torchrun { rank, world, .. } = config.identity else {
-            return Err(WorkerError::Config(
-                "shuffle=False reads a fixed split by rank: use mode=\"sync\"".into(),
-            ));
+            return Err(WorkerError::Invalid(InvalidConfig::UnshuffledDynamic));
         };
         let dataset = open_data(&config).await?;
         let loader = crate::LoaderConfig {
-            seed: config.seed,
-            epoch: config.epoch.unwrap_or(0),
-            rank: rank as usize,
-            world: world as usize,
-            batch_size: config.batch_size as usize,
-            stripe: config.stripe,
-            ..config.loader
+            plan: crate::PlanConfig {
+                seed: config.spec.seed,
+                epoch: config.epoch.unwrap_or(0),
+                rank: rank as usize,
+                world: world as usize,
+                batch_size: config.spec.batch_size as usize,
+                shuffle: false,
+                tail: config.tail,
+                stripe: config.stripe,
+                ..crate::PlanConfig::default()
+            },
+            decode: config.decode,
         };
         let reader = Reader::Ordered(OrderedReader::start(dataset, loader).await?);
         Ok(Self::new(reader, None, None, String::new()))

@@ -9,7 +9,7 @@ use crate::pipeline::decode_pool;
 use crate::pipeline::metrics::Metrics;
 use crate::{Batch, Datasets, Loader, LoaderConfig, Result};
 
-/// Rank `config.rank` of `config.world` reading its contiguous part of the
+/// Rank `config.plan.rank` of `config.plan.world` reading its contiguous part of the
 /// dataset in manifest order (see [`crate::pipeline::ordered_assignment`]),
 /// pass after pass. It keeps no progress to checkpoint: a pass is read
 /// whole or read again.
@@ -24,11 +24,11 @@ pub struct OrderedReader {
 }
 
 impl OrderedReader {
-    /// Starts pass `config.epoch`.
+    /// Starts pass `config.plan.epoch`.
     pub async fn start(dataset: impl Into<Datasets>, config: LoaderConfig) -> Result<Self> {
         config.validate()?;
         let dataset = dataset.into();
-        let pool = decode_pool(config.decode_threads)?;
+        let pool = decode_pool(config.decode.decode_threads)?;
         let metrics = Arc::default();
         let loader = Self::loader(&dataset, &config, &pool, &metrics).await?;
         Ok(Self {
@@ -60,10 +60,8 @@ impl OrderedReader {
 
     /// Starts pass `epoch` from its first batch.
     pub async fn set_epoch(&mut self, epoch: u64) -> Result<()> {
-        let config = LoaderConfig {
-            epoch,
-            ..self.config.clone()
-        };
+        let mut config = self.config.clone();
+        config.plan.epoch = epoch;
         self.loader = Self::loader(&self.dataset, &config, &self.pool, &self.metrics).await?;
         self.config = config;
         Ok(())
@@ -71,12 +69,12 @@ impl OrderedReader {
 
     /// Starts the next pass; there is always one.
     pub async fn next_epoch(&mut self) -> Result<bool> {
-        self.set_epoch(self.config.epoch + 1).await?;
+        self.set_epoch(self.config.plan.epoch + 1).await?;
         Ok(true)
     }
 
     pub fn epoch(&self) -> u64 {
-        self.config.epoch
+        self.config.plan.epoch
     }
 
     /// Samples of this rank's part (with `tail = pad`, padding included).
@@ -90,10 +88,10 @@ impl OrderedReader {
     }
 
     pub fn rank(&self) -> u32 {
-        self.config.rank as u32
+        self.config.plan.rank as u32
     }
 
     pub fn world(&self) -> u32 {
-        self.config.world as u32
+        self.config.plan.world as u32
     }
 }

@@ -2,16 +2,16 @@ use super::*;
 
 #[test]
 fn the_lookahead_defaults_to_the_pipeline_depth_and_never_starves_it() {
-    let job = v1::JobConfig {
+    let job = JobSpec {
         batch_size: 64,
         shuffle_buffer: 1024,
         unit_samples: 256,
-        ..v1::JobConfig::default()
+        ..JobSpec::new("memory:///d")
     };
-    let loader = LoaderConfig {
+    let loader = DecodeConfig {
         prefetch_batches: 4,
         decode_batches_in_flight: 2,
-        ..LoaderConfig::default()
+        ..DecodeConfig::default()
     };
     // The shuffle buffer, a batch, a unit, and the batches queued.
     assert_eq!(

@@ -371,7 +371,11 @@ pub(super) async fn decode_stage(
     rx: mpsc::Receiver<Result<SampleBatch>>,
     tx: mpsc::Sender<Result<Batch>>,
 ) {
-    let decoder = Arc::new(BatchDecoder::new(&config.transform, &config.fields, setup));
+    let decoder = Arc::new(BatchDecoder::new(
+        &config.decode.transform,
+        &config.decode.fields,
+        setup,
+    ));
     let decode_one = |item: Result<SampleBatch>| {
         let pool = Arc::clone(&pool);
         let (decoder, metrics) = (Arc::clone(&decoder), Arc::clone(&metrics));
@@ -436,7 +440,7 @@ pub(super) async fn decode_stage(
     });
     let mut ready = pin!(incoming
         .map(decode_one)
-        .buffered(config.decode_batches_in_flight));
+        .buffered(config.decode.decode_batches_in_flight));
     while let Some(decoded) = ready.next().await {
         let batch = count(decoded);
         let failed = batch.is_err();
