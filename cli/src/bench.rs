@@ -54,7 +54,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await?
         .with_cache(args.cache.open()?);
     let config = args.pipeline.config();
-    let threads = config.decode_threads;
+    let threads = config.decode.decode_threads;
     let counts: Vec<u32> = dataset.manifest.shards.iter().map(|s| s.samples).collect();
     let all = epoch_spans(&counts, 0, 0);
     let wanted = args.samples.unwrap_or(all.len()).min(all.len());

@@ -162,7 +162,7 @@ pub struct PipelineArgs {
     pub on_error: OnError,
     /// With `--on-error skip`, the largest fraction of the samples that may
     /// be skipped before the run fails.
-    #[arg(long, default_value_t = LoaderConfig::default().max_bad_fraction, value_parser = fraction)]
+    #[arg(long, default_value_t = DecodeConfig::default().max_bad_fraction, value_parser = fraction)]
     pub max_bad_fraction: f64,
 }
 
@@ -219,7 +219,7 @@ impl PipelineArgs {
                 ..defaults.plan
             },
             decode: DecodeConfig {
-                decode_threads: self.threads.unwrap_or(defaults.decode_threads),
+                decode_threads: self.threads.unwrap_or(defaults.decode.decode_threads),
                 fields: self.fields.clone(),
                 transform: self.transform(),
                 fetch: FetchConfig {

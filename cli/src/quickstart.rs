@@ -260,7 +260,7 @@ async fn train(config: RankConfig, preempted: bool) -> anyhow::Result<Rank> {
     let batch = loader
         .session()
         .context("a coordinated rank has a membership")?
-        .config()
+        .spec()?
         .batch_size as u64;
     let part = loader.samples().context("a sync rank reads a part")?;
     let checkpoint = preempted.then_some(part / 2 / batch * batch);

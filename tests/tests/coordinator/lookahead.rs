@@ -94,7 +94,7 @@ async fn a_joining_member_gets_a_unit_at_once_and_a_killed_one_orphans_at_most_i
         ..v1::JobConfig::default()
     };
     create_job(&client, "look", config).await.expect("create");
-    let base = small_loader_config();
+    let base = small_loader_config().decode;
     let units = IMAGES as u32 / UNIT;
 
     // A reads a few batches, then its trainer stalls.

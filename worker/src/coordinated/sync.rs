@@ -228,7 +228,7 @@ impl SyncLoader {
         };
         let item = loader.next().await;
         // A stripe's count is not the rank's: only whole readers report.
-        let whole = self.base.stripe.count == 1;
+        let whole = self.stripe.count == 1;
         if let Some(Ok(batch)) = &item {
             // Skipped bad samples were read too: the coordinator counts
             // the part's samples in order, whatever became of them.

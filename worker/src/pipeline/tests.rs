@@ -402,7 +402,7 @@ async fn a_mix_takes_its_counts_and_each_sample_names_its_dataset() {
     )
     .expect("mix");
     let mut config = config(OnError::Skip, 0.5);
-    config.shuffle_buffer = 8;
+    config.plan.shuffle_buffer = 8;
     let (batches, error) = read(mixed.clone(), config.clone()).await;
     assert!(error.is_none(), "{error:?}");
     let mut per_source = [0usize; 2];
