@@ -171,7 +171,7 @@ impl Service {
         }
         tracing::info!(job = name.as_str(), samples, shards, "created job");
         Ok(v1::CreateJobResponse {
-            config: Some(v1::JobConfig::from(config)),
+            config: Some(v1::JobConfig::from(&config)),
             created: true,
             samples,
             shards,
