@@ -317,7 +317,7 @@ impl Session {
     pub fn spec(&self) -> Result<JobSpec> {
         let config = self.shared.membership().joined.config.unwrap_or_default();
         JobSpec::try_from(config).map_err(|error| WorkerError::Coordinator {
-            code: tonic::Code::Internal,
+            code: Code::Internal,
             message: format!("the job's config: {error}"),
         })
     }

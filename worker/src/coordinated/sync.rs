@@ -203,7 +203,7 @@ impl SyncLoader {
             // Cancel-safe: the pending pipeline stays until one is running.
             let pool = match &self.pool {
                 Some(pool) => Arc::clone(pool),
-                None => match decode_pool(config.decode_threads) {
+                None => match decode_pool(config.decode.decode_threads) {
                     Ok(pool) => Arc::clone(self.pool.insert(pool)),
                     Err(error) => return Some(Err(error)),
                 },
