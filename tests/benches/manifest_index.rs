@@ -136,7 +136,7 @@ async fn job_open(url: &str) -> Duration {
     ))
     .expect("config");
     let started = Instant::now();
-    tributary_coordinator::leader::open_dataset(
+    tributary_coordinator::datasets::open_dataset(
         &JobId::from("bench"),
         &config,
         &StoreOptions::default(),
