@@ -11,8 +11,7 @@ use super::effects::{put, Effects, Outcome};
 use super::{Job, State};
 use crate::error::Result;
 use crate::keys::{self, Key};
-use crate::store::LeaseId;
-use crate::store::Op;
+use crate::store::{LeaseId, Op};
 
 /// What the leader has seen of one member since it took over.
 #[derive(Debug, Clone, Copy)]
