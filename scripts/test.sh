@@ -11,7 +11,7 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-echo "== crate graph (common pure, the coordinator without the image stack)"
+echo "== crate graph (common pure, the coordinator without the image stack, the tools outside the worker)"
 scripts/check-crate-graph.sh
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --workspace

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use tributary_common::manifest::Manifest;
 use tributary_common::span::SpanSet;
-use tributary_worker::tools::pack::{pack, PackOptions};
-use tributary_worker::tools::progress::NoProgress;
+use tributary_tools::pack::{pack, PackOptions};
+use tributary_tools::progress::NoProgress;
 use tributary_worker::{LoaderConfig, Location, StoreOptions};
 use tributary_worker::{Size, Transform};
 

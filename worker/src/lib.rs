@@ -1,10 +1,11 @@
 //! # tributary-worker
 //!
 //! Everything that touches bytes on the data path of one rank: the streaming
-//! pipeline that turns a span set into decoded, augmented batches, and the
-//! tools that write and check datasets (packer, indexer, inspector, synthetic
-//! data). It runs in-process in the trainer; the `tributary` CLI and the
-//! Python binding are thin layers over it.
+//! pipeline that turns a span set into decoded, augmented batches. It runs
+//! in-process in the trainer; the `tributary` CLI and the Python binding are
+//! thin layers over it. The tools that write and check datasets (packer,
+//! indexer, inspector, synthetic data) share no code path with it and live
+//! in `tributary-tools`.
 //!
 //! ## Layout
 //!
@@ -18,8 +19,6 @@
 //!   and the dynamic loader (leased units, acks).
 //! - [`rank`]: one rank of a coordinated job in one call: dataset,
 //!   coordinator, job, membership and the loader of the job's mode.
-//! - [`tools`]: writing and checking datasets: the packer, the WebDataset
-//!   indexer, the inspector, synthetic images.
 //! - [`error`]: [`WorkerError`]; object-store errors come from
 //!   `tributary-io`, which this crate reads through.
 //!
@@ -43,7 +42,6 @@ pub mod coordinated;
 pub mod error;
 pub mod pipeline;
 pub mod rank;
-pub mod tools;
 
 pub use error::{Result, WorkerError};
 pub use pipeline::decode::bad_samples::OnError;

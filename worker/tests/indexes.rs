@@ -14,7 +14,7 @@ use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::{Intercept, InterceptStore};
 use tributary_io::ManifestVersion;
 use tributary_tests::dataset::pack_local;
-use tributary_worker::tools::pack::PackOptions;
+use tributary_tools::pack::PackOptions;
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, WorkerError};
 use tributary_worker::{Size, Transform};
 

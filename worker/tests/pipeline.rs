@@ -10,9 +10,9 @@ use tributary_common::manifest::Compression;
 use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::CountingStore;
 use tributary_tests::dataset::pack_local;
+use tributary_tools::pack::PackOptions;
+use tributary_tools::progress::NoProgress;
 use tributary_worker::pipeline::fetch::FetchConfig;
-use tributary_worker::tools::pack::PackOptions;
-use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{
     Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, Stripe, WorkerError,
 };
@@ -290,13 +290,11 @@ async fn damaged_shards_are_errors_that_name_shard_chunk_and_offset() {
         assert!(message.contains(&meta.name), "{message}");
 
         // And `inspect` reports the damaged shard too.
-        let report =
-            tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+        let report = tributary_tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
         assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
         assert!(report.problems[0].contains(&meta.name));
         std::fs::write(&path, &pristine).expect("restore");
-        let report =
-            tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+        let report = tributary_tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.verified_samples, 60);
     }

@@ -21,10 +21,10 @@ use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::{Intercept, InterceptStore};
 use tributary_io::{IoError, RetryPolicy};
 use tributary_tests::dataset::pack_local;
+use tributary_tools::pack::PackOptions;
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
 use tributary_worker::pipeline::parse::span_samples;
-use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::{Dataset, Location, WorkerError};
 
 /// One way to break a GET.

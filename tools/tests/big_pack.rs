@@ -14,10 +14,10 @@ use object_store::ObjectStoreExt;
 use tributary_common::manifest::Compression;
 use tributary_common::shard::{index_tar, ShardWriter};
 use tributary_io::testing::{noise, CountingStore, Intercept, InterceptStore};
+use tributary_io::{Dataset, Location};
 use tributary_io::{RetryPolicy, UploadOptions};
-use tributary_worker::tools::pack::{pack, PackOptions};
-use tributary_worker::tools::progress::{NoProgress, Progress};
-use tributary_worker::{Dataset, Location};
+use tributary_tools::pack::{pack, PackOptions};
+use tributary_tools::progress::{NoProgress, Progress};
 
 const MIB: u64 = 1 << 20;
 
@@ -122,7 +122,7 @@ async fn big_shards_stream_up_in_parts_with_the_bytes_of_an_in_memory_build() {
         let (indexed, _) = index_tar(&meta.name, &stored).expect("a plain tar");
         assert_eq!(&indexed, meta);
     }
-    let report = tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+    let report = tributary_tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.verified_samples, 12);
 }
@@ -143,7 +143,7 @@ async fn zstd_shards_stream_up_in_parts_and_verify() {
     assert_eq!(summary.shards, 2);
     assert!(summary.parts >= 4, "{}", summary.parts);
     let dataset = Dataset::from_location(location).await.expect("manifest");
-    let report = tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+    let report = tributary_tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.verified_samples, 8);
 }
@@ -219,7 +219,7 @@ async fn a_part_that_fails_transiently_is_retried_and_the_pack_succeeds() {
     assert_eq!(failures.into_values().collect::<Vec<_>>(), vec![2]);
     assert_eq!(store.hooks.aborted.load(Ordering::SeqCst), 0);
     let dataset = Dataset::from_location(location).await.expect("manifest");
-    let report = tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+    let report = tributary_tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
 

@@ -35,6 +35,7 @@ enum State {
 }
 
 /// Reads records from a buffered reader.
+#[derive(Debug)]
 pub struct CsvReader<R> {
     reader: R,
     /// Lines read so far.
@@ -51,6 +52,11 @@ impl<R: BufRead> CsvReader<R> {
             max_record_bytes,
             max_fields,
         }
+    }
+
+    /// The reader the records come from.
+    pub fn get_ref(&self) -> &R {
+        &self.reader
     }
 
     /// The next record, or `None` at the end.

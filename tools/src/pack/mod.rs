@@ -1,12 +1,15 @@
 //! The packer: an ImageFolder tree (`SRC/<class>/<image>`), a directory of
 //! WebDataset-style files (`KEY.EXT`) or a CSV/JSONL listing of
 //! `path,label[,caption]` to shards plus a manifest in any object store.
-//! [`source`] and [`listing`] say how each is read into samples; this module
-//! packs them, whatever their fields.
+//! [`source`] and [`listing`] say how each is read into samples, a
+//! [`Source`] streaming them; this module packs them, whatever their fields.
 //!
-//! Shards are planned from the fields' sizes alone (so planning is instant
-//! and the result deterministic), then built in parallel on rayon, each
-//! streamed to the store as it is made (`build.rs`): a shard over
+//! A source is read twice, and never held whole: the first pass checks every
+//! sample and plans the shards from the fields' sizes alone (so the result
+//! is deterministic, and a bad source is refused before a byte is
+//! uploaded; `plan.rs`); the second cuts the same stream into the planned
+//! shards, built in parallel, each streamed to the store as it is made
+//! (`build.rs`): a shard over
 //! [`UploadOptions::single_put_limit`] goes up as a multipart upload whose
 //! parts are retried alone on transient errors, so memory stays bounded
 //! whatever `max_bytes` is. The manifest is written last: a run that fails
@@ -30,8 +33,8 @@
 //! repacking it in place.
 
 mod build;
-mod csv;
-pub mod listing;
+mod options;
+mod plan;
 pub mod source;
 
 use std::ops::Range;
@@ -40,63 +43,17 @@ use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
-use tributary_common::shard::DEFAULT_BLOCK_BYTES;
 
-use crate::error::{Result, WorkerError};
-use crate::tools::progress::Progress;
+use crate::error::{Result, ToolsError};
+use crate::progress::Progress;
 use tributary_io::publish::objects_named;
-use tributary_io::{
-    write_manifest, Location, ManifestDraft, ManifestVersion, UploadMeter, UploadOptions,
-};
+use tributary_io::{write_manifest, Location, ManifestDraft, UploadMeter};
 
+pub use options::PackOptions;
 pub use source::{
-    detect, scan, scan_image_folder, scan_webdataset, FieldData, Source, SourceField, SourceFormat,
-    SourceSample,
+    detect, listing, open, FieldData, ImageFolder, Listing, Samples, Source, SourceField,
+    SourceFormat, SourceSample, VecSource, WebDatasetFiles,
 };
-
-/// Packer settings.
-#[derive(Debug, Clone)]
-pub struct PackOptions {
-    /// A shard is closed before it would exceed this many bytes (a single
-    /// larger sample still gets a shard of its own).
-    pub max_bytes: u64,
-    /// A shard holds at most this many samples.
-    pub max_samples: u32,
-    pub compression: Compression,
-    /// Uncompressed size of one zstd block.
-    pub block_bytes: usize,
-    /// Shards built and uploaded at once, each on a thread of its own
-    /// (default: the cores, 2 to 16). Upload memory peaks at this many
-    /// times [`UploadOptions::memory_bound`].
-    pub uploads_in_flight: usize,
-    /// How each shard is uploaded: one PUT, or parts, in bounded memory.
-    pub upload: UploadOptions,
-    /// Replace a dataset already at the destination (see the module docs).
-    pub force: bool,
-    /// What the source is (`Auto`: decided from it, see [`SourceFormat`]).
-    pub format: SourceFormat,
-    /// The manifest version to write (2: an index object per shard; 1:
-    /// every chunk inline, for readers older than version 2).
-    pub manifest_version: ManifestVersion,
-}
-
-impl Default for PackOptions {
-    fn default() -> Self {
-        Self {
-            max_bytes: 64 << 20,
-            max_samples: u32::MAX,
-            compression: Compression::NONE,
-            block_bytes: DEFAULT_BLOCK_BYTES,
-            uploads_in_flight: std::thread::available_parallelism()
-                .map_or(4, |n| n.get())
-                .clamp(2, 16),
-            upload: UploadOptions::default(),
-            force: false,
-            format: SourceFormat::Auto,
-            manifest_version: ManifestVersion::default(),
-        }
-    }
-}
 
 /// What a pack run wrote.
 #[derive(Debug, Clone)]
@@ -116,22 +73,7 @@ pub struct PackSummary {
 /// Splits samples into shards by their size as tar entries (every field's)
 /// and by sample count.
 pub fn plan_shards(samples: &[SourceSample], options: &PackOptions) -> Vec<Range<usize>> {
-    let mut shards = Vec::new();
-    let (mut start, mut bytes) = (0, 0u64);
-    for (i, sample) in samples.iter().enumerate() {
-        let sample = sample.tar_bytes();
-        let count = (i - start) as u64;
-        if count > 0
-            && (bytes + sample > options.max_bytes || count >= u64::from(options.max_samples))
-        {
-            shards.push(start..i);
-            start = i;
-            bytes = 0;
-        }
-        bytes += sample;
-    }
-    shards.push(start..samples.len());
-    shards
+    plan::plan_shards(samples, options.max_bytes, options.max_samples)
 }
 
 /// Shard `index`'s object name: `shard-000042.tar` in a new dataset,
@@ -166,7 +108,7 @@ async fn existing(dest: &Location, force: bool) -> Result<Option<Vec<String>>> {
         Err(error) => return Err(error.into()),
     };
     if !force {
-        return Err(WorkerError::AlreadyExists { url });
+        return Err(ToolsError::AlreadyExists { url });
     }
     match Manifest::from_json(&bytes) {
         Ok(manifest) => Ok(Some(objects_named(&manifest))),
@@ -199,48 +141,56 @@ pub async fn pack(
     progress: Arc<dyn Progress>,
 ) -> Result<PackSummary> {
     if options.max_bytes == 0 || options.max_samples == 0 || options.uploads_in_flight == 0 {
-        return Err(WorkerError::Config(
+        return Err(ToolsError::Config(
             "max_bytes, max_samples and uploads_in_flight must be at least 1".into(),
         ));
     }
     if options.max_bytes > options.upload.max_object_bytes() {
-        return Err(WorkerError::Config(format!(
+        return Err(ToolsError::Config(format!(
             "shards of up to {} bytes need more than {} parts of {} bytes: raise the part size",
             options.max_bytes,
             tributary_io::upload::MAX_PARTS,
             options.upload.part_bytes()
         )));
     }
-    let source = {
-        let (src, format) = (src.to_owned(), options.format);
-        tokio::task::spawn_blocking(move || scan(&src, format))
-            .await
-            .map_err(|e| WorkerError::Stopped(format!("scan panicked: {e}")))??
+    let (source, plan) = {
+        let (src, options) = (src.to_owned(), options.clone());
+        tokio::task::spawn_blocking(move || {
+            let source = open(&src, options.format)?;
+            let plan = plan::plan(
+                source.as_ref(),
+                &src,
+                options.max_bytes,
+                options.max_samples,
+            )?;
+            Ok::<_, ToolsError>((source, plan))
+        })
+        .await
+        .map_err(|e| ToolsError::Stopped(format!("scan panicked: {e}")))??
     };
     let old_shards = existing(dest, options.force).await?;
     let version = old_shards.as_ref().map(|_| new_version());
-    let total_bytes: u64 = source.samples.iter().map(SourceSample::bytes).sum();
-    progress.total(source.samples.len() as u64, total_bytes);
-    if source.skipped > 0 {
-        let what = match source.format {
+    progress.total(plan.samples, plan.bytes);
+    if plan.skipped > 0 {
+        let what = match source.format() {
             SourceFormat::ImageFolder => {
                 "files that are not JPEG or PNG images in class directories"
             }
             _ => "files without an extension",
         };
-        tracing::warn!(skipped = source.skipped, src = %src.display(), "skipped {what}");
+        tracing::warn!(skipped = plan.skipped, src = %src.display(), "skipped {what}");
     }
-    let plan = plan_shards(&source.samples, options);
-    let samples = Arc::new(source.samples);
-    progress.total_shards(plan.len() as u64);
+    progress.total_shards(plan.shards.len() as u64);
+    let (format, classes) = (source.format(), source.classes().to_vec());
     let meter = Arc::new(UploadMeter::default());
     let started = Arc::new(std::sync::Mutex::new(Vec::new()));
     let builder = build::Builder {
-        samples: Arc::clone(&samples),
-        names: (0..plan.len())
+        source,
+        src: src.to_owned(),
+        names: (0..plan.shards.len())
             .map(|index| shard_name(version.as_deref(), index, options.compression))
             .collect(),
-        plan,
+        plan: plan.shards,
         options: options.clone(),
         dest: dest.clone(),
         progress: Arc::clone(&progress),
@@ -250,10 +200,10 @@ pub async fn pack(
     let handle = tokio::runtime::Handle::current();
     let built = tokio::task::spawn_blocking(move || builder.run(&handle))
         .await
-        .map_err(|e| WorkerError::Stopped(format!("shard builder panicked: {e}")))
+        .map_err(|e| ToolsError::Stopped(format!("shard builder panicked: {e}")))
         .and_then(|built| built);
-    let shards = match built {
-        Ok(shards) => shards,
+    let built = match built {
+        Ok(built) => built,
         Err(error) => {
             if version.is_some() {
                 let started = started.lock().map(|s| s.clone()).unwrap_or_default();
@@ -262,16 +212,11 @@ pub async fn pack(
             return Err(error);
         }
     };
-    let fields: std::collections::BTreeSet<&str> = samples
-        .iter()
-        .flat_map(|s| s.fields.iter().map(|f| f.ext.as_str()))
-        .collect();
-    let fields = fields.into_iter().map(str::to_owned).collect();
     let draft = ManifestDraft {
         compression: options.compression.kind,
-        fields,
-        classes: source.classes,
-        shards,
+        fields: built.fields.into_iter().collect(),
+        classes,
+        shards: built.shards,
     };
     // The index objects (named after this version's shards), then the
     // switch from the old version to the new one: a single PUT.
@@ -286,7 +231,7 @@ pub async fn pack(
         delete_all(dest, &stale, "a shard of the replaced dataset").await;
     }
     Ok(PackSummary {
-        format: source.format,
+        format,
         shards: manifest.shards.len(),
         samples: manifest.samples,
         bytes: manifest.bytes,

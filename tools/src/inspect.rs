@@ -16,8 +16,8 @@ use tributary_common::manifest::ShardMeta;
 use tributary_common::shard::ShardVerifier;
 use tributary_common::FormatError;
 
-use crate::error::WorkerError;
-use crate::tools::progress::Progress;
+use crate::error::ToolsError;
+use crate::progress::Progress;
 use tributary_io::{retry, Dataset, Location};
 
 /// The size of each range read of a shard being verified (8 MiB); four
@@ -75,7 +75,7 @@ async fn verify(
     manifest: Arc<tributary_common::manifest::Manifest>,
     index: usize,
     progress: &dyn Progress,
-) -> Result<u32, WorkerError> {
+) -> Result<u32, ToolsError> {
     // A broken index is a problem of this shard, reported like the others.
     let meta: Arc<ShardMeta> = dataset.shard_meta(index).await?;
     let mut verifier = ShardVerifier::new(manifest.compression, INSPECT_READ_BYTES)
@@ -110,7 +110,7 @@ async fn verify(
         verifier =
             tokio::task::spawn_blocking(move || verifier.feed(&shard, &data).map(|()| verifier))
                 .await
-                .map_err(|e| WorkerError::Stopped(format!("verifier panicked: {e}")))??;
+                .map_err(|e| ToolsError::Stopped(format!("verifier panicked: {e}")))??;
         progress.advance(
             u64::from(verifier.samples() - before),
             range.end - range.start,
@@ -125,7 +125,7 @@ async fn get_range_and_size(
     location: &Location,
     name: &str,
     range: Range<u64>,
-) -> Result<(Bytes, u64), WorkerError> {
+) -> Result<(Bytes, u64), ToolsError> {
     let path = location.path(name);
     retry(&location.url_of(name), &location.retry, || {
         let options = GetOptions {
@@ -140,5 +140,5 @@ async fn get_range_and_size(
         }
     })
     .await
-    .map_err(WorkerError::from)
+    .map_err(ToolsError::from)
 }

@@ -10,9 +10,9 @@ use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use tributary_io::testing::{Intercept, InterceptStore};
 use tributary_io::RetryPolicy;
-use tributary_worker::tools::pack::{pack, PackOptions};
-use tributary_worker::tools::progress::NoProgress;
-use tributary_worker::{Dataset, Location};
+use tributary_io::{Dataset, Location};
+use tributary_tools::pack::{pack, PackOptions};
+use tributary_tools::progress::NoProgress;
 
 /// Fails the first `n` PUTs of each object whose name contains a pattern.
 #[derive(Debug, Default)]
@@ -152,7 +152,7 @@ async fn read_all(location: &Location) -> Vec<String> {
     let dataset = Dataset::from_location(location.clone())
         .await
         .expect("a readable manifest");
-    let report = tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+    let report = tributary_tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.verified_samples, dataset.manifest.samples);
     // The shards and their index objects.

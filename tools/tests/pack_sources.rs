@@ -8,13 +8,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tributary_common::manifest::{Compression, Manifest};
 use tributary_common::shard::{chunk_range, decode_chunks};
-use tributary_worker::tools::pack::listing::{classes, Row};
-use tributary_worker::tools::pack::{
+use tributary_io::{Dataset, Location, StoreOptions};
+use tributary_tools::pack::listing::{classes, Row};
+use tributary_tools::pack::{
     detect, pack, FieldData, PackOptions, PackSummary, Source, SourceField, SourceFormat,
-    SourceSample,
+    SourceSample, VecSource,
 };
-use tributary_worker::tools::progress::NoProgress;
-use tributary_worker::{Dataset, Location, StoreOptions, WorkerError};
+use tributary_tools::progress::NoProgress;
+use tributary_tools::ToolsError;
 
 const JPEG: &[u8] = b"\xFF\xD8\xFF\xE0not really a jpeg";
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nnot really a png";
@@ -31,7 +32,7 @@ async fn pack_to(
     src: &Path,
     dest: &Path,
     options: &PackOptions,
-) -> Result<PackSummary, WorkerError> {
+) -> Result<PackSummary, ToolsError> {
     let location = Location::open(&dest.display().to_string(), &StoreOptions::default(), true)
         .expect("open the destination");
     pack(src, &location, options, Arc::new(NoProgress)).await
@@ -432,7 +433,7 @@ fn every_source_is_checked_for_duplicate_keys_and_field_order() {
         data: FieldData::Inline(Vec::new()),
         size: 0,
     };
-    let source = |samples: Vec<SourceSample>| Source {
+    let source = |samples: Vec<SourceSample>| VecSource {
         format: SourceFormat::WebDataset,
         classes: Vec::new(),
         samples,

@@ -9,9 +9,9 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use tributary_common::manifest::{CompressionKind, Manifest, ShardMeta, MANIFEST_NAME};
 use tributary_common::shard::TarIndexer;
 
-use crate::error::{Result, WorkerError};
-use crate::tools::pack::new_version;
-use crate::tools::progress::Progress;
+use crate::error::{Result, ToolsError};
+use crate::pack::new_version;
+use crate::progress::Progress;
 use tributary_io::dataset::MAX_MANIFEST_BYTES;
 use tributary_io::publish::objects_named;
 use tributary_io::{write_manifest, IoError, Location, ManifestDraft, ManifestVersion};
@@ -45,7 +45,7 @@ pub async fn index(
     let objects = location.list().await?;
     let replacing = objects.iter().any(|(name, _)| name == MANIFEST_NAME);
     if !force && replacing {
-        return Err(WorkerError::Config(format!(
+        return Err(ToolsError::Config(format!(
             "{} already exists (pass --force to replace it)",
             location.url_of(MANIFEST_NAME)
         )));
@@ -78,7 +78,7 @@ pub async fn index(
         .filter(|n| n.ends_with(".tar.gz") || n.ends_with(".tgz") || n.ends_with(".tar.zst"))
         .collect();
     if !unsupported.is_empty() {
-        return Err(WorkerError::Config(format!(
+        return Err(ToolsError::Config(format!(
             "{}: compressed foreign shards ({}) cannot be read from an offset; decompress them to .tar first",
             location.url,
             unsupported.join(", ")
@@ -102,7 +102,7 @@ pub async fn index(
             async move {
                 let indexed = index_shard(location, name, size, progress.as_ref()).await?;
                 progress.advance(u64::from(indexed.0.samples), 0);
-                Ok::<_, WorkerError>(indexed)
+                Ok::<_, ToolsError>(indexed)
             }
         })
         .buffered(4)
@@ -156,7 +156,7 @@ async fn index_shard(
         }
         indexer = tokio::task::spawn_blocking(move || indexer.feed(&data).map(|()| indexer))
             .await
-            .map_err(|e| WorkerError::Stopped(format!("indexer panicked: {e}")))??;
+            .map_err(|e| ToolsError::Stopped(format!("indexer panicked: {e}")))??;
         progress.advance(0, range.end - range.start);
     }
     Ok(indexer.finish()?)
