@@ -213,15 +213,14 @@ def subcommands(command: tuple[str, ...]) -> set[str]:
 def logical_lines(script: str) -> list[str]:
     """Lines with backslash continuations joined; a commented-out command
     (`#    tributary pack ...`) counts as a command."""
-    joined = re.sub(r"\\\n\s*", " ", script)
-    out = []
-    for line in joined.split("\n"):
+    kept = []
+    for line in script.split("\n"):
         uncommented = re.sub(r"^\s*#\s*", "", line)
-        if uncommented != line and not re.match(r"([A-Z_]+=\S*\s+)*(tributary|scripts/|examples/)",
+        if uncommented != line and not re.match(r"[A-Z_]+=|tributary |scripts/|examples/",
                                                 uncommented):
             continue
-        out.append(uncommented)
-    return out
+        kept.append(uncommented)
+    return re.sub(r"\\\n\s*", " ", "\n".join(kept)).split("\n")
 
 
 def words(line: str) -> list[str]:
