@@ -21,7 +21,7 @@ use tributary_tests::faulty_s3::{Fault, FaultyS3};
 use tributary_tests::s3::s3_options;
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
-use tributary_worker::pipeline::parse::span_samples;
+use tributary_worker::pipeline::span_samples;
 use tributary_worker::tools::pack::PackOptions;
 use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
