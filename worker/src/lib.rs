@@ -12,8 +12,8 @@
 //! Three rooms, and the rank API in front of them:
 //!
 //! - [`pipeline`]: the streaming pipeline of one rank, stage by stage
-//!   (`fetch`, `parse`, `shuffle`, `batch`, `decode`), its configuration and
-//!   the [`Loader`] that wires it.
+//!   (`fetch`, `parse`, `shuffle`, `cut`, `decode`), its output types, its
+//!   configuration and the [`Loader`] that wires it.
 //! - [`coordinated`]: loading under a coordinator: the client, join and
 //!   keep-alive, the sync loader (equal parts per generation, checkpoints)
 //!   and the dynamic loader (leased units, acks).
@@ -45,10 +45,12 @@ pub mod rank;
 
 pub use error::{Result, WorkerError};
 pub use pipeline::decode::bad_samples::OnError;
-pub use pipeline::decode::fields::{Column, Fields};
+pub use pipeline::decode::fields::Fields;
 pub use pipeline::decode::pixels::DecodeLimits;
 pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::fetch::FetchConfig;
-pub use pipeline::{Batch, Datasets, Images, Loader, LoaderBuilder, LoaderConfig, Stripe, Tail};
+pub use pipeline::{
+    Batch, Column, Datasets, Images, Loader, LoaderBuilder, LoaderConfig, Stripe, Tail,
+};
 /// The object-store layer this crate reads through (`tributary-io`).
 pub use tributary_io::{CacheConfig, Dataset, Location, ShardCache, StoreOptions};

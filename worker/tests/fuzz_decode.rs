@@ -19,7 +19,7 @@ use image::{ExtendedColorType, ImageEncoder};
 use proptest::prelude::*;
 use std::sync::Arc;
 use tributary_common::sample::{Field, Sample};
-use tributary_worker::pipeline::batch::SampleBatch;
+use tributary_worker::pipeline::cut::SampleBatch;
 use tributary_worker::{Fields, Preset, Size, Transform};
 
 use object_store::memory::InMemory;

@@ -24,7 +24,7 @@ use tributary_tests::dataset::pack_local;
 use tributary_tools::pack::PackOptions;
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
-use tributary_worker::pipeline::parse::span_samples;
+use tributary_worker::pipeline::span_samples;
 use tributary_worker::{Dataset, Location, WorkerError};
 
 /// One way to break a GET.

@@ -23,7 +23,7 @@ use tributary_tools::pack::PackOptions;
 use tributary_tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
-use tributary_worker::pipeline::parse::span_samples;
+use tributary_worker::pipeline::span_samples;
 use tributary_worker::{Batch, Dataset, Loader, LoaderConfig, Location, StoreOptions, WorkerError};
 use tributary_worker::{Size, Transform};
 

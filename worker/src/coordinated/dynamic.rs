@@ -31,9 +31,9 @@ use tributary_common::span::Span;
 
 use super::Session;
 use crate::error::{Result, WorkerError};
-use crate::pipeline::batch::Batch;
 use crate::pipeline::fetch::Input;
 use crate::pipeline::metrics::Metrics;
+use crate::pipeline::output::Batch;
 use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, Loader, LoaderConfig};
 

@@ -18,8 +18,8 @@ use tributary_common::span::SpanSet;
 
 use super::Session;
 use crate::error::{Result, WorkerError};
-use crate::pipeline::batch::Batch;
 use crate::pipeline::metrics::Metrics;
+use crate::pipeline::output::Batch;
 use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, Loader, LoaderConfig};
 

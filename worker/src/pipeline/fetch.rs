@@ -165,9 +165,10 @@ pub enum Fetch {
     Flush,
 }
 
-/// Streams the bytes of spans as they arrive, in input order: each read
+/// The fetch stage: the bytes of the spans of `input` as they arrive, in
+/// input order, flush markers passed through in their place; each read
 /// holds its share of the byte budget until its samples are dropped.
-pub fn fetch_reads(
+pub fn fetch(
     dataset: Datasets,
     input: impl Stream<Item = Input> + Send + 'static,
     config: &FetchConfig,

@@ -1,18 +1,24 @@
-//! The loader: a builder that wires the stages together and the handle the
+//! The loader: a builder that wires the stages together, and the handle the
 //! consumer reads batches from.
 //!
 //! ```text
 //!  input (spans, or spans as they arrive)
-//!     ──▶ fetch: range GETs (bounded count + bytes)     [fetch]
+//!     ──▶ fetch: range GETs (bounded count + bytes)              [fetch]
 //!     ──▶ parse: verify + split into samples (blocking pool)     [parse]
-//!     ──▶ shuffle buffer (seeded, bounded) ──▶ sample batches   [batch]
+//!     ──▶ shuffle: the seeded, bounded shuffle buffer            [shuffle]
+//!     ──▶ cut: samples into batches (a Cut strategy)             [cut]
+//!     ──▶ sample batches (bounded channel)
 //!     ──▶ decode + augment (rayon pool, batches in flight bounded)   [decode]
 //!     ──▶ ready batches (bounded prefetch queue) ──▶ Loader::next()
 //! ```
+//!
+//! Each stage is a stream transformer, and `chain` strings them together
+//! in this order; no stage calls the one before it.
 
+use std::pin::pin;
 use std::sync::Arc;
 
-use futures::stream::{self, StreamExt};
+use futures::stream::{self, BoxStream, Stream, StreamExt};
 use rayon::ThreadPool;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -20,14 +26,17 @@ use tributary_common::mix::Layout;
 use tributary_common::plan::{split_equal, Remainder};
 use tributary_common::span::{Span, SpanSet};
 
-use super::batch::{assemble, Batch, Padding};
 use super::config::{LoaderConfig, Tail};
+use super::cut::{cut, Padding, WholeSamples};
 use super::datasets::Datasets;
 use super::decode::bad_samples::BadTally;
 use super::decode::pixels::PixelBudget;
-use super::decode::{decode_stage, DecodeSetup};
-use super::fetch::Input;
+use super::decode::{decode, DecodeSetup};
+use super::fetch::{fetch, FetchConfig, Input};
 use super::metrics::{Metrics, MetricsSnapshot};
+use super::output::Batch;
+use super::parse::{parse, Fetched, Output};
+use super::shuffle::{shuffle, ShuffleBuffer};
 use crate::error::{Result, WorkerError};
 
 /// Builds a [`Loader`].
@@ -156,31 +165,16 @@ impl LoaderBuilder {
                 .map(Input::Span)
                 .boxed(),
         };
-        let (sample_tx, sample_rx) = mpsc::channel(config.decode_batches_in_flight);
-        let (batch_tx, batch_rx) = mpsc::channel(config.prefetch_batches);
-        let mut assembled = config.clone();
-        if !config.shuffle {
-            assembled.shuffle_buffer = 0;
-        }
-        tokio::spawn(assemble(
+        let batches = chain(
             self.dataset,
             input,
-            assembled,
-            Arc::clone(&metrics),
+            &config,
             padding,
-            sample_tx,
-        ));
-        tokio::spawn(decode_stage(
-            pool,
-            config.clone(),
-            setup,
-            tally,
-            Arc::clone(&metrics),
-            sample_rx,
-            batch_tx,
-        ));
+            Decoding { pool, setup, tally },
+            &metrics,
+        );
         Ok(Loader {
-            batches: batch_rx,
+            batches,
             metrics,
             samples,
             batch_size: config.batch_size,
@@ -188,6 +182,103 @@ impl LoaderBuilder {
             done: false,
         })
     }
+}
+
+/// What the decode stage needs besides the configuration.
+struct Decoding {
+    pool: Arc<ThreadPool>,
+    setup: DecodeSetup,
+    tally: BadTally,
+}
+
+/// The pipeline of one loader, stage after stage as the data flows; the
+/// receiver of its ready batches.
+///
+/// Errors flow down as items, in their place: the chain ends at the first
+/// one, which reaches the consumer after every batch before it. A stage
+/// stops when its consumer is gone, cancelling what is upstream of it.
+fn chain(
+    dataset: Datasets,
+    input: BoxStream<'static, Input>,
+    config: &LoaderConfig,
+    padding: Option<Padding>,
+    decoding: Decoding,
+    metrics: &Arc<Metrics>,
+) -> mpsc::Receiver<Result<Batch>> {
+    let reads = fetch(dataset.clone(), input, &config.fetch, Arc::clone(metrics));
+    let samples = parse(dataset, reads, &config.fetch, Arc::clone(metrics));
+    let buffer = if config.shuffle {
+        config.shuffle_buffer
+    } else {
+        0
+    };
+    let shuffled = shuffle(
+        samples,
+        ShuffleBuffer::new(
+            buffer,
+            config.seed,
+            config.epoch,
+            config.generation,
+            config.rank as u64,
+        ),
+    );
+    let strategy = WholeSamples::new(config.batch_size, config.drop_last, padding);
+    let batches = cut(shuffled, strategy, config.stripe);
+    // Everything up to here runs on a task of its own, a few sample
+    // batches ahead of the decoder.
+    let batches = queue(batches, config.decode_batches_in_flight);
+    let Decoding { pool, setup, tally } = decoding;
+    let decoded = decode(
+        ReceiverStream::new(batches),
+        pool,
+        config,
+        setup,
+        tally,
+        Arc::clone(metrics),
+    );
+    // The ready batches: the prefetch queue `Loader::next` reads.
+    queue(decoded, config.prefetch_batches)
+}
+
+/// Runs `stream` on a task of its own, up to `bound` items ahead of the
+/// receiver. It stops after passing on an error, or when the receiver is
+/// gone, dropping (cancelling) the stream.
+fn queue<T: Send + 'static>(
+    stream: impl Stream<Item = Result<T>> + Send + 'static,
+    bound: usize,
+) -> mpsc::Receiver<Result<T>> {
+    let (tx, rx) = mpsc::channel(bound);
+    tokio::spawn(async move {
+        let mut stream = pin!(stream);
+        while let Some(item) = stream.next().await {
+            let failed = item.is_err();
+            if tx.send(item).await.is_err() || failed {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The samples of a fixed span set, in span order: the fetch and parse
+/// stages alone (the decode-ceiling benchmark, and tests that compare what
+/// reads give under faults).
+pub fn span_samples(
+    dataset: impl Into<Datasets>,
+    spans: &SpanSet,
+    config: &FetchConfig,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
+    let dataset = dataset.into();
+    let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
+    let reads = fetch(dataset.clone(), input, config, Arc::clone(&metrics));
+    parse(dataset, reads, config, metrics).filter_map(|out| async move {
+        match out {
+            Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
+            Ok(Output::Flush) => None,
+            Err(e) => Some(Err(e)),
+        }
+    })
 }
 
 /// A pool of `threads` decode threads. Readers of several epochs share one:
