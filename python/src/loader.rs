@@ -27,7 +27,7 @@ fn start(py: Python<'_>, args: &Args) -> PyResult<Inner> {
 
 /// A rank's data loader. See `tributary/__init__.pyi` for the full contract.
 #[pyclass(module = "tributary._tributary", unsendable)]
-pub struct Loader {
+pub(crate) struct Loader {
     args: Args,
     inner: Option<Inner>,
     pid: u32,
