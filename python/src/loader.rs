@@ -1,0 +1,356 @@
+//! The `Loader` Python class: a rank's loader (see `inner.rs`), its
+//! constructor's arguments kept to rebuild it after `fork()`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyStopIteration, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tributary_common::proto::v1;
+use tributary_worker::coordinated::OnLeaseLost;
+use tributary_worker::{Dtype, Layout, OnError, Preset, Stripe, Tail, Transform};
+
+use crate::args::{dataset_arg, fields_arg, image_size_arg, state_from};
+use crate::columns;
+use crate::errors::to_py;
+use crate::inner::{self, Args, Inner, Rank, Runtime};
+use crate::metrics::{self, metrics_port_arg, MetricsPort};
+use crate::runtime::block;
+
+/// Starts a loader, interruptibly.
+fn start(py: Python<'_>, args: &Args) -> PyResult<Inner> {
+    let runtime = Runtime::new().map_err(to_py)?;
+    let rank = block(py, &runtime, Rank::start(args))?.map_err(to_py)?;
+    Ok(Inner { runtime, rank })
+}
+
+/// A rank's data loader. See `tributary/__init__.pyi` for the full contract.
+#[pyclass(module = "tributary._tributary", unsendable)]
+pub(crate) struct Loader {
+    args: Args,
+    inner: Option<Inner>,
+    pid: u32,
+    /// The coordinator's address (the in-process one's, when started here).
+    address: String,
+}
+
+impl Loader {
+    /// The native state, rebuilt when this is a forked child.
+    fn inner(&mut self, py: Python<'_>) -> PyResult<&mut Inner> {
+        self.abandon_if_forked();
+        if self.inner.is_none() {
+            self.inner = Some(start(py, &self.args)?);
+        }
+        Ok(self.inner.as_mut().expect("started above"))
+    }
+
+    /// In a forked child, abandons the parent's native state: the runtime's
+    /// threads did not survive fork(), and its destructor would wait for
+    /// them forever, so it is leaked.
+    fn abandon_if_forked(&mut self) {
+        if self.pid != std::process::id() {
+            if let Some(stale) = self.inner.take() {
+                std::mem::forget(stale);
+            }
+            self.pid = std::process::id();
+            // The parent still serves its metrics on that port.
+            self.args.metrics_listen = None;
+        }
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        self.abandon_if_forked();
+    }
+}
+
+#[pymethods]
+impl Loader {
+    #[new]
+    #[pyo3(signature = (
+        dataset, *, coordinator=None, job="default".to_owned(), batch_size=64,
+        image_size=None, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
+        decode_threads=None, rank=None, world_size=None, run_id=None,
+        restart_count=None, name=None, storage_options=None, timeout_s=60.0,
+        return_ids=false, worker=None, epoch=None, auth_token=None, lookahead=None,
+        on_lease_lost="rejoin", on_error="raise", max_bad_fraction=0.01, member_secret=None,
+        transform="train", scale=(0.08, 1.0), ratio=(0.75, 4.0 / 3.0), flip=true,
+        crop_fraction=0.875, keep_aspect=false, fill=0, dtype="float32", layout="NCHW",
+        mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
+        tail="uneven", metrics_port=MetricsPort::FromEnv, epoch_samples=0, return_sources=false,
+        cache_dir=None, cache_limit=None
+    ))]
+    #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    fn new(
+        py: Python<'_>,
+        dataset: &Bound<'_, PyAny>,
+        coordinator: Option<String>,
+        job: String,
+        batch_size: u32,
+        image_size: Option<&Bound<'_, PyAny>>,
+        seed: u64,
+        mode: &str,
+        epochs: u64,
+        shuffle_buffer: u32,
+        decode_threads: Option<usize>,
+        rank: Option<u32>,
+        world_size: Option<u32>,
+        run_id: Option<String>,
+        restart_count: Option<u64>,
+        name: Option<String>,
+        storage_options: Option<HashMap<String, String>>,
+        timeout_s: f64,
+        return_ids: bool,
+        worker: Option<(usize, usize)>,
+        epoch: Option<u64>,
+        auth_token: Option<String>,
+        lookahead: Option<u64>,
+        on_lease_lost: &str,
+        on_error: &str,
+        max_bad_fraction: f64,
+        member_secret: Option<String>,
+        transform: &str,
+        scale: (f64, f64),
+        ratio: (f64, f64),
+        flip: bool,
+        crop_fraction: f64,
+        keep_aspect: bool,
+        fill: u8,
+        dtype: &str,
+        layout: &str,
+        mean: (f32, f32, f32),
+        std: (f32, f32, f32),
+        fields: Option<&Bound<'_, PyAny>>,
+        shuffle: bool,
+        tail: &str,
+        #[pyo3(from_py_with = metrics_port_arg)] metrics_port: MetricsPort,
+        epoch_samples: u64,
+        return_sources: bool,
+        cache_dir: Option<std::path::PathBuf>,
+        cache_limit: Option<u64>,
+    ) -> PyResult<Self> {
+        let value = |e: String| PyValueError::new_err(e);
+        let (dataset, sources) = dataset_arg(dataset)?;
+        let transform = Transform {
+            preset: transform.parse::<Preset>().map_err(value)?,
+            size: image_size_arg(image_size)?,
+            scale,
+            ratio,
+            flip,
+            crop_fraction,
+            keep_aspect,
+            fill,
+            dtype: dtype.parse::<Dtype>().map_err(value)?,
+            layout: layout.parse::<Layout>().map_err(value)?,
+            mean: mean.into(),
+            std: std.into(),
+        };
+        transform.validate().map_err(value)?;
+        let fields = fields_arg(fields)?;
+        let tail: Tail = tail.parse().map_err(PyValueError::new_err)?;
+        let on_lease_lost = on_lease_lost.parse::<OnLeaseLost>().map_err(to_py)?;
+        let on_error: OnError = on_error.parse().map_err(PyValueError::new_err)?;
+        let timeout = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
+            PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
+        })?;
+        let mode = match mode {
+            "sync" => v1::Mode::Sync,
+            "dynamic" => v1::Mode::Dynamic,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "mode must be \"sync\" or \"dynamic\", not {other:?}"
+                )))
+            }
+        };
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let metrics_listen = if worker.is_some() {
+            // Worker processes would all want the one port; the process
+            // that iterates serves.
+            if let MetricsPort::Port(_) = metrics_port {
+                return Err(PyValueError::new_err(
+                    "metrics_port is for the process that iterates the loader, not a DataLoader \
+                     worker (worker=)",
+                ));
+            }
+            None
+        } else {
+            metrics::listen_address(metrics_port, &env).map_err(PyValueError::new_err)?
+        };
+        let cache = inner::cache_arg(cache_dir, cache_limit, &env).map_err(value)?;
+        let args = Args {
+            dataset,
+            sources,
+            epoch_samples,
+            return_sources,
+            coordinator,
+            job,
+            batch_size,
+            transform,
+            fields,
+            shuffle,
+            tail,
+            seed,
+            mode,
+            epochs,
+            shuffle_buffer,
+            decode_threads,
+            rank,
+            world_size,
+            run_id,
+            restart_count,
+            name,
+            storage_options: storage_options.unwrap_or_default(),
+            timeout,
+            return_ids,
+            stripe: worker.map_or_else(Stripe::default, |(index, count)| Stripe { index, count }),
+            epoch,
+            on_error,
+            max_bad_fraction,
+            env,
+            auth_token,
+            lookahead,
+            on_lease_lost,
+            member_secret,
+            metrics_listen,
+            cache,
+        };
+        let inner = start(py, &args)?;
+        Ok(Self {
+            args,
+            address: inner.rank.address().to_owned(),
+            inner: Some(inner),
+            pid: std::process::id(),
+        })
+    }
+
+    /// Starts the next epoch when the current one has been read to its end.
+    fn __iter__<'py>(
+        mut slf: PyRefMut<'py, Self>,
+        py: Python<'py>,
+    ) -> PyResult<PyRefMut<'py, Self>> {
+        let Inner { runtime, rank } = slf.inner(py)?;
+        if rank.exhausted && !rank.finished() {
+            block(py, runtime, rank.next_epoch())?.map_err(to_py)?;
+        }
+        Ok(slf)
+    }
+
+    /// One value per field (by default `(images, labels)`: float32
+    /// `N x 3 x S x S`, normalised, and int64 `N`), then the sample ids
+    /// with `return_ids=True`, then the validity mask with `tail="pad"`.
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let ids = self.args.return_ids;
+        let sources = self.args.return_sources;
+        let valid = self.args.tail == Tail::Pad;
+        let Inner { runtime, rank } = self.inner(py)?;
+        if rank.exhausted || rank.finished() {
+            return Err(PyStopIteration::new_err(()));
+        }
+        match block(py, runtime, rank.next())? {
+            Some(Ok(batch)) => columns::batch_to_py(py, batch, ids, sources, valid),
+            Some(Err(error)) => Err(to_py(error)),
+            None => Err(PyStopIteration::new_err(())),
+        }
+    }
+
+    /// Starts `epoch` over from its first batch (sync mode): the epoch of
+    /// the rank's generation, or the next one.
+    fn set_epoch(&mut self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.set_epoch(epoch))?.map_err(to_py)
+    }
+
+    /// Batches of this rank's part of the current generation.
+    fn __len__(&mut self, py: Python<'_>) -> PyResult<usize> {
+        let batch = u64::from(self.args.batch_size);
+        let samples = self.inner(py)?.rank.samples().map_err(to_py)?;
+        Ok(samples.div_ceil(batch) as usize)
+    }
+
+    /// Where this rank stands: save it with a checkpoint.
+    fn state_dict<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let state = self.inner(py)?.rank.state_dict().map_err(to_py)?;
+        let dict = PyDict::new(py);
+        dict.set_item("epoch", state.epoch)?;
+        dict.set_item("generation", state.generation)?;
+        dict.set_item("samples", state.samples)?;
+        Ok(dict)
+    }
+
+    /// Tells the coordinator that a checkpoint holding `state` is durable:
+    /// a restarted group resumes right after it.
+    fn commit(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let state = state_from(state)?;
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.commit(&state))?.map_err(to_py)
+    }
+
+    /// Checks a restored checkpoint's state against the job: the generation
+    /// this loader reads must have resumed from it.
+    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let state = state_from(state)?;
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.load_state_dict(&state))?.map_err(to_py)
+    }
+
+    #[getter]
+    fn epoch(&mut self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.inner(py)?.rank.describe().epoch)
+    }
+
+    #[getter]
+    fn generation(&mut self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.inner(py)?.rank.describe().generation)
+    }
+
+    #[getter]
+    fn rank(&mut self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.inner(py)?.rank.describe().rank)
+    }
+
+    #[getter]
+    fn world_size(&mut self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.inner(py)?.rank.describe().world)
+    }
+
+    /// The coordinator's address; with `coordinator=None`, the in-process
+    /// coordinator's (loopback), which processes forked from this one use.
+    #[getter]
+    fn coordinator(&self) -> &str {
+        &self.address
+    }
+
+    #[getter]
+    fn member(&mut self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.inner(py)?.rank.member())
+    }
+
+    /// The rank's counters over its life: samples, bytes, reads in flight
+    /// and their latency, time per sample, data wait.
+    fn metrics<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let snapshot = self.inner(py)?.rank.metrics();
+        metrics::snapshot_to_py(py, &snapshot)
+    }
+
+    /// `"host:port"` where `/metrics` is served; None when it is not.
+    #[getter]
+    fn metrics_address(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self
+            .inner(py)?
+            .rank
+            .metrics_address()
+            .map(|a| a.to_string()))
+    }
+
+    fn __repr__(&mut self, py: Python<'_>) -> PyResult<String> {
+        let place = self.inner(py)?.rank.describe();
+        let (epoch, generation, rank, world) =
+            (place.epoch, place.generation, place.rank, place.world);
+        Ok(format!(
+            "Loader(dataset={}, job={:?}, epoch={epoch}, generation={generation}, rank={rank}, world_size={world})",
+            self.args.describe_data(), self.args.job
+        ))
+    }
+}
