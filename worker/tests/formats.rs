@@ -1,20 +1,16 @@
 //! Hostile files end to end: manifests whose numbers cannot be true, labels
-//! outside the manifest's classes and zstd bombs, for reads and `inspect`
-//! (`index` and `inspect` in bounded range reads: the tools' own tests).
+//! outside the manifest's classes and zstd bombs, read and inspected.
+//! (`index` and `inspect` in bounded range reads are tested with the tools:
+//! `tools/tests/index_inspect.rs`.)
 
 use std::path::Path;
 use std::sync::Arc;
 
-use object_store::local::LocalFileSystem;
 use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMeta};
 use tributary_common::shard::ShardWriter;
-use tributary_common::tar;
-use tributary_io::testing::CountingStore;
-use tributary_io::ManifestVersion;
-use tributary_tools::index::{index, INDEX_READ_BYTES};
-use tributary_tools::inspect::{inspect, INSPECT_READ_BYTES};
+use tributary_tools::inspect::inspect;
 use tributary_tools::progress::NoProgress;
-use tributary_worker::{Dataset, Loader, LoaderConfig, Location, StoreOptions};
+use tributary_worker::{Dataset, Loader, LoaderConfig, StoreOptions};
 use tributary_worker::{Size, Transform};
 
 fn jpeg(seed: u8) -> Vec<u8> {

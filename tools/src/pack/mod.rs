@@ -9,12 +9,11 @@
 //! is deterministic, and a bad source is refused before a byte is
 //! uploaded; `plan.rs`); the second cuts the same stream into the planned
 //! shards, built in parallel, each streamed to the store as it is made
-//! (`build.rs`): a shard over
-//! [`UploadOptions::single_put_limit`] goes up as a multipart upload whose
-//! parts are retried alone on transient errors, so memory stays bounded
-//! whatever `max_bytes` is. The manifest is written last: a run that fails
-//! leaves no manifest pointing at missing shards, and aborts the uploads it
-//! had under way.
+//! (`build.rs`): a shard over [`single_put_limit`] goes up as a multipart
+//! upload whose parts are retried alone on transient errors, so memory stays
+//! bounded whatever `max_bytes` is. The manifest is written last: a run that
+//! fails leaves no manifest pointing at missing shards, and aborts the
+//! uploads it had under way.
 //!
 //! ## Packing over a dataset
 //!
@@ -31,6 +30,8 @@
 //! the old version and is still reading when the old shards are deleted
 //! fails with "not found": finish (or stop) jobs on a dataset before
 //! repacking it in place.
+//!
+//! [`single_put_limit`]: tributary_io::UploadOptions::single_put_limit
 
 mod build;
 mod options;

@@ -208,3 +208,66 @@ pub fn plan_shards(
     shards.push(start..samples.len());
     shards
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pack::source::{SourceField, SourceFormat, VecSource};
+
+    fn source(keys: &[&str]) -> VecSource {
+        let samples = keys
+            .iter()
+            .map(|key| SourceSample {
+                key: (*key).to_owned(),
+                fields: vec![SourceField::inline("txt", vec![b'x'; 600])],
+            })
+            .collect();
+        VecSource {
+            format: SourceFormat::WebDataset,
+            classes: Vec::new(),
+            samples,
+            skipped: 0,
+        }
+    }
+
+    #[test]
+    fn the_plan_cuts_where_plan_shards_does_and_replays_the_same_shards() {
+        let planned = source(&["a", "b", "c", "d", "e"]);
+        let src = Path::new("src");
+        // Two samples of 512 + 1024 bytes as tar entries fit in 3 KiB.
+        let plan = plan(&planned, src, 3 << 10, 10).expect("plan");
+        let ranges = plan_shards(&planned.samples, 3 << 10, 10);
+        let counts: Vec<usize> = plan.shards.iter().map(|s| s.samples).collect();
+        assert_eq!(counts, ranges.iter().map(|r| r.len()).collect::<Vec<_>>());
+        assert_eq!(counts, [2, 2, 1]);
+        assert_eq!((plan.samples, plan.bytes), (5, 3000));
+        let mut replay = Replay::new(&planned, &plan.shards, src);
+        let mut shards = Vec::new();
+        while let Some((index, samples)) = replay.next_shard().expect("replay") {
+            shards.push((index, samples.len()));
+        }
+        assert_eq!(shards, [(0, 2), (1, 2), (2, 1)]);
+        assert_eq!(replay.fields.into_iter().collect::<Vec<_>>(), ["txt"]);
+    }
+
+    #[test]
+    fn a_source_that_changed_since_it_was_planned_is_refused() {
+        let src = Path::new("src");
+        let plan = plan(&source(&["a", "b", "c"]), src, 3 << 10, 10).expect("plan");
+        for (changed, words) in [
+            (source(&["a", "x", "c"]), "other samples than planned"),
+            (source(&["a", "b"]), "fewer samples than planned"),
+            (source(&["a", "b", "c", "d"]), "more samples than planned"),
+        ] {
+            let mut replay = Replay::new(&changed, &plan.shards, src);
+            let error = loop {
+                match replay.next_shard() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("{words}: replayed"),
+                    Err(error) => break error.to_string(),
+                }
+            };
+            assert!(error.contains(words), "{error}");
+        }
+    }
+}

@@ -96,9 +96,7 @@ impl Iterator for Pass<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let Some(entries) = self.stack.last_mut() else {
-                return None;
-            };
+            let entries = self.stack.last_mut()?;
             match entries.next() {
                 None => {
                     self.stack.pop();
@@ -216,4 +214,37 @@ fn read_cls(path: &Path, size: u64) -> Result<Vec<u8>> {
         .and_then(|text| text.trim().parse::<i64>().ok())
         .ok_or_else(not_integer)?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_yields_keys_in_sorted_order_across_subdirectories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        for name in [
+            "a0.txt",
+            "a/x.txt",
+            "a/x.json",
+            "a-.txt",
+            "a.txt",
+            "b/c/d.txt",
+            "b.txt",
+        ] {
+            let path = root.join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, name).expect("write");
+        }
+        let files = WebDatasetFiles::open(root);
+        let samples: Vec<SourceSample> = files.samples().collect::<Result<_>>().expect("a pass");
+        let keys: Vec<&str> = samples.iter().map(|s| s.key.as_str()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+        assert_eq!(keys, ["a", "a-", "a/x", "a0", "b", "b/c/d"]);
+        let exts: Vec<&str> = samples[2].fields.iter().map(|f| f.ext.as_str()).collect();
+        assert_eq!(exts, ["json", "txt"]);
+    }
 }

@@ -73,7 +73,7 @@ impl<'a, R: BufRead> Rows<'a, R> {
         let mut csv = CsvReader::new(reader, MAX_RECORD_BYTES, 3);
         let header = csv
             .next_record()
-            .map_err(|error| bad_csv(src, error))?
+            .map_err(|error| bad_csv(src, &error))?
             .ok_or_else(|| {
                 ToolsError::Config(format!("{}: empty, no header row", src.display()))
             })?;
@@ -142,7 +142,7 @@ impl<'a, R: BufRead> Rows<'a, R> {
                 path_column,
                 width,
             } => {
-                let Some(record) = csv.next_record().map_err(|error| bad_csv(src, error))? else {
+                let Some(record) = csv.next_record().map_err(|error| bad_csv(src, &error))? else {
                     return Ok(None);
                 };
                 if record.fields.len() != *width {
@@ -174,7 +174,7 @@ impl<R: BufRead> Iterator for Rows<'_, R> {
     }
 }
 
-fn bad_csv(src: &Path, error: CsvError) -> ToolsError {
+fn bad_csv(src: &Path, error: &CsvError) -> ToolsError {
     ToolsError::Config(format!("{}: {error}", src.display()))
 }
 
