@@ -288,7 +288,7 @@ mod tests {
         futures::executor::block_on(batches.collect::<Vec<_>>())
             .into_iter()
             .map(|batch| {
-                let batch = batch.unwrap();
+                let batch = batch.expect("the cut of in-memory samples fails nothing");
                 let ids = batch.samples.iter().map(|s| s.id).collect();
                 (batch.index, ids, batch.padded)
             })

@@ -207,21 +207,15 @@ fn chain(
 ) -> mpsc::Receiver<Result<Batch>> {
     let reads = fetch(dataset.clone(), input, &config.fetch, Arc::clone(metrics));
     let samples = parse(dataset, reads, &config.fetch, Arc::clone(metrics));
-    let buffer = if config.shuffle {
+    // Unshuffled (evaluation) reading: no shuffle buffer either.
+    let capacity = if config.shuffle {
         config.shuffle_buffer
     } else {
         0
     };
-    let shuffled = shuffle(
-        samples,
-        ShuffleBuffer::new(
-            buffer,
-            config.seed,
-            config.epoch,
-            config.generation,
-            config.rank as u64,
-        ),
-    );
+    let (seed, epoch, generation) = (config.seed, config.epoch, config.generation);
+    let buffer = ShuffleBuffer::new(capacity, seed, epoch, generation, config.rank as u64);
+    let shuffled = shuffle(samples, buffer);
     let strategy = WholeSamples::new(config.batch_size, config.drop_last, padding);
     let batches = cut(shuffled, strategy, config.stripe);
     // Everything up to here runs on a task of its own, a few sample

@@ -13,10 +13,10 @@
 //! a slow consumer back-pressures all the way to the GETs. Batches come out in
 //! a deterministic order: a pure function of (seed, epoch, spans).
 //!
-//! - [`config`]: [`LoaderConfig`], [`Stripe`] and their [`limits`].
 //! Each stage is a stream transformer; [`loader`] chains them in one
 //! function, in the order the data flows.
 //!
+//! - [`config`]: [`LoaderConfig`], [`Stripe`] and their [`limits`].
 //! - [`output`]: what the trainer gets: [`Batch`], its [`Column`]s and
 //!   [`Images`].
 //! - [`loader`]: [`Loader`] and its builder, which wire the stages.
