@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch, Mutex, Notify};
 use tokio::task::JoinHandle;
 use tributary_common::ids::JobId;
-use tributary_common::mix::{Layout, SourceShape};
+use tributary_common::plan::mix::{Layout, SourceShape};
 use tributary_common::proto::v1;
 use tributary_io::{Dataset as StoredDataset, StoreOptions};
 

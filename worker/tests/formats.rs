@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use object_store::local::LocalFileSystem;
+use tributary_common::format::shard::ShardWriter;
+use tributary_common::format::tar;
 use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMeta};
-use tributary_common::shard::ShardWriter;
-use tributary_common::tar;
 use tributary_io::testing::CountingStore;
 use tributary_io::ManifestVersion;
 use tributary_worker::tools::index::{index, INDEX_READ_BYTES};

@@ -8,9 +8,9 @@
 
 use tributary_common::error::PoolError;
 use tributary_common::ids::{Epoch, JobId, MemberId};
-use tributary_common::lease::{units, LeasePool};
+use tributary_common::plan::lease::{units, LeasePool};
+use tributary_common::plan::span::Span;
 use tributary_common::proto::v1;
-use tributary_common::span::Span;
 
 use super::effects::{leased_put, put, Tally};
 use super::Dataset;
@@ -231,7 +231,7 @@ mod tests {
         }))
         .expect("config");
         let dataset = Dataset {
-            layout: Arc::new(tributary_common::mix::Layout::single(vec![16])),
+            layout: Arc::new(tributary_common::plan::mix::Layout::single(vec![16])),
         };
         let mut model = DynModel::new(&config, &dataset, Epoch(0));
         let (job, a, b) = (JobId::from("job"), MemberId::from("a"), MemberId::from("b"));

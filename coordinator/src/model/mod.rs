@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tributary_common::ids::{Epoch, JobId, MemberId};
-use tributary_common::mix::Layout;
+use tributary_common::plan::mix::Layout;
 use tributary_common::proto::v1;
 
 use crate::config::{JobConfig, Mode};

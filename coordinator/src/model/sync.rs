@@ -12,11 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tributary_common::generation::{generation_cut, rank_part, CommitPoint, GenerationRecord};
 use tributary_common::ids::{Epoch, Generation, JobId};
+use tributary_common::plan::generation::{
+    generation_cut, rank_part, CommitPoint, GenerationRecord,
+};
+use tributary_common::plan::shuffle::ShuffleSpec;
+use tributary_common::plan::span::SpanSet;
 use tributary_common::proto::{spans_to_proto, v1};
-use tributary_common::shuffle::ShuffleSpec;
-use tributary_common::span::SpanSet;
 
 use super::effects::put;
 use super::{Dataset, Identity};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
 use tokio::sync::mpsc;
+use tributary_common::plan::assign::Padding;
 use tributary_common::sample::Sample;
 
 use super::buffers::Buffer;
@@ -100,15 +101,6 @@ pub struct SampleBatch {
     pub index: u64,
     pub samples: Vec<Sample>,
     pub padded: usize,
-}
-
-/// How many samples the epoch's stream holds, and from which position on
-/// they are padding (`tail = pad`): positions `real..total` repeat the last
-/// sample read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Padding {
-    pub real: u64,
-    pub total: u64,
 }
 
 /// Fetch, parse and shuffle, sending batches of samples downstream.

@@ -41,4 +41,4 @@ mod tests;
 pub use batch::{Batch, Images};
 pub use config::{limits, LoaderConfig, Stripe, Tail};
 pub use datasets::Datasets;
-pub use loader::{decode_pool, ordered_assignment, static_assignment, Loader, LoaderBuilder};
+pub use loader::{decode_pool, Loader, LoaderBuilder};

@@ -9,9 +9,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokio::sync::OwnedSemaphorePermit;
+use tributary_common::format::shard::decode_chunks;
+use tributary_common::plan::span::SpanSet;
 use tributary_common::sample::{check_labels, Field, Sample};
-use tributary_common::shard::decode_chunks;
-use tributary_common::span::SpanSet;
 
 use super::datasets::Datasets;
 use super::fetch::{fetch_reads, Fetch, FetchConfig, Input, Raw, Read};

@@ -39,8 +39,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
+use tributary_common::format::shard::DEFAULT_BLOCK_BYTES;
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
-use tributary_common::shard::DEFAULT_BLOCK_BYTES;
 
 use crate::error::{Result, WorkerError};
 use crate::tools::progress::Progress;

@@ -22,9 +22,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use tributary_common::format::tar;
 use tributary_common::manifest::MAX_CHUNK_BYTES;
 use tributary_common::sample::check_key;
-use tributary_common::tar;
 
 use crate::error::{Result, WorkerError};
 
