@@ -7,7 +7,7 @@
 //!
 //! ## Layout
 //!
-//! - [`format`]: the bytes of a shard. The ustar subset Tributary writes and
+//! - [`format`](mod@format): the bytes of a shard. The ustar subset Tributary writes and
 //!   the tar dialects it reads ([`format::tar`]); building shards (plain tar
 //!   or zstd blocks) and decoding any run of their chunks, each zstd frame
 //!   within its recorded size ([`format::shard`]); indexing foreign
