@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tributary_common::generation::{generation_cut, CommitPoint, GenerationRecord};
 use tributary_common::ids::{Epoch, Generation};
 use tributary_common::invariants;
+use tributary_common::plan::generation::{generation_cut, CommitPoint, GenerationRecord};
+use tributary_common::plan::shuffle::ShuffleSpec;
 use tributary_common::plan::{self, epoch_spans, Remainder};
 use tributary_common::proto::v1;
-use tributary_common::shuffle::ShuffleSpec;
 use tributary_coordinator::LocalCoordinator;
 use tributary_tools::pack::PackOptions;
 use tributary_tools::progress::NoProgress;

@@ -1,7 +1,7 @@
 //! A job's configuration: raw protocol message in, validated struct out.
 
 use serde::{Deserialize, Serialize};
-use tributary_common::mix::{Take, MAX_EPOCH_SAMPLES, MAX_SOURCES};
+use tributary_common::plan::mix::{Take, MAX_EPOCH_SAMPLES, MAX_SOURCES};
 use tributary_common::plan::Remainder;
 use tributary_common::proto::v1;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tributary_common::ids::JobId;
-use tributary_common::mix::{Layout, SourceShape};
+use tributary_common::plan::mix::{Layout, SourceShape};
 use tributary_io::{Dataset as StoredDataset, StoreOptions};
 
 use crate::config::JobConfig;

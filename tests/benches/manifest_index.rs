@@ -21,9 +21,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use tributary_common::format::shard::ShardWriter;
 use tributary_common::ids::JobId;
 use tributary_common::manifest::{Compression, Manifest, ShardMeta, MANIFEST_NAME};
-use tributary_common::shard::ShardWriter;
 use tributary_io::{write_manifest, ManifestDraft, ManifestVersion};
 use tributary_tools::synth;
 use tributary_worker::{Dataset, Loader, LoaderConfig, Location, Size, StoreOptions, Transform};

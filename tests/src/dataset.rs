@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tributary_common::manifest::Manifest;
-use tributary_common::span::SpanSet;
+use tributary_common::plan::span::SpanSet;
 use tributary_tools::pack::{pack, PackOptions};
 use tributary_tools::progress::NoProgress;
 use tributary_worker::{LoaderConfig, Location, StoreOptions};

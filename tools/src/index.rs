@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
+use tributary_common::format::shard::TarIndexer;
 use tributary_common::manifest::{CompressionKind, Manifest, ShardMeta, MANIFEST_NAME};
-use tributary_common::shard::TarIndexer;
 
 use crate::error::{Result, ToolsError};
 use crate::pack::new_version;

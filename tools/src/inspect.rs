@@ -12,8 +12,8 @@ use bytes::Bytes;
 use object_store::GetOptions;
 
 use futures::stream::{self, StreamExt};
+use tributary_common::format::shard::ShardVerifier;
 use tributary_common::manifest::ShardMeta;
-use tributary_common::shard::ShardVerifier;
 use tributary_common::FormatError;
 
 use crate::error::ToolsError;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use object_store::local::LocalFileSystem;
-use tributary_common::tar;
+use tributary_common::format::tar;
 use tributary_io::testing::CountingStore;
 use tributary_io::{Dataset, Location, ManifestVersion, StoreOptions};
 use tributary_tools::index::{index, INDEX_READ_BYTES};

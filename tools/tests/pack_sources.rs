@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tributary_common::format::shard::{chunk_range, decode_chunks};
 use tributary_common::manifest::{Compression, Manifest};
-use tributary_common::shard::{chunk_range, decode_chunks};
 use tributary_io::{Dataset, Location, StoreOptions};
 use tributary_tools::pack::listing::{classes, Row};
 use tributary_tools::pack::{
@@ -48,7 +48,7 @@ fn read_back(dest: &Path) -> (Manifest, Samples) {
     for (i, entry) in manifest.shards.iter().enumerate() {
         let index = entry.index().expect("pack writes version 2");
         let bytes = std::fs::read(dest.join(&index.name)).expect("index");
-        let shard = &tributary_common::chunk_index::decode(
+        let shard = &tributary_common::manifest::index::decode(
             &bytes,
             index,
             entry.summary(),

@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use tributary_common::format::shard::ShardWriter;
 use tributary_common::manifest::{Compression, CompressionKind, Manifest, ShardMeta};
-use tributary_common::shard::ShardWriter;
 use tributary_tools::inspect::inspect;
 use tributary_tools::progress::NoProgress;
 use tributary_worker::{Dataset, Loader, LoaderConfig, StoreOptions};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use object_store::local::LocalFileSystem;
 use tributary_common::manifest::Compression;
-use tributary_common::span::{Span, SpanSet};
+use tributary_common::plan::span::{Span, SpanSet};
 use tributary_io::testing::CountingStore;
 use tributary_tests::dataset::pack_local;
 use tributary_tools::pack::PackOptions;
@@ -236,7 +236,7 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
         assert_eq!(ids, (37..45).collect::<Vec<_>>());
         let (gets, bytes) = counting.hooks.reads();
         let meta = peek.loaded_shard_meta(0).expect("loaded by the loader");
-        let range = tributary_common::shard::chunk_range(&meta, 37..45);
+        let range = tributary_common::format::shard::chunk_range(&meta, 37..45);
         assert_eq!(
             gets - gets_before,
             2,

@@ -213,8 +213,8 @@ async fn a_change_whose_caller_went_away_is_still_applied_whole() {
 /// A local dataset of two shards of 8 samples: its manifest, which is all
 /// the coordinator reads of a dataset.
 fn manifest_only_dataset(dir: &std::path::Path) -> String {
+    use tributary_common::format::shard::ShardWriter;
     use tributary_common::manifest::{Compression, CompressionKind, Manifest, MANIFEST_NAME};
-    use tributary_common::shard::ShardWriter;
     let shards = (0..2)
         .map(|s| {
             let mut writer = ShardWriter::new(format!("shard-{s:06}.tar"), Compression::NONE);

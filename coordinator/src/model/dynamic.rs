@@ -8,8 +8,8 @@
 
 use tributary_common::error::PoolError;
 use tributary_common::ids::{Epoch, JobId, MemberId};
-use tributary_common::lease::{units, LeasePool};
-use tributary_common::span::Span;
+use tributary_common::plan::lease::{units, LeasePool};
+use tributary_common::plan::span::Span;
 
 use super::effects::{leased_put, put, Tally};
 use super::status::ModeStatus;
@@ -237,7 +237,7 @@ mod tests {
         }))
         .expect("config");
         let dataset = Dataset {
-            layout: Arc::new(tributary_common::mix::Layout::single(vec![16])),
+            layout: Arc::new(tributary_common::plan::mix::Layout::single(vec![16])),
         };
         let mut model = DynModel::new(&config, &dataset, Epoch(0));
         let (job, a, b) = (JobId::from("job"), MemberId::from("a"), MemberId::from("b"));

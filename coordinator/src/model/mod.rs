@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tributary_common::generation::GenerationRecord;
 use tributary_common::ids::{Epoch, JobId, MemberId};
-use tributary_common::mix::Layout;
+use tributary_common::plan::generation::GenerationRecord;
+use tributary_common::plan::mix::Layout;
 
 use crate::config::{JobConfig, Mode};
 use crate::error::{CoordError, Result};

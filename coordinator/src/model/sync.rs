@@ -11,10 +11,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use tributary_common::generation::{generation_cut, rank_part, CommitPoint, GenerationRecord};
 use tributary_common::ids::{Epoch, Generation, JobId};
-use tributary_common::shuffle::ShuffleSpec;
-use tributary_common::span::SpanSet;
+use tributary_common::plan::generation::{
+    generation_cut, rank_part, CommitPoint, GenerationRecord,
+};
+use tributary_common::plan::shuffle::ShuffleSpec;
+use tributary_common::plan::span::SpanSet;
 
 use super::effects::put;
 use super::status::{ModeStatus, RankProgress};

@@ -27,8 +27,8 @@ use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 
 use tokio::runtime::Handle;
+use tributary_common::format::shard::ShardWriter;
 use tributary_common::manifest::ShardMeta;
-use tributary_common::shard::ShardWriter;
 use tributary_io::upload::OnUploaded;
 use tributary_io::{BlockingUpload, Location, Upload, UploadMeter};
 

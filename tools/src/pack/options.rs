@@ -1,7 +1,7 @@
 //! How `pack` packs: [`PackOptions`].
 
+use tributary_common::format::shard::DEFAULT_BLOCK_BYTES;
 use tributary_common::manifest::Compression;
-use tributary_common::shard::DEFAULT_BLOCK_BYTES;
 use tributary_io::{ManifestVersion, UploadOptions};
 
 use super::source::SourceFormat;

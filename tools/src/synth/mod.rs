@@ -31,7 +31,7 @@ use image::{ExtendedColorType, ImageEncoder};
 use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
 use rand_core::Rng;
 use rayon::prelude::*;
-use tributary_common::seed::{self, Domain};
+use tributary_common::plan::seed::{self, Domain};
 
 /// Options for [`write_image_folder`].
 #[derive(Debug, Clone)]

@@ -26,8 +26,8 @@ use rayon::ThreadPool;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
+use tributary_common::plan::span::Span;
 use tributary_common::proto::v1;
-use tributary_common::span::Span;
 
 use super::Session;
 use crate::error::{Result, WorkerError};

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 
 use futures::stream::{self, Stream, StreamExt};
+use tributary_common::plan::assign::Padding;
 use tributary_common::sample::Sample;
 
 use super::config::Stripe;
@@ -19,15 +20,6 @@ pub struct SampleBatch {
     pub index: u64,
     pub samples: Vec<Sample>,
     pub padded: usize,
-}
-
-/// How many samples the epoch's stream holds, and from which position on
-/// they are padding (`tail = pad`): positions `real..total` repeat the last
-/// sample read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Padding {
-    pub real: u64,
-    pub total: u64,
 }
 
 /// How a rank's stream of samples becomes its batches: the seam between

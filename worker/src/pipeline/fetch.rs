@@ -15,9 +15,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tributary_common::format::shard::{chunk_range, ChunkRange};
 use tributary_common::manifest::ShardMeta;
-use tributary_common::shard::{chunk_range, ChunkRange};
-use tributary_common::span::{Span, SpanSet};
+use tributary_common::plan::span::{Span, SpanSet};
 
 use super::datasets::Datasets;
 use super::metrics::Metrics;

@@ -22,12 +22,11 @@ use futures::stream::{self, BoxStream, Stream, StreamExt};
 use rayon::ThreadPool;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tributary_common::mix::Layout;
-use tributary_common::plan::{split_equal, Remainder};
-use tributary_common::span::{Span, SpanSet};
+use tributary_common::plan::assign::{ordered_assignment, static_assignment};
+use tributary_common::plan::span::SpanSet;
 
 use super::config::{LoaderConfig, Tail};
-use super::cut::{cut, Padding, WholeSamples};
+use super::cut::{cut, WholeSamples};
 use super::datasets::Datasets;
 use super::decode::bad_samples::BadTally;
 use super::decode::pixels::PixelBudget;
@@ -38,6 +37,7 @@ use super::output::Batch;
 use super::parse::{parse, Fetched, Output};
 use super::shuffle::{shuffle, ShuffleBuffer};
 use crate::error::{Result, WorkerError};
+use tributary_common::plan::assign::Padding;
 
 /// Builds a [`Loader`].
 #[derive(Debug)]
@@ -284,57 +284,6 @@ pub fn decode_pool(threads: usize) -> Result<Arc<ThreadPool>> {
         .build()
         .map(Arc::new)
         .map_err(|e| WorkerError::Config(format!("cannot start the decode pool: {e}")))
-}
-
-/// Rank `rank`'s spans of epoch `epoch` when `world` ranks share the data
-/// without a coordinator: the epoch's spans (for one dataset, its seeded
-/// shard order), split into equal parts (the last `samples % world`
-/// samples dropped).
-pub fn static_assignment(
-    layout: &Layout,
-    seed: u64,
-    epoch: u64,
-    rank: usize,
-    world: usize,
-) -> SpanSet {
-    let cut = layout.epoch_spans(seed, epoch);
-    split_equal(&cut, world, Remainder::Drop).swap_remove(rank)
-}
-
-/// Rank `rank`'s part of an unshuffled (evaluation) read of the whole
-/// dataset by `world` ranks: contiguous in manifest order (a mix: every
-/// dataset once, in mix order, whatever an epoch takes), the first
-/// `samples % world` ranks one sample longer, nothing dropped. With
-/// [`Tail::Pad`] every rank's stream is `ceil(samples / world)` long, the
-/// short ones padded by repeating their last sample (a rank with no sample
-/// of its own reads the dataset's first, all of it padding).
-pub fn ordered_assignment(
-    layout: &Layout,
-    rank: usize,
-    world: usize,
-    tail: Tail,
-) -> (SpanSet, Option<Padding>) {
-    let all = SpanSet::new((0..layout.concatenated_shards()).filter_map(|shard| {
-        let samples = layout.shard_samples(shard)?;
-        (samples > 0).then(|| Span::new(shard, 0, samples))
-    }));
-    let (n, w, r) = (all.len(), world as u64, rank as u64);
-    let (base, extra) = (n / w, n % w);
-    let start = r * base + r.min(extra);
-    let len = base + u64::from(r < extra);
-    let mine = all.split_at(start).1.split_at(len).0;
-    match tail {
-        Tail::Uneven => (mine, None),
-        Tail::Pad => {
-            let total = n.div_ceil(w);
-            let padding = Padding { real: len, total };
-            if mine.is_empty() && total > 0 {
-                (all.split_at(1).0, Some(padding))
-            } else {
-                (mine, Some(padding))
-            }
-        }
-    }
 }
 
 /// One rank's stream of batches for one epoch.

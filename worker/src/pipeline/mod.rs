@@ -48,7 +48,5 @@ mod tests;
 
 pub use config::{limits, LoaderConfig, Stripe, Tail};
 pub use datasets::Datasets;
-pub use loader::{
-    decode_pool, ordered_assignment, span_samples, static_assignment, Loader, LoaderBuilder,
-};
+pub use loader::{decode_pool, span_samples, Loader, LoaderBuilder};
 pub use output::{Batch, Column, Images};

@@ -9,8 +9,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::stream::{Stream, StreamExt};
 use tokio::sync::OwnedSemaphorePermit;
+use tributary_common::format::shard::decode_chunks;
 use tributary_common::sample::{check_labels, Field, Sample};
-use tributary_common::shard::decode_chunks;
 
 use super::datasets::Datasets;
 use super::fetch::{Fetch, FetchConfig, Raw, Read};

@@ -1,13 +1,13 @@
 //! The shuffle stage: parsed samples through the seeded, bounded shuffle
 //! buffer. The buffer lives in `tributary-common` because the coordinator
 //! recomputes what a rank's buffer emitted
-//! (`tributary_common::generation::emitted`) and the two must never drift
+//! (`tributary_common::plan::generation::emitted`) and the two must never drift
 //! apart; this module re-exports it for the pipeline.
 
 use futures::future;
 use futures::stream::{self, Stream, StreamExt};
+pub use tributary_common::plan::shuffle::*;
 use tributary_common::sample::Sample;
-pub use tributary_common::shuffle::*;
 
 use super::parse::{Fetched, Output};
 use crate::error::Result;

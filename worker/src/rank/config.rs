@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tributary_common::mix::{Take, MAX_SOURCES};
+use tributary_common::plan::mix::{Take, MAX_SOURCES};
 use tributary_common::proto::v1;
 
 use crate::coordinated::client::FAILOVER_DEADLINE;
@@ -104,7 +104,7 @@ pub struct RankConfig {
     /// mixes several.
     pub dataset: String,
     /// Several datasets mixed (the job's `sources`): each one's URL and what
-    /// an epoch takes from it (see [`tributary_common::mix`]).
+    /// an epoch takes from it (see [`tributary_common::plan::mix`]).
     pub sources: Vec<MixSource>,
     /// Weighted `sources`: samples per epoch (0: all their samples).
     pub epoch_samples: u64,

@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use tributary_common::format::tar;
 use tributary_common::manifest::MAX_CHUNK_BYTES;
 use tributary_common::sample::check_key;
-use tributary_common::tar;
 
 use super::format::SourceFormat;
 use super::sample::SourceSample;

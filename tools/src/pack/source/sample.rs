@@ -4,8 +4,8 @@
 use std::io::Read;
 use std::path::PathBuf;
 
+use tributary_common::format::tar;
 use tributary_common::manifest::MAX_CHUNK_BYTES;
-use tributary_common::tar;
 
 use super::files::io_err;
 use crate::error::{Result, ToolsError};

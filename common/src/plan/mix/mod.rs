@@ -35,10 +35,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan;
+use super::epoch::{epoch_spans, EpochPlan};
+use super::seed::{self, Domain};
+use super::span::{Span, SpanSet};
 use crate::proto::v1;
-use crate::seed::{self, Domain};
-use crate::span::{Span, SpanSet};
 
 /// The most datasets one job mixes.
 pub const MAX_SOURCES: usize = 256;
@@ -198,7 +198,7 @@ pub struct Layout {
 
 impl Layout {
     /// One dataset, read once per epoch in the seeded shard order
-    /// ([`plan::epoch_spans`]): the layout of a job without mixing.
+    /// ([`epoch_spans`]): the layout of a job without mixing.
     pub fn single(shard_samples: Vec<u32>) -> Self {
         let starts = starts(&shard_samples);
         Self {
@@ -438,7 +438,7 @@ impl Layout {
     /// Every sample of epoch `epoch` (see the module docs).
     pub fn epoch_spans(&self, seed: u64, epoch: u64) -> SpanSet {
         if self.parts.is_empty() {
-            return plan::epoch_spans(&self.shard_samples, seed, epoch);
+            return epoch_spans(&self.shard_samples, seed, epoch);
         }
         let total: u64 = self.parts.iter().map(|p| p.per_epoch).sum();
         let piece = MIX_PIECE.max(total.div_ceil(MAX_MIX_PIECES));
@@ -541,31 +541,6 @@ pub fn apportion(total: u64, weights: &[f64]) -> Vec<u64> {
         left -= 1;
     }
     shares
-}
-
-/// Plans an epoch: one dataset's shard counts or a [`Layout`]. The
-/// generation and lease planners take either.
-pub trait EpochPlan {
-    /// Every sample of epoch `epoch`, in reading order.
-    fn epoch_spans(&self, seed: u64, epoch: u64) -> SpanSet;
-}
-
-impl EpochPlan for [u32] {
-    fn epoch_spans(&self, seed: u64, epoch: u64) -> SpanSet {
-        plan::epoch_spans(self, seed, epoch)
-    }
-}
-
-impl<const N: usize> EpochPlan for [u32; N] {
-    fn epoch_spans(&self, seed: u64, epoch: u64) -> SpanSet {
-        plan::epoch_spans(self, seed, epoch)
-    }
-}
-
-impl EpochPlan for Vec<u32> {
-    fn epoch_spans(&self, seed: u64, epoch: u64) -> SpanSet {
-        plan::epoch_spans(self, seed, epoch)
-    }
 }
 
 impl EpochPlan for Layout {

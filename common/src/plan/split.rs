@@ -1,11 +1,9 @@
-//! The epoch plan, as pure functions: the seeded shard order of an epoch and
-//! the equal-count split of a cut over ranks. See `common/README.md` for the
-//! problem statement and the properties these functions guarantee.
+//! The equal-count split of a cut over ranks, and the remainder it leaves
+//! undelivered.
 
 use serde::{Deserialize, Serialize};
 
-use crate::seed::{self, Domain};
-use crate::span::{Span, SpanSet};
+use super::span::{Span, SpanSet};
 
 /// What happens to the samples left over when a cut does not divide evenly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -19,27 +17,6 @@ pub enum Remainder {
     /// with samples from the start of the cut, which are therefore delivered
     /// twice (as PyTorch's `DistributedSampler` does).
     Pad,
-}
-
-/// The order in which epoch `epoch` visits the dataset's shards: a ChaCha
-/// permutation seeded by `(seed, epoch)`, equal on every machine.
-pub fn shard_order(seed: u64, epoch: u64, shards: usize) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..shards as u32).collect();
-    seed::shuffle(
-        &mut seed::rng(Domain::ShardOrder, &[seed, epoch]),
-        &mut order,
-    );
-    order
-}
-
-/// Every sample of the epoch, whole shards in the epoch's seeded order.
-/// `shard_samples[i]` is the sample count of shard `i`.
-pub fn epoch_spans(shard_samples: &[u32], seed: u64, epoch: u64) -> SpanSet {
-    SpanSet::new(
-        shard_order(seed, epoch, shard_samples.len())
-            .into_iter()
-            .map(|shard| Span::new(shard, 0, shard_samples[shard as usize])),
-    )
 }
 
 /// Splits `cut` into `parts` contiguous parts of equal sample count, in order.
@@ -115,17 +92,6 @@ mod tests {
     use super::*;
     use crate::invariants;
     use proptest::prelude::*;
-
-    #[test]
-    fn shard_order_is_a_seeded_permutation() {
-        let a = shard_order(7, 0, 100);
-        assert_eq!(a, shard_order(7, 0, 100));
-        assert_ne!(a, shard_order(7, 1, 100));
-        assert_ne!(a, shard_order(8, 0, 100));
-        let mut sorted = a.clone();
-        sorted.sort_unstable();
-        assert_eq!(sorted, (0..100).collect::<Vec<_>>());
-    }
 
     #[test]
     fn pad_repeats_from_the_start() {

@@ -14,12 +14,12 @@
 //! columns inline (about 20 bytes of JSON a sample, 25 MB for ImageNet,
 //! parsed by every rank); version 2, written by default, keeps only each
 //! shard's name, samples, size and checksum, and names a binary index
-//! object per shard ([`crate::chunk_index`]) that a rank reads only for the
+//! object per shard ([`index`]) that a rank reads only for the
 //! shards it touches. [`ShardEntry::chunks`] says which.
 //!
 //! Every count, offset and size is checked against the others when a
 //! manifest is parsed or built ([`Manifest::from_json`], [`Manifest::new`]),
-//! or when an index is decoded ([`crate::chunk_index::decode`]), before
+//! or when an index is decoded ([`index::decode`]), before
 //! anything is sized from it: see [`MAX_CHUNK_BYTES`], [`MIN_SAMPLE_BYTES`]
 //! and [`ShardMeta::chunk_limit`].
 //!
@@ -34,262 +34,33 @@
 //!  "shards":[{"name":"shard-000000.tar.zst","samples":2,"bytes":3584,"crc32c":305419896,
 //!             "index":{"name":"shard-000000.tar.zst.idx","bytes":17,"crc32c":2596996162}}]}
 //! ```
+//!
+//! Its parts: the leaf types and bounds (`meta`), the checks of a shard's
+//! chunk columns (`check`), a shard's entry (`entry`), the binary chunk
+//! index of version 2 ([`index`]), and the JSON shape of both versions
+//! (`wire`).
 
-use std::fmt;
-use std::str::FromStr;
-use std::sync::Arc;
-
-use serde::{Deserialize, Serialize};
-
-use crate::chunk_index::{self, IndexRef, ShardSummary};
 use crate::error::ManifestError;
-use crate::manifest_check::{validate_entry, validate_shard};
-use crate::manifest_wire::WireManifest;
 use crate::sample::SampleId;
 
-pub use crate::chunk_index::index_name;
+mod check;
+mod entry;
+pub mod index;
+mod meta;
+mod wire;
 
-/// The manifest's object name beside the shards.
-pub const MANIFEST_NAME: &str = "manifest.json";
-/// The `format` value of every manifest.
-pub const FORMAT_NAME: &str = "tributary";
-/// Version 1: every shard's chunk columns inline in the JSON.
-pub const VERSION_INLINE: u32 = 1;
-/// Version 2: each shard names a binary index object holding its chunk
-/// columns ([`crate::chunk_index`]); the JSON stays small.
-pub const VERSION_INDEXED: u32 = 2;
-/// The manifest version this build writes by default; it reads both.
-pub const FORMAT_VERSION: u32 = VERSION_INDEXED;
+use check::validate_shard;
+use entry::validate_entry;
+use index::IndexRef;
+use wire::{WireManifest, WireShard};
 
-/// The largest chunk, stored or decompressed: 1 GiB. A chunk is one sample
-/// (uncompressed shards) or one zstd block of about 1 MiB plus at most one
-/// sample, so only a sample of about a gigabyte reaches it.
-pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
-/// The fewest bytes a sample takes in a tar stream: one 512-byte header. A
-/// chunk of `n` bytes therefore holds at most `n / 512` samples.
-pub const MIN_SAMPLE_BYTES: u64 = 512;
-/// The decompression limit of a chunk of a manifest written before chunk
-/// sizes were recorded is this many times its stored size...
-pub const LEGACY_EXPANSION: u64 = 32;
-/// ...but at least this much (64 MiB, far above the 1 MiB blocks `pack`
-/// writes by default), and at most [`MAX_CHUNK_BYTES`].
-pub const LEGACY_MIN_LIMIT: u64 = 64 << 20;
-/// The longest shard name.
-pub const MAX_NAME_BYTES: usize = 1024;
-
-/// How a dataset's shards are stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CompressionKind {
-    /// Plain tar: any tar or WebDataset reader reads the shard as is.
-    None,
-    /// Concatenated independent zstd frames, each holding whole samples; the
-    /// decompressed stream is a plain tar.
-    Zstd,
-}
-
-impl CompressionKind {
-    /// The manifest's name for this kind.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Zstd => "zstd",
-        }
-    }
-
-    /// File-name suffix of shards of this kind.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Self::None => ".tar",
-            Self::Zstd => ".tar.zst",
-        }
-    }
-}
-
-/// A compression choice for writing: kind plus zstd level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compression {
-    pub kind: CompressionKind,
-    pub level: i32,
-}
-
-impl Compression {
-    pub const NONE: Self = Self {
-        kind: CompressionKind::None,
-        level: 0,
-    };
-    /// zstd at its default level (3).
-    pub const ZSTD: Self = Self {
-        kind: CompressionKind::Zstd,
-        level: 3,
-    };
-}
-
-impl FromStr for Compression {
-    type Err = String;
-
-    /// Parses `none`, `zstd` or `zstd:LEVEL` (1-22).
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text.split_once(':') {
-            None if text == "none" => Ok(Self::NONE),
-            None if text == "zstd" => Ok(Self::ZSTD),
-            Some(("zstd", level)) => match level.parse::<i32>() {
-                Ok(level @ 1..=22) => Ok(Self {
-                    kind: CompressionKind::Zstd,
-                    level,
-                }),
-                _ => Err(format!("zstd level `{level}` is not a number from 1 to 22")),
-            },
-            _ => Err(format!(
-                "unknown compression `{text}` (expected none, zstd or zstd:LEVEL)"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for Compression {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            CompressionKind::None => f.write_str("none"),
-            CompressionKind::Zstd => write!(f, "zstd:{}", self.level),
-        }
-    }
-}
-
-/// One shard's full description: its summary and every chunk's offset,
-/// checksum, sample count and decompressed size. A version 1 manifest holds
-/// it inline; a version 2 manifest names the index object it is read from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardMeta {
-    /// Object name relative to the manifest's directory.
-    pub name: String,
-    /// Number of samples.
-    pub samples: u32,
-    /// Size of the object in bytes.
-    pub bytes: u64,
-    /// crc32c of the whole object.
-    pub crc32c: u32,
-    /// Start of each chunk, then the end of the last one.
-    pub chunk_offsets: Vec<u64>,
-    /// Samples per chunk; empty for uncompressed shards (one each).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub chunk_samples: Vec<u32>,
-    /// crc32c of each chunk's stored bytes.
-    pub chunk_crc32c: Vec<u32>,
-    /// Decompressed size of each chunk of a compressed shard; empty for
-    /// uncompressed shards (a chunk's stored bytes are its bytes) and in
-    /// manifests written before sizes were recorded (see
-    /// [`ShardMeta::chunk_limit`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub chunk_uncompressed_bytes: Vec<u64>,
-}
-
-impl ShardMeta {
-    /// Number of chunks.
-    pub fn chunks(&self) -> usize {
-        self.chunk_crc32c.len()
-    }
-
-    /// Samples in chunk `chunk`.
-    pub fn samples_in_chunk(&self, chunk: usize) -> u32 {
-        if self.chunk_samples.is_empty() {
-            1
-        } else {
-            self.chunk_samples[chunk]
-        }
-    }
-
-    /// Stored bytes of chunk `chunk`.
-    pub fn chunk_stored_bytes(&self, chunk: usize) -> u64 {
-        self.chunk_offsets[chunk + 1] - self.chunk_offsets[chunk]
-    }
-
-    /// The most bytes chunk `chunk` may decompress to: its recorded size, or
-    /// for a manifest without recorded sizes [`LEGACY_EXPANSION`] times its
-    /// stored size, within [`LEGACY_MIN_LIMIT`]..=[`MAX_CHUNK_BYTES`].
-    pub fn chunk_limit(&self, chunk: usize) -> u64 {
-        match self.chunk_uncompressed_bytes.get(chunk) {
-            Some(&size) => size,
-            None => legacy_limit(self.chunk_stored_bytes(chunk)),
-        }
-    }
-
-    /// The exact decompressed size of chunk `chunk`, where recorded.
-    pub fn chunk_uncompressed(&self, chunk: usize) -> Option<u64> {
-        self.chunk_uncompressed_bytes.get(chunk).copied()
-    }
-}
-
-fn legacy_limit(stored: u64) -> u64 {
-    stored
-        .saturating_mul(LEGACY_EXPANSION)
-        .clamp(LEGACY_MIN_LIMIT, MAX_CHUNK_BYTES)
-}
-
-/// How a manifest entry holds its shard's chunk columns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Chunks {
-    /// A version 1 manifest lists them inline, validated when it is parsed.
-    Inline(Arc<ShardMeta>),
-    /// A version 2 manifest names the shard's binary index object, read and
-    /// validated by whoever needs the columns ([`crate::chunk_index`]).
-    Index(IndexRef),
-}
-
-/// One shard's entry in the manifest: what every reader and the
-/// coordinator need (name, samples, size, checksum), and where its chunk
-/// columns are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardEntry {
-    /// Object name relative to the manifest's directory.
-    pub name: String,
-    /// Number of samples.
-    pub samples: u32,
-    /// Size of the object in bytes.
-    pub bytes: u64,
-    /// crc32c of the whole object.
-    pub crc32c: u32,
-    pub chunks: Chunks,
-}
-
-impl ShardEntry {
-    /// The shard's full entry, where the manifest holds it inline
-    /// (version 1); `None` where it must be read from the shard's index.
-    pub fn inline(&self) -> Option<&Arc<ShardMeta>> {
-        match &self.chunks {
-            Chunks::Inline(meta) => Some(meta),
-            Chunks::Index(_) => None,
-        }
-    }
-
-    /// The shard's index object, in a version 2 manifest.
-    pub fn index(&self) -> Option<&IndexRef> {
-        match &self.chunks {
-            Chunks::Inline(_) => None,
-            Chunks::Index(index) => Some(index),
-        }
-    }
-
-    /// The summary an index must agree with.
-    pub fn summary(&self) -> ShardSummary<'_> {
-        ShardSummary {
-            name: &self.name,
-            samples: self.samples,
-            bytes: self.bytes,
-            crc32c: self.crc32c,
-        }
-    }
-
-    fn inline_from(meta: ShardMeta) -> Self {
-        Self {
-            name: meta.name.clone(),
-            samples: meta.samples,
-            bytes: meta.bytes,
-            crc32c: meta.crc32c,
-            chunks: Chunks::Inline(Arc::new(meta)),
-        }
-    }
-}
+pub use entry::{Chunks, ShardEntry};
+pub use index::index_name;
+pub use meta::{
+    Compression, CompressionKind, ShardMeta, FORMAT_NAME, FORMAT_VERSION, LEGACY_EXPANSION,
+    LEGACY_MIN_LIMIT, MANIFEST_NAME, MAX_CHUNK_BYTES, MAX_NAME_BYTES, MIN_SAMPLE_BYTES,
+    VERSION_INDEXED, VERSION_INLINE,
+};
 
 /// One index object to write beside the shards, before the manifest that
 /// names it.
@@ -357,7 +128,7 @@ impl Manifest {
         let entries = shards
             .into_iter()
             .map(|meta| {
-                let data = chunk_index::encode(&meta);
+                let data = index::encode(&meta);
                 let index = IndexRef::of(index_name(&meta.name), &data);
                 indexes.push(IndexObject {
                     name: index.name.clone(),
@@ -378,7 +149,7 @@ impl Manifest {
 
     /// A manifest from its parts, not yet validated.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn from_parts(
+    fn from_parts(
         format: String,
         version: u32,
         compression: CompressionKind,
@@ -525,6 +296,57 @@ impl Manifest {
     }
 }
 
+impl WireManifest {
+    /// The manifest, each shard checked for the fields its version needs;
+    /// [`Manifest::validate`] then checks every number.
+    fn into_manifest(self) -> Result<Manifest, ManifestError> {
+        let version = self.version;
+        if !(VERSION_INLINE..=VERSION_INDEXED).contains(&version) {
+            return Err(ManifestError::Version {
+                found: version,
+                supported: VERSION_INDEXED,
+            });
+        }
+        let shards = self
+            .shards
+            .into_iter()
+            .enumerate()
+            .map(|(i, shard)| {
+                shard
+                    .into_entry(version)
+                    .map_err(|(field, reason)| ManifestError::Invalid {
+                        field: format!("shards[{i}].{field}"),
+                        reason,
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Manifest::from_parts(
+            self.format,
+            version,
+            self.compression,
+            self.fields,
+            self.classes,
+            self.samples,
+            self.bytes,
+            shards,
+        ))
+    }
+}
+
+impl From<&Manifest> for WireManifest {
+    fn from(m: &Manifest) -> Self {
+        Self {
+            format: m.format.clone(),
+            version: m.version,
+            compression: m.compression,
+            fields: m.fields.clone(),
+            classes: m.classes.clone(),
+            samples: m.samples,
+            bytes: m.bytes,
+            shards: m.shards.iter().map(WireShard::from).collect(),
+        }
+    }
+}
+
 #[cfg(test)]
-#[path = "manifest_tests.rs"]
 mod tests;

@@ -28,12 +28,12 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::epoch::EpochPlan;
+use super::shuffle::{ShuffleBuffer, ShuffleSpec};
+use super::span::{Span, SpanSet};
+use super::split::{split_equal, Remainder};
 use crate::error::PlanError;
 use crate::ids::{Epoch, Generation};
-use crate::mix::EpochPlan;
-use crate::plan::{split_equal, Remainder};
-use crate::shuffle::{ShuffleBuffer, ShuffleSpec};
-use crate::span::{Span, SpanSet};
 
 /// The samples among the first `k` that a rank emitted from `part` (clamped
 /// to the part's length), as a span set in part order.

@@ -1,15 +1,15 @@
 //! [`ShardWriter`]: one shard's bytes and manifest entry, streamed into any
-//! [`Write`] sink as samples are pushed (see [`crate::shard`] for the
+//! [`Write`] sink as samples are pushed (see [`crate::format::shard`] for the
 //! format).
 
 use std::collections::BTreeSet;
 use std::io::Write;
 
+use super::shard::DEFAULT_BLOCK_BYTES;
+use super::tar;
 use crate::error::FormatError;
 use crate::manifest::{Compression, CompressionKind, ShardMeta, MAX_CHUNK_BYTES};
 use crate::sample::check_key;
-use crate::shard::DEFAULT_BLOCK_BYTES;
-use crate::tar;
 
 /// Builds one shard, streaming its bytes into a sink `W` as they are made:
 /// a `Vec<u8>` (the default, [`ShardWriter::new`]) or any [`Write`] (an

@@ -132,10 +132,7 @@ fn a_single_layout_plans_as_before_and_ids_match_the_manifest() {
     let layout = Layout::single(counts.clone());
     assert!(!layout.is_mixed());
     for epoch in 0..4 {
-        assert_eq!(
-            layout.epoch_spans(9, epoch),
-            plan::epoch_spans(&counts, 9, epoch)
-        );
+        assert_eq!(layout.epoch_spans(9, epoch), epoch_spans(&counts, 9, epoch));
     }
     assert_eq!(layout.shards(), 4);
     assert_eq!(layout.shard_start(2), 5);

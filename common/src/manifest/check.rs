@@ -1,44 +1,10 @@
-//! The checks of one shard's manifest entry: every count, offset and size
+//! The checks of one shard's chunk columns: every count, offset and size
 //! bounded against the others before anything is sized from them.
 
-use crate::chunk_index::max_index_bytes;
-use crate::manifest::{
-    Chunks, CompressionKind, ShardEntry, ShardMeta, MAX_CHUNK_BYTES, MAX_NAME_BYTES,
-    MIN_SAMPLE_BYTES,
-};
+use super::meta::{CompressionKind, ShardMeta, MAX_CHUNK_BYTES, MAX_NAME_BYTES, MIN_SAMPLE_BYTES};
 
-/// Checks one shard's manifest entry: its inline columns (version 1) as
-/// [`validate_shard`] does, or its index reference (version 2), bounded by
-/// what a shard of its samples can need. Errors are `(field, reason)`.
-pub(crate) fn validate_entry(
-    entry: &ShardEntry,
-    compression: CompressionKind,
-) -> Result<(), (String, String)> {
-    match &entry.chunks {
-        Chunks::Inline(meta) => validate_shard(meta, compression),
-        Chunks::Index(index) => {
-            check_name("name", &entry.name)?;
-            check_samples(entry.samples)?;
-            check_name("index.name", &index.name)?;
-            if index.name == entry.name {
-                return Err(("index.name".into(), "is the shard's own name".into()));
-            }
-            let most = max_index_bytes(entry.samples);
-            if index.bytes == 0 || index.bytes > most {
-                return Err((
-                    "index.bytes".into(),
-                    format!(
-                        "is {}, outside 1..={most} (the most a shard of {} samples can need)",
-                        index.bytes, entry.samples
-                    ),
-                ));
-            }
-            Ok(())
-        }
-    }
-}
-
-fn check_name(field: &str, name: &str) -> Result<(), (String, String)> {
+/// Checks that `name` (in `field`) is a relative object name.
+pub(super) fn check_name(field: &str, name: &str) -> Result<(), (String, String)> {
     if name.is_empty()
         || name.starts_with('/')
         || name.contains("..")
@@ -55,7 +21,8 @@ fn check_name(field: &str, name: &str) -> Result<(), (String, String)> {
     Ok(())
 }
 
-fn check_samples(samples: u32) -> Result<(), (String, String)> {
+/// Checks that a shard holds samples.
+pub(super) fn check_samples(samples: u32) -> Result<(), (String, String)> {
     if samples == 0 {
         return Err((
             "samples".into(),
@@ -68,7 +35,7 @@ fn check_samples(samples: u32) -> Result<(), (String, String)> {
 /// Checks one shard entry: every count, offset and size against the others,
 /// so that nothing sized from it later can be absurd. Errors are `(field,
 /// reason)`.
-pub(crate) fn validate_shard(
+pub(super) fn validate_shard(
     shard: &ShardMeta,
     compression: CompressionKind,
 ) -> Result<(), (String, String)> {

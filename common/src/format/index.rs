@@ -3,7 +3,7 @@
 //! so that a shard of any size is indexed in the memory of one read window
 //! (plus its extension headers, at most [`MAX_EXTENSION_BYTES`] each).
 //!
-//! The archive dialects are those of [`crate::tar::TarReader`], and the
+//! The archive dialects are those of [`crate::format::tar::TarReader`], and the
 //! result is the one it gives on the whole buffer: a chunk runs from the
 //! first header of a sample's first entry (extension headers included) to
 //! the first header of the next sample; entries that belong to no sample
@@ -12,10 +12,10 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use super::tar::{self, TarError, BLOCK};
 use crate::error::FormatError;
 use crate::manifest::{ShardMeta, MAX_CHUNK_BYTES};
 use crate::sample::{check_key, split_key};
-use crate::tar::{self, TarError, BLOCK};
 
 /// The largest pax or GNU long-name extension payload accepted (1 MiB).
 pub const MAX_EXTENSION_BYTES: u64 = 1 << 20;
@@ -433,8 +433,8 @@ pub fn index_tar(name: &str, data: &[u8]) -> Result<(ShardMeta, BTreeSet<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::shard::ShardWriter;
     use crate::manifest::Compression;
-    use crate::shard::ShardWriter;
     use proptest::prelude::*;
 
     fn shard(sizes: &[usize]) -> (Vec<u8>, ShardMeta) {
@@ -533,9 +533,9 @@ mod tests {
             assert_eq!(feed_in_pieces(&data, &cuts).expect("pieces").0, meta);
         }
         // The same archive read whole by the reader the fetch path uses.
-        let range = crate::shard::chunk_range(&meta, 0..2);
+        let range = crate::format::shard::chunk_range(&meta, 0..2);
         let mut out = Vec::new();
-        crate::shard::decode_chunks(
+        crate::format::shard::decode_chunks(
             &meta,
             crate::manifest::CompressionKind::None,
             &range,

@@ -1,33 +1,32 @@
 //! The manifest as JSON: one shape for both versions, every column
-//! optional, turned into a [`Manifest`] only when each shard has what its
-//! version requires (version 1: the chunk columns; version 2: an `index`
-//! and no columns).
+//! optional, each shard turned into a [`ShardEntry`] only when it has what
+//! its version requires (version 1: the chunk columns; version 2: an
+//! `index` and no columns). The manifest converts itself from and to this
+//! shape (`Manifest::from_json`, `Manifest::to_json`).
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::chunk_index::IndexRef;
-use crate::error::ManifestError;
-use crate::manifest::{
-    Chunks, CompressionKind, Manifest, ShardEntry, ShardMeta, VERSION_INDEXED, VERSION_INLINE,
-};
+use super::entry::{Chunks, ShardEntry};
+use super::index::IndexRef;
+use super::meta::{CompressionKind, ShardMeta, VERSION_INLINE};
 
 #[derive(Serialize, Deserialize)]
-pub(crate) struct WireManifest {
-    format: String,
-    version: u32,
-    compression: CompressionKind,
-    fields: Vec<String>,
+pub(super) struct WireManifest {
+    pub(super) format: String,
+    pub(super) version: u32,
+    pub(super) compression: CompressionKind,
+    pub(super) fields: Vec<String>,
     #[serde(default)]
-    classes: Vec<String>,
-    samples: u64,
-    bytes: u64,
-    shards: Vec<WireShard>,
+    pub(super) classes: Vec<String>,
+    pub(super) samples: u64,
+    pub(super) bytes: u64,
+    pub(super) shards: Vec<WireShard>,
 }
 
 #[derive(Serialize, Deserialize)]
-struct WireShard {
+pub(super) struct WireShard {
     name: String,
     samples: u32,
     bytes: u64,
@@ -44,45 +43,9 @@ struct WireShard {
     index: Option<IndexRef>,
 }
 
-impl WireManifest {
-    /// The manifest, each shard checked for the fields its version needs;
-    /// [`Manifest::validate`] then checks every number.
-    pub(crate) fn into_manifest(self) -> Result<Manifest, ManifestError> {
-        let version = self.version;
-        if !(VERSION_INLINE..=VERSION_INDEXED).contains(&version) {
-            return Err(ManifestError::Version {
-                found: version,
-                supported: VERSION_INDEXED,
-            });
-        }
-        let shards = self
-            .shards
-            .into_iter()
-            .enumerate()
-            .map(|(i, shard)| {
-                shard
-                    .into_entry(version)
-                    .map_err(|(field, reason)| ManifestError::Invalid {
-                        field: format!("shards[{i}].{field}"),
-                        reason,
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Manifest::from_parts(
-            self.format,
-            version,
-            self.compression,
-            self.fields,
-            self.classes,
-            self.samples,
-            self.bytes,
-            shards,
-        ))
-    }
-}
-
 impl WireShard {
-    fn into_entry(self, version: u32) -> Result<ShardEntry, (String, String)> {
+    /// The entry, if the shard has what manifest version `version` needs.
+    pub(super) fn into_entry(self, version: u32) -> Result<ShardEntry, (String, String)> {
         let chunks = if version == VERSION_INLINE {
             if self.index.is_some() {
                 return Err((
@@ -136,21 +99,6 @@ impl WireShard {
             crc32c: self.crc32c,
             chunks,
         })
-    }
-}
-
-impl From<&Manifest> for WireManifest {
-    fn from(m: &Manifest) -> Self {
-        Self {
-            format: m.format.clone(),
-            version: m.version,
-            compression: m.compression,
-            fields: m.fields.clone(),
-            classes: m.classes.clone(),
-            samples: m.samples,
-            bytes: m.bytes,
-            shards: m.shards.iter().map(WireShard::from).collect(),
-        }
     }
 }
 

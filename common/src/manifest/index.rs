@@ -29,8 +29,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::manifest::{CompressionKind, ShardMeta};
-use crate::manifest_check::validate_shard;
+use super::check::validate_shard;
+use super::meta::{CompressionKind, ShardMeta};
 
 /// The first bytes of every index.
 pub const INDEX_MAGIC: &[u8; 4] = b"TBIX";
@@ -348,8 +348,8 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::shard::ShardWriter;
     use crate::manifest::Compression;
-    use crate::shard::ShardWriter;
 
     fn zstd_meta() -> ShardMeta {
         let mut writer = ShardWriter::new("s.tar.zst", Compression::ZSTD).block_bytes(2048);

@@ -17,10 +17,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::epoch::EpochPlan;
+use super::span::Span;
 use crate::error::PoolError;
 use crate::ids::MemberId;
-use crate::mix::EpochPlan;
-use crate::span::Span;
 
 /// The epoch's units: its spans in seeded shard order, each shard cut into
 /// pieces of at most `unit_samples` samples (a unit never crosses shards).

@@ -59,8 +59,8 @@ pub fn decompress_chunk(
 mod tests {
     use bytes::Bytes;
 
+    use crate::format::shard::{decode_chunks, ChunkRange};
     use crate::manifest::{CompressionKind, ShardMeta};
-    use crate::shard::{decode_chunks, ChunkRange};
 
     /// One zstd chunk holding `frame`, claiming one sample.
     fn bomb_meta(frame: &[u8], recorded: Option<u64>) -> ShardMeta {

@@ -17,7 +17,7 @@
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::seed::{self, Domain};
+use super::seed::{self, Domain};
 
 /// The shape of a rank's shuffle buffer: part of a job's configuration,
 /// needed by anyone who recomputes what a rank emitted.

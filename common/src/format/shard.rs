@@ -13,15 +13,15 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
+use super::tar::TarReader;
 use crate::error::FormatError;
 use crate::manifest::{CompressionKind, ShardMeta};
 use crate::sample::{group_entries, Field, Sample, SampleId};
-use crate::tar::TarReader;
 
-pub use crate::shard_writer::{FinishedShard, ShardWriter, StreamedShard};
-pub use crate::tar_index::{index_tar, TarIndexer};
-pub use crate::verify::{verify_shard, ShardVerifier};
-pub use crate::zstd_chunk::decompress_chunk;
+pub use super::index::{index_tar, TarIndexer};
+pub use super::verify::{verify_shard, ShardVerifier};
+pub use super::writer::{FinishedShard, ShardWriter, StreamedShard};
+pub use super::zstd::decompress_chunk;
 
 /// Default uncompressed size of a zstd block.
 pub const DEFAULT_BLOCK_BYTES: usize = 1 << 20;
@@ -157,8 +157,8 @@ mod tests {
     use std::io::Write;
 
     use super::*;
+    use crate::format::tar;
     use crate::manifest::{Compression, MAX_CHUNK_BYTES};
-    use crate::tar;
     use proptest::prelude::*;
 
     type Fields = Vec<(String, Vec<u8>)>;

@@ -1,5 +1,8 @@
 //! Tests of the manifest: both versions, and the errors that name fields.
 
+use std::sync::Arc;
+
+use super::meta::legacy_limit;
 use super::*;
 
 fn shard(name: &str, samples: u32) -> ShardMeta {
@@ -192,8 +195,8 @@ fn version_2_round_trips_without_columns_and_its_indexes_decode() {
     for ((entry, object), meta) in back.shards.iter().zip(&indexes).zip(&shards) {
         let index = entry.index().expect("version 2");
         assert_eq!(index.name, object.name);
-        let decoded = chunk_index::decode(&object.data, index, entry.summary(), m.compression)
-            .expect("decodes");
+        let decoded =
+            index::decode(&object.data, index, entry.summary(), m.compression).expect("decodes");
         assert_eq!(&decoded, meta);
     }
 }

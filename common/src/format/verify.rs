@@ -7,10 +7,10 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
+use super::shard::{decode_chunks, ChunkRange};
 use crate::error::FormatError;
 use crate::manifest::{CompressionKind, ShardMeta};
 use crate::sample::check_labels;
-use crate::shard::{decode_chunks, ChunkRange};
 
 /// Verifies one shard from successive reads of it: ask
 /// [`ShardVerifier::next_range`] what to read, hand the bytes to
@@ -166,8 +166,8 @@ pub fn verify_shard(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::shard::{FinishedShard, ShardWriter};
     use crate::manifest::Compression;
-    use crate::shard::{FinishedShard, ShardWriter};
     use proptest::prelude::*;
 
     fn shard(n: usize, compression: Compression) -> FinishedShard {
