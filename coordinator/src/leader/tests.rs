@@ -171,7 +171,7 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
     commit.await.expect("task").expect("commit");
     let status = handle.job.lock().await.status();
     assert_eq!(
-        (status.commit_generation, status.commit_samples),
+        (status.mode.commit_generation, status.mode.commit_samples),
         (Some(0), 8)
     );
 }

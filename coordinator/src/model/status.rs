@@ -17,23 +17,12 @@ pub struct JobStatus {
     pub member_status: Vec<MemberStatus>,
     /// When the job finished (Unix ms); 0 until then.
     pub finished_at_ms: u64,
-    pub epoch: u64,
-    pub finished: bool,
-    /// Sync: the current generation, every stored one, the last commit,
-    /// and each rank's last report.
-    pub generation: Option<u64>,
-    pub generations: Vec<GenMeta>,
-    pub commit_generation: Option<u64>,
-    pub commit_samples: u64,
-    pub progress: Vec<RankProgress>,
-    /// Dynamic: the open epoch's units, acked, in all, and leased.
-    pub acked_units: u64,
-    pub total_units: u64,
-    pub leased_units: u64,
+    /// The mode's progress: epoch, generations, commits, units.
+    pub mode: ModeStatus,
 }
 
-/// A mode's part of a job's status (the fields of [`JobStatus`] of the
-/// same names); what the other mode has not stays zero.
+/// A mode's part of a job's status ([`JobStatus::mode`]): what the other
+/// mode has not stays zero.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModeStatus {
     pub epoch: u64,
@@ -87,33 +76,12 @@ pub struct JobSummary {
 
 impl Job {
     pub fn status(&self) -> JobStatus {
-        let ModeStatus {
-            epoch,
-            finished,
-            generation,
-            generations,
-            commit_generation,
-            commit_samples,
-            progress,
-            acked_units,
-            total_units,
-            leased_units,
-        } = self.mode_status();
         JobStatus {
             config: self.stored.config.clone(),
             members: self.members.keys().cloned().collect(),
             member_status: self.member_status(Instant::now()),
             finished_at_ms: self.finished_at.unwrap_or(0),
-            epoch,
-            finished,
-            generation,
-            generations,
-            commit_generation,
-            commit_samples,
-            progress,
-            acked_units,
-            total_units,
-            leased_units,
+            mode: self.mode_status(),
         }
     }
 

@@ -213,8 +213,8 @@ fn a_sync_job_loads_back_its_generations_and_commit() {
     let loaded = kv.load(&job.name).expect("load");
     let (mut was, mut now) = (job.status(), loaded.status());
     // Progress is for status only and not reloaded.
-    was.progress.clear();
-    now.progress.clear();
+    was.mode.progress.clear();
+    now.mode.progress.clear();
     assert_eq!(now, was);
 }
 
@@ -330,7 +330,12 @@ fn generations_of_epochs_behind_the_commit_are_compacted_and_the_job_loads_back(
     };
     // Epoch 1's chain of 4 restarts stays (it replans the epoch); all of
     // epoch 0 is gone, from memory and from the store.
-    assert_eq!(model.generations(), 4, "{:?}", job.status().generations);
+    assert_eq!(
+        model.generations(),
+        4,
+        "{:?}",
+        job.status().mode.generations
+    );
     let stored_gens = kv.0.keys().filter(|k| k.contains("/sync/gen/")).count();
     assert_eq!(stored_gens, 4);
     let loaded = kv.load(&job.name).expect("load");

@@ -393,22 +393,23 @@ impl From<MemberStatus> for v1::MemberStatus {
 /// A job's status, but for the leader's address (the service's to add).
 impl From<JobStatus> for v1::JobStatus {
     fn from(s: JobStatus) -> Self {
+        let m = s.mode;
         Self {
             config: Some(s.config.to_proto()),
-            epoch: s.epoch,
-            generations: s.generations.into_iter().map(Into::into).collect(),
-            commit_generation: s.commit_generation,
-            commit_samples: s.commit_samples,
-            acked_units: s.acked_units,
-            total_units: s.total_units,
+            epoch: m.epoch,
+            generations: m.generations.into_iter().map(Into::into).collect(),
+            commit_generation: m.commit_generation,
+            commit_samples: m.commit_samples,
+            acked_units: m.acked_units,
+            total_units: m.total_units,
             members: s.members.iter().map(MemberId::to_string).collect(),
-            finished: s.finished,
+            finished: m.finished,
             leader: String::new(),
-            progress: s.progress.into_iter().map(Into::into).collect(),
+            progress: m.progress.into_iter().map(Into::into).collect(),
             failed: String::new(),
             member_status: s.member_status.into_iter().map(Into::into).collect(),
-            leased_units: s.leased_units,
-            generation: s.generation,
+            leased_units: m.leased_units,
+            generation: m.generation,
             finished_at_ms: s.finished_at_ms,
         }
     }
