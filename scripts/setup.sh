@@ -20,6 +20,10 @@
 #   - promtool (from Debian's prometheus package, unpacked into .venv/prometheus
 #     without installing the server or its service), which checks the
 #     coordinator's and the ranks' /metrics in the tests.
+#   - mdbook, pinned, which builds the user guide (docs/): Debian bookworm
+#     has no package, so `cargo install` builds it once per machine into a
+#     cache outside the checkout (TRIBUTARY_TOOLS_DIR, by default
+#     ~/.cache/tributary), which fresh clones reuse; linked as .venv/bin/mdbook.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,4 +100,17 @@ if ! "$promtool" --version >/dev/null 2>&1; then
     "$promtool" --version >/dev/null
 fi
 
-echo "setup: ok ($("$venv/bin/python" --version), promtool at $promtool, moto_server at $venv/bin/moto_server, kustomize $kustomize_version, Azurite $("$azurite" --version))"
+# mdbook without its server and file watcher (`serve`, `watch`): only
+# `mdbook build` is used, and they would add tokio, axum and notify to it.
+mdbook_version=0.5.4
+mdbook_root="${TRIBUTARY_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tributary}/mdbook-$mdbook_version"
+mdbook="$mdbook_root/bin/mdbook"
+if ! "$mdbook" --version 2>/dev/null | grep -q "v$mdbook_version"; then
+    echo "setup: building mdbook $mdbook_version into $mdbook_root (once per machine)"
+    cargo install --quiet --locked --no-default-features --features search \
+        --version "$mdbook_version" --root "$mdbook_root" mdbook
+    "$mdbook" --version >/dev/null
+fi
+ln -sf "$mdbook" "$venv/bin/mdbook"
+
+echo "setup: ok ($("$venv/bin/python" --version), promtool at $promtool, moto_server at $venv/bin/moto_server, kustomize $kustomize_version, Azurite $("$azurite" --version), $("$mdbook" --version))"

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use tributary_worker::tools::progress::Progress;
+use tributary_tools::progress::Progress;
 
 #[derive(Debug, Clone)]
 pub struct Bar {

@@ -25,7 +25,7 @@ use tributary_worker::pipeline::decode::pixels::ImageKind;
 use tributary_worker::pipeline::decode::{image_field, jpeg, render};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
-use tributary_worker::pipeline::parse::span_samples;
+use tributary_worker::pipeline::span_samples;
 use tributary_worker::{Dataset, Loader};
 
 use crate::pipeline_args::PipelineArgs;

@@ -30,8 +30,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tributary_common::manifest::Compression;
 use tributary_io::ManifestVersion;
-use tributary_worker::tools::pack::{PackOptions, SourceFormat};
-use tributary_worker::tools::synth;
+use tributary_tools::pack::{PackOptions, SourceFormat};
+use tributary_tools::synth;
 use tributary_worker::{Dataset, Location};
 
 mod bar;
@@ -245,7 +245,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 let dir = dir.clone();
                 tokio::task::spawn_blocking(move || {
                     synth::write_image_folder(&dir, &options, &|bytes| {
-                        tributary_worker::tools::progress::Progress::advance(&bar, 1, bytes)
+                        tributary_tools::progress::Progress::advance(&bar, 1, bytes)
                     })
                 })
                 .await??
@@ -293,10 +293,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let dest = Location::open(&url, &store.options(&url), true)?;
             let bar = bar::Bar::new("pack", 0);
-            let summary =
-                tributary_worker::tools::pack::pack(&src, &dest, &options, Arc::new(bar.clone()))
-                    .await
-                    .with_context(|| format!("packing {} into {url}", src.display()))?;
+            let summary = tributary_tools::pack::pack(&src, &dest, &options, Arc::new(bar.clone()))
+                .await
+                .with_context(|| format!("packing {} into {url}", src.display()))?;
             bar.finish();
             let seconds = started.elapsed().as_secs_f64();
             println!(
@@ -319,7 +318,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             let location = Location::open(&url, &store.options(&url), false)?;
             let bar = bar::Bar::new("index", 0);
-            let summary = tributary_worker::tools::index::index(
+            let summary = tributary_tools::index::index(
                 &location,
                 force,
                 manifest_version,
@@ -371,7 +370,7 @@ async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<ExitCode> {
         m.bytes as f64 / m.samples.max(1) as f64 / 1e3
     );
     let bar = bar::Bar::new("verify", 0);
-    let report = tributary_worker::tools::inspect::inspect(&dataset, Arc::new(bar.clone())).await;
+    let report = tributary_tools::inspect::inspect(&dataset, Arc::new(bar.clone())).await;
     bar.finish();
     println!(
         "verified     {} of {} shards, {} of {} samples",

@@ -11,19 +11,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tributary_common::generation::{generation_cut, CommitPoint, GenerationRecord};
 use tributary_common::ids::{Epoch, Generation};
 use tributary_common::invariants;
+use tributary_common::plan::generation::{generation_cut, CommitPoint, GenerationRecord};
+use tributary_common::plan::shuffle::ShuffleSpec;
 use tributary_common::plan::{self, epoch_spans, Remainder};
 use tributary_common::proto::v1;
-use tributary_common::shuffle::ShuffleSpec;
 use tributary_coordinator::LocalCoordinator;
+use tributary_tools::pack::PackOptions;
+use tributary_tools::progress::NoProgress;
+use tributary_tools::synth;
 use tributary_worker::coordinated::{self, Client, Identity};
 use tributary_worker::pipeline::limits;
 use tributary_worker::rank::{self, Coordinator, JobSpec, Mode, RankConfig};
-use tributary_worker::tools::pack::PackOptions;
-use tributary_worker::tools::progress::NoProgress;
-use tributary_worker::tools::synth;
 use tributary_worker::{Dataset, DecodeConfig, Location, StoreOptions};
 
 use crate::pipeline_args::{u32_in, usize_in};
@@ -84,13 +84,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         max_samples: 128,
         ..PackOptions::default()
     };
-    let packed = tributary_worker::tools::pack::pack(
-        &images_dir,
-        &dest,
-        &pack_options,
-        Arc::new(NoProgress),
-    )
-    .await?;
+    let packed =
+        tributary_tools::pack::pack(&images_dir, &dest, &pack_options, Arc::new(NoProgress))
+            .await?;
     println!(
         "2/4 pack       {} shards of up to 128 samples, {:.1} MB             {:>6.2} s",
         packed.shards,

@@ -22,10 +22,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tributary_common::generation::{generation_cut, CommitPoint, GenerationRecord};
-use tributary_common::lease::{units, LeasePool};
+use tributary_common::plan::generation::{generation_cut, CommitPoint, GenerationRecord};
+use tributary_common::plan::lease::{units, LeasePool};
+use tributary_common::plan::shuffle::ShuffleSpec;
 use tributary_common::plan::{epoch_spans, split_equal, Remainder};
-use tributary_common::shuffle::ShuffleSpec;
 use tributary_common::{Epoch, Generation, MemberId};
 
 const MEMBERS: usize = 1024;

@@ -2,8 +2,8 @@
 //! names what it is about: the shard, chunk and byte offset, the manifest
 //! field, the generation, or the unit and member.
 
+use crate::format::tar::TarError;
 use crate::ids::{Generation, MemberId};
-use crate::tar::TarError;
 
 /// A shard whose bytes disagree with the format or with its manifest entry.
 #[derive(Debug, thiserror::Error)]

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::fmt::{Debug, Write};
 use std::hash::Hash;
 
+use crate::plan::span::{Span, SpanSet};
 use crate::plan::Remainder;
-use crate::span::{Span, SpanSet};
 
 /// A broken invariant, with enough detail to debug it.
 #[derive(Debug, thiserror::Error)]

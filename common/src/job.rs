@@ -13,7 +13,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::mix::{Take, MAX_EPOCH_SAMPLES, MAX_SOURCES};
+use crate::plan::mix::{Take, MAX_EPOCH_SAMPLES, MAX_SOURCES};
 use crate::plan::Remainder;
 use crate::proto::v1;
 
@@ -56,7 +56,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// One dataset of a mixed job: its manifest URL and what an epoch takes
-/// from it (see [`crate::mix`]).
+/// from it (see [`crate::plan::mix`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Source {
     pub manifest_url: String,

@@ -7,33 +7,32 @@
 //!
 //! ## Layout
 //!
-//! - [`tar`]: the ustar subset Tributary writes and the tar dialects (ustar,
-//!   GNU long names, pax) it reads.
+//! - [`format`](mod@format): the bytes of a shard. The ustar subset Tributary writes and
+//!   the tar dialects it reads ([`format::tar`]); building shards (plain tar
+//!   or zstd blocks) and decoding any run of their chunks, each zstd frame
+//!   within its recorded size ([`format::shard`]); indexing foreign
+//!   WebDataset tars as a stream of bytes ([`format::index`]); verifying a
+//!   shard against its manifest entry, read by read ([`format::verify`]).
+//! - [`manifest`]: the versioned JSON manifest beside the shards, and the
+//!   binary chunk index of each shard that a version 2 manifest names
+//!   ([`manifest::index`]): encoded, and decoded within bounds.
+//! - [`plan`]: everything that decides which samples a rank reads, as pure
+//!   functions: spans and span sets, the unit of every assignment
+//!   ([`plan::span`]); seeded shard order per epoch, the equal split of a
+//!   cut and its dropped remainder; mixing datasets ([`plan::mix`]); the
+//!   static and unshuffled parts of ranks without a coordinator
+//!   ([`plan::assign`]); the seeded, bounded shuffle buffer every rank runs
+//!   ([`plan::shuffle`]); synchronous elasticity, every generation's cut
+//!   replayed from its small stored record ([`plan::generation`]); dynamic
+//!   elasticity, the pool that leases units and records acknowledgements
+//!   exactly once ([`plan::lease`]); deterministic ChaCha streams keyed by
+//!   (seed, epoch, id, ...) ([`plan::seed`]).
 //! - [`sample`]: WebDataset samples: keys, fields, grouping tar entries.
-//! - [`shard`]: building shards (plain tar or zstd blocks) and decoding any
-//!   run of their chunks, each zstd frame within its recorded size.
-//! - [`tar_index`]: indexing foreign WebDataset tars as a stream of bytes.
-//! - [`verify`]: verifying a shard against its manifest entry, read by read.
-//! - [`zstd_chunk`]: decompressing a zstd chunk, never past its limit.
-//! - [`manifest`]: the versioned JSON manifest beside the shards.
-//! - [`chunk_index`]: a shard's binary chunk index, named by a version 2
-//!   manifest: encoded, and decoded within bounds.
-//! - [`span`]: spans and span sets, the unit of every assignment.
-//! - [`plan`]: seeded shard order per epoch, the equal split of a cut and
-//!   its dropped remainder.
 //! - [`proto`]: the coordinator protocol's messages, generated from
 //!   `proto/`; its tonic client and server with the `grpc` feature.
-//! - [`shuffle`]: the seeded, bounded shuffle buffer every rank runs; here so
-//!   the planner can replay it.
-//! - [`generation`]: synchronous elasticity: which samples a rank emitted,
-//!   what is left of a cut after a commit, every generation's cut replayed
-//!   from its small stored record.
-//! - [`lease`]: dynamic elasticity: the epoch cut into units and the pool
-//!   that leases them and records acknowledgements exactly once.
 //! - [`identity`]: how a member identifies itself (torchrun rank or name),
 //!   read from torchrun's variables once at the edge.
 //! - [`ids`]: `JobId`, `MemberId`, `Epoch`, `Generation` newtypes.
-//! - [`seed`]: deterministic ChaCha streams keyed by (seed, epoch, id, ...).
 //! - [`invariants`]: "nothing lost, nothing twice", "equal parts" and an
 //!   epoch's commits, written once.
 //! - [`job`]: a job's spec ([`job::JobSpec`]), its one validation and its
@@ -45,8 +44,8 @@
 //!
 //! ```
 //! use bytes::Bytes;
+//! use tributary_common::format::shard::{chunk_range, decode_chunks, ShardWriter};
 //! use tributary_common::manifest::{Compression, Manifest};
-//! use tributary_common::shard::{chunk_range, decode_chunks, ShardWriter};
 //!
 //! let mut writer = ShardWriter::new("shard-000000.tar.zst", Compression::ZSTD);
 //! for i in 0..10 {
@@ -70,30 +69,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod chunk_index;
 pub mod error;
-pub mod generation;
+pub mod format;
 pub mod identity;
 pub mod ids;
 pub mod invariants;
 pub mod job;
-pub mod lease;
 pub mod manifest;
-mod manifest_check;
-mod manifest_wire;
-pub mod mix;
 pub mod plan;
 pub mod proto;
 pub mod sample;
-pub mod seed;
-pub mod shard;
-mod shard_writer;
-pub mod shuffle;
-pub mod span;
-pub mod tar;
-pub mod tar_index;
-pub mod verify;
-pub mod zstd_chunk;
 
 pub use error::{FormatError, ManifestError, PlanError, PoolError};
 pub use identity::Identity;

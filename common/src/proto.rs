@@ -3,8 +3,8 @@
 //! conversions between its messages and the planner's types.
 
 use crate::identity::Identity;
+use crate::plan::span::{Span, SpanSet};
 use crate::plan::Remainder;
-use crate::span::{Span, SpanSet};
 
 /// Generated messages of `tributary.v1`; with the `grpc` feature, its
 /// client (`coordinator_client`) and server (`coordinator_server`) too.

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::tar::TarEntry;
+use crate::format::tar::TarEntry;
 
 /// A sample's position in a dataset: the index of its shard in the manifest
 /// and its index inside that shard. Global sample ids are derived from it by
@@ -101,7 +101,7 @@ pub fn split_key(name: &str) -> Option<(&str, &str)> {
 /// Checks that `key` is a WebDataset key Tributary writes and indexes: not
 /// empty, relative, no empty path components, no `.` in its last component,
 /// no control characters. The one check shared by `pack` (through
-/// [`crate::shard::ShardWriter::push`]) and `index`; the error says why.
+/// [`crate::format::shard::ShardWriter::push`]) and `index`; the error says why.
 pub fn check_key(key: &str) -> Result<(), &'static str> {
     if key.is_empty() || key.starts_with('/') || key.split('/').any(str::is_empty) {
         return Err("not a valid WebDataset key (empty, absolute or with an empty path component)");

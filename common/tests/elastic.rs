@@ -12,13 +12,13 @@
 //!   acknowledged samples are the epoch.
 
 use proptest::prelude::*;
-use tributary_common::generation::{generation_cut, CommitPoint, GenerationRecord};
 use tributary_common::invariants::{check_epoch_commits, check_unit_acks, EpochRemainder};
-use tributary_common::lease::{units, LeasePool, UnitState};
-use tributary_common::mix::{Layout, SourceShape, Take};
+use tributary_common::plan::generation::{generation_cut, CommitPoint, GenerationRecord};
+use tributary_common::plan::lease::{units, LeasePool, UnitState};
+use tributary_common::plan::mix::{Layout, SourceShape, Take};
+use tributary_common::plan::shuffle::{ShuffleBuffer, ShuffleSpec};
+use tributary_common::plan::span::SpanSet;
 use tributary_common::plan::{dropped, epoch_spans, split_equal, Remainder};
-use tributary_common::shuffle::{ShuffleBuffer, ShuffleSpec};
-use tributary_common::span::SpanSet;
 use tributary_common::{Epoch, Generation, MemberId, PoolError};
 
 type Sample = (u32, u32);

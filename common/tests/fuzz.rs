@@ -14,12 +14,12 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use tributary_common::chunk_index::{decode, max_index_bytes, IndexRef};
-use tributary_common::manifest::{index_name, Compression, CompressionKind, Manifest, ShardMeta};
-use tributary_common::shard::{
+use tributary_common::format::shard::{
     chunk_range, decode_chunks, index_tar, verify_shard, ShardWriter, TarIndexer,
 };
-use tributary_common::tar::{self, TarReader, BLOCK};
+use tributary_common::format::tar::{self, TarReader, BLOCK};
+use tributary_common::manifest::index::{decode, max_index_bytes, IndexRef};
+use tributary_common::manifest::{index_name, Compression, CompressionKind, Manifest, ShardMeta};
 
 use harness::{fuzz, inputs, CappedAlloc, ALLOCATION_CAP};
 

@@ -14,8 +14,8 @@
 use ring::rand::SecureRandom;
 use tonic::{Request, Status};
 
+use crate::digest::sha256_hex;
 use crate::error::{CoordError, Result};
-use crate::leader::sha256_hex;
 
 /// The metadata key of the bearer token.
 pub const AUTHORIZATION: &str = "authorization";

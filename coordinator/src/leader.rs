@@ -1,5 +1,8 @@
 //! The leader's state: every job's model, loaded from the store when this
 //! replica wins the election, and the group-commit writer fenced by that win.
+//! It keeps its fields: the service calls one method per call
+//! (`create_job`, `join`, `keep_alive`, ... in `calls` and `lifecycle`),
+//! with the model's types in and out.
 //!
 //! Each job loads on its own, in the background: the leader serves as soon
 //! as the store is read, and a call for a job still loading waits for that
@@ -8,9 +11,9 @@
 //! failed with the reason (GetStatus shows it) while the others are
 //! served. A failed manifest read is retried in the background.
 //!
-//! Every change of a job goes through [`Leader::change`]: the model method
+//! Every change of a job goes through `Leader::change`: the model method
 //! runs under the job's lock and returns its effects, which
-//! [`Leader::apply`] carries out after the lock is released. No lock is
+//! `Leader::apply` carries out after the lock is released. No lock is
 //! held across I/O: room in the writer's queue is reserved before the lock
 //! is taken, the writes are handed over under it (so the store sees each
 //! job's changes in the model's order), and their durability is awaited
@@ -25,35 +28,46 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch, Mutex, Notify};
 use tokio::task::JoinHandle;
 use tributary_common::ids::JobId;
-use tributary_common::job::JobSpec;
-use tributary_common::mix::{Layout, SourceShape};
-use tributary_common::proto::v1;
-use tributary_io::{Dataset as StoredDataset, StoreOptions};
+use tributary_io::StoreOptions;
 
+use crate::datasets::{check_stored, open_dataset};
 use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::metrics::Metrics;
-use crate::model::{Dataset, Effects, Event, Job, LeaseGrant, Outcome, StoredJob, Tally};
-use crate::server::ServerConfig;
+use crate::model::{Effects, Event, Job, LeaseGrant, Outcome, Tally};
 use crate::store::{KeyValue, Leadership, LeaseId, MetaStore};
 use crate::writer::{Pending, Reserved, Writer};
 use tasks::{load_job, watch_members};
 
-pub use lifecycle::{housekeeping, unix_ms, DeleteReason};
+pub use lifecycle::{housekeeping, unix_ms, CreatedJob, DeleteReason, JobLine};
 
-/// The longest a manifest read may take while a job loads or is created.
-const MANIFEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often a job whose manifest could not be read is tried again.
 const RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
+/// What a leader needs of its replica's configuration.
+#[derive(Debug, Clone)]
+pub struct LeaderConfig {
+    /// The address clients reach this replica at (ListJobs and GetStatus
+    /// name it).
+    pub address: String,
+    /// Group-commit window: the most one write waits for others to join it.
+    pub flush_interval: Duration,
+    /// How the leader reads manifests.
+    pub store_options: StoreOptions,
+    /// The replica's metrics.
+    pub metrics: Metrics,
+    /// How long a finished job is kept before it is deleted.
+    pub finished_job_ttl: Duration,
+}
+
 /// One job and what waits on it.
 #[derive(Debug)]
-pub struct JobHandle {
-    pub job: Mutex<Job>,
+struct JobHandle {
+    job: Mutex<Job>,
     /// Woken when units return to the pool or an epoch opens.
-    pub notify: Notify,
+    notify: Notify,
     /// What the job's watchers are told, once it is durable.
-    pub events: broadcast::Sender<v1::JobEvent>,
+    events: broadcast::Sender<Event>,
     /// Set when a write of this job was rejected by the store: the model
     /// may be ahead of the store, so it is reloaded before the next request.
     stale: AtomicBool,
@@ -78,7 +92,7 @@ impl Drop for JobHandle {
 
 /// A job as the leader knows it.
 #[derive(Debug, Clone)]
-pub enum Slot {
+enum Slot {
     /// Being loaded; turns true once the slot holds the outcome.
     Loading(watch::Receiver<bool>),
     Ready(Arc<JobHandle>),
@@ -89,138 +103,17 @@ pub enum Slot {
 /// State held while this replica leads.
 #[derive(Debug)]
 pub struct Leader {
-    pub store: Arc<dyn MetaStore>,
-    pub writer: Writer,
-    pub address: String,
-    pub options: StoreOptions,
-    pub jobs: Mutex<HashMap<JobId, Slot>>,
+    store: Arc<dyn MetaStore>,
+    writer: Writer,
+    address: String,
+    options: StoreOptions,
+    jobs: Mutex<HashMap<JobId, Slot>>,
     /// True once a write failed: the replica must step down.
-    pub failed: watch::Receiver<bool>,
-    pub metrics: Metrics,
+    failed: watch::Receiver<bool>,
+    metrics: Metrics,
     /// How long a finished job is kept before it is deleted.
-    pub finished_job_ttl: Duration,
-    pub _leadership: Leadership,
-}
-
-/// A job's data as planning needs it, with the manifests' digests.
-#[derive(Debug)]
-pub struct OpenedDataset {
-    pub dataset: Dataset,
-    /// Samples per epoch.
-    pub samples: u64,
-    pub crc32c: u32,
-    /// SHA-256 of the manifest's canonical JSON, hex; of a mixed job, of
-    /// its manifests' digests (`sources`).
-    pub sha256: String,
-    /// A mixed job's manifests' SHA-256, in source order.
-    pub sources: Vec<String>,
-}
-
-/// Opens a job's dataset (or each of its mixed datasets, concurrently),
-/// all within `MANIFEST_TIMEOUT` (20 s).
-pub async fn open_dataset(
-    job: &JobId,
-    config: &JobSpec,
-    options: &StoreOptions,
-) -> Result<OpenedDataset> {
-    let failed = |error: String| CoordError::Dataset {
-        job: job.clone(),
-        error,
-    };
-    let urls = config.manifest_urls();
-    let opens = futures::future::try_join_all(urls.iter().map(|url| async move {
-        StoredDataset::open(url, options)
-            .await
-            .map_err(|e| failed(e.to_string()))
-    }));
-    let opened = tokio::time::timeout(MANIFEST_TIMEOUT, opens)
-        .await
-        .map_err(|_| {
-            failed(format!(
-                "the manifest of {} did not arrive within {MANIFEST_TIMEOUT:?}",
-                config.describe_data()
-            ))
-        })??;
-    let digests: Vec<(u32, String)> = opened
-        .iter()
-        .map(|d| {
-            let json = d.manifest.to_json();
-            (crc32c::crc32c(&json), sha256_hex(&json))
-        })
-        .collect();
-    let counts = |d: &StoredDataset| d.manifest.shards.iter().map(|s| s.samples).collect();
-    if config.sources.is_empty() {
-        let (crc32c, sha256) = digests.into_iter().next().expect("one manifest");
-        let layout = Layout::single(counts(&opened[0]));
-        return Ok(OpenedDataset {
-            samples: layout.epoch_samples(),
-            dataset: Dataset {
-                layout: Arc::new(layout),
-            },
-            crc32c,
-            sha256,
-            sources: Vec::new(),
-        });
-    }
-    let shapes: Vec<SourceShape> = opened
-        .iter()
-        .zip(&config.sources)
-        .map(|(d, source)| SourceShape {
-            shard_samples: counts(d),
-            take: source.take,
-        })
-        .collect();
-    let layout = Layout::mixed(&shapes, config.epoch_samples)
-        .map_err(|e| CoordError::Invalid(format!("config.{e}")))?;
-    let sources: Vec<String> = digests.into_iter().map(|(_, sha)| sha).collect();
-    let joined = sources.join("\n");
-    Ok(OpenedDataset {
-        samples: layout.epoch_samples(),
-        dataset: Dataset {
-            layout: Arc::new(layout),
-        },
-        crc32c: crc32c::crc32c(joined.as_bytes()),
-        sha256: sha256_hex(joined.as_bytes()),
-        sources,
-    })
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// A job's stored record, checked: its config within bounds, its manifest
-/// the one it was created with.
-fn check_stored(name: &JobId, stored: &StoredJob, opened: &OpenedDataset) -> Result<()> {
-    let (was, now) = match &stored.manifest_sha256 {
-        Some(sha) => (format!("sha256:{sha}"), format!("sha256:{}", opened.sha256)),
-        None => (
-            format!("crc32c:{:08x}", stored.manifest_crc32c),
-            format!("crc32c:{:08x}", opened.crc32c),
-        ),
-    };
-    if was != now {
-        // A mixed job names the manifest that changed.
-        let urls = stored.config.manifest_urls();
-        let changed = stored
-            .source_sha256
-            .iter()
-            .zip(&opened.sources)
-            .position(|(then, now)| then != now)
-            .and_then(|i| urls.get(i))
-            .map(|url| (*url).to_owned())
-            .unwrap_or_else(|| urls.join(", "));
-        return Err(CoordError::Precondition(format!(
-            "job {:?}: the manifest {changed} changed since the job was created ({was} then, {now} now); \
-             the plan would change under existing commits: create a new job for the new dataset",
-            name.as_str(),
-        )));
-    }
-    Ok(())
+    finished_job_ttl: Duration,
+    _leadership: Leadership,
 }
 
 impl Leader {
@@ -229,7 +122,7 @@ impl Leader {
     pub async fn load(
         store: Arc<dyn MetaStore>,
         leadership: Leadership,
-        config: &ServerConfig,
+        config: LeaderConfig,
     ) -> Result<Arc<Self>> {
         let fence = (leadership.revision != 0).then(|| leadership.fence());
         let (failed_tx, failed) = watch::channel(false);
@@ -243,11 +136,11 @@ impl Leader {
         let leader = Arc::new(Self {
             store: Arc::clone(&store),
             writer,
-            address: config.advertise.clone(),
-            options: config.store_options.clone(),
+            address: config.address,
+            options: config.store_options,
             jobs: Mutex::new(HashMap::new()),
             failed,
-            metrics: config.metrics.clone(),
+            metrics: config.metrics,
             finished_job_ttl: config.finished_job_ttl,
             _leadership: leadership,
         });
@@ -290,8 +183,23 @@ impl Leader {
         Ok(Some(self.start_job(job, revision + 1)))
     }
 
+    /// The address clients reach this replica at.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Turns true once a write failed: the replica must step down.
+    pub fn failed(&self) -> watch::Receiver<bool> {
+        self.failed.clone()
+    }
+
+    /// Whether a write failed ([`Self::failed`]).
+    pub fn has_failed(&self) -> bool {
+        *self.failed.borrow()
+    }
+
     /// Wraps a job and starts watching its members for expiry.
-    pub fn start_job(self: &Arc<Self>, job: Job, from_revision: i64) -> Arc<JobHandle> {
+    fn start_job(&self, job: Job, from_revision: i64) -> Arc<JobHandle> {
         let name = job.name.clone();
         let handle = Arc::new(JobHandle {
             job: Mutex::new(job),
@@ -318,7 +226,7 @@ impl Leader {
     /// The job's handle, its model reloaded first if a write of it was
     /// rejected; `JobFailed` for a job that cannot be served.
     /// Waits while the job loads.
-    pub async fn job(&self, name: &JobId) -> Result<Arc<JobHandle>> {
+    async fn job(&self, name: &JobId) -> Result<Arc<JobHandle>> {
         loop {
             let slot = self.jobs.lock().await.get(name).cloned();
             return match slot {
@@ -388,7 +296,7 @@ impl Leader {
     }
 
     /// Grants the lease a Join needs ([`Job::prepare_join`]).
-    pub async fn grant(&self, grant: LeaseGrant) -> Result<LeaseId> {
+    async fn grant(&self, grant: LeaseGrant) -> Result<LeaseId> {
         Ok(self.store.grant(grant.ttl).await?)
     }
 
@@ -396,7 +304,7 @@ impl Leader {
     /// applies the effects it returns after the lock is released (see the
     /// module's docs); answers with what `change` answered, or with why
     /// its writes did not become durable.
-    pub async fn change<T>(
+    async fn change<T>(
         &self,
         handle: &Arc<JobHandle>,
         change: impl FnOnce(&mut Job) -> Outcome<T>,
@@ -419,7 +327,7 @@ impl Leader {
 
     /// Hands a change's writes to the writer, without waiting: call it
     /// under the lock that made the change, with room reserved before.
-    pub fn stage(&self, handle: &Arc<JobHandle>, room: Reserved<'_>, effects: Effects) -> Staged {
+    fn stage(&self, handle: &Arc<JobHandle>, room: Reserved<'_>, effects: Effects) -> Staged {
         if !effects.ops.is_empty() {
             handle.staged.fetch_add(1, Ordering::SeqCst);
         }
@@ -440,7 +348,7 @@ impl Leader {
     /// the change in the model and its write queued, so the rest of the
     /// change (leases revoked, watchers told, waiting Acquires woken, the
     /// metrics counted) must happen all the same.
-    pub async fn apply(&self, staged: Staged) -> Result<()> {
+    async fn apply(&self, staged: Staged) -> Result<()> {
         let (store, metrics) = (Arc::clone(&self.store), self.metrics.clone());
         tokio::spawn(async move { apply(store.as_ref(), &metrics, staged).await })
             .await
@@ -452,7 +360,7 @@ impl Leader {
     }
 
     /// Waits until every write submitted so far is durable.
-    pub async fn flush(&self) -> Result<()> {
+    async fn flush(&self) -> Result<()> {
         Ok(self.writer.flush().await?)
     }
 }
@@ -462,7 +370,7 @@ impl Leader {
 /// job's watchers; wakes waiting Acquires either way. A lease that cannot
 /// be revoked expires by itself: logged, not an error. What the change
 /// did is counted once it is durable.
-pub async fn apply(store: &dyn MetaStore, metrics: &Metrics, staged: Staged) -> Result<()> {
+async fn apply(store: &dyn MetaStore, metrics: &Metrics, staged: Staged) -> Result<()> {
     let Staged {
         write,
         revoke,
@@ -481,7 +389,7 @@ pub async fn apply(store: &dyn MetaStore, metrics: &Metrics, staged: Staged) -> 
         }
         for event in events {
             // No receiver is no error: nobody watches.
-            let _ = handle.events.send(event.into());
+            let _ = handle.events.send(event);
         }
     }
     if wake {
@@ -494,7 +402,7 @@ pub async fn apply(store: &dyn MetaStore, metrics: &Metrics, staged: Staged) -> 
 /// [`Leader::apply`] them.
 #[derive(Debug)]
 #[must_use]
-pub struct Staged {
+struct Staged {
     write: JobWrite,
     revoke: Vec<LeaseId>,
     events: Vec<Event>,
@@ -544,6 +452,7 @@ impl JobWrite {
     }
 }
 
+mod calls;
 mod lifecycle;
 mod tasks;
 #[cfg(test)]

@@ -18,15 +18,20 @@
 //!   is built and parsed there.
 //! - [`config`]: what the coordinator adds to a job's spec
 //!   ([`tributary_common::job`]): request validation, the world bound.
+//! - [`datasets`]: a job's manifests read, their digests checked, and the
+//!   layout planning works on.
 //! - [`model`]: each job's state and every change to it (sync generations,
 //!   the dynamic lease pool), returning its effects: the writes that make
 //!   it durable, leases to revoke, events.
 //! - [`writer`]: group commit, so store writes per second stay bounded.
-//! - [`leader`]: the leader's state, loaded from the store on election, and
-//!   the one place a change's effects are applied.
-//! - [`service`]: the gRPC handlers, and the conversion (with checks) of
-//!   what they are sent.
+//! - [`leader`]: the leader's state, loaded from the store on election:
+//!   one method per call (it runs the model under the job's lock), and the
+//!   one place a change's effects are applied.
+//! - [`service`]: the gRPC handlers, and the conversion between the
+//!   protocol and the leader's types (requests checked, answers built).
 //! - [`auth`]: the bearer token, member secrets, allowed dataset prefixes.
+//! - [`digest`]: the SHA-256 that tokens, secrets and manifests are
+//!   compared by.
 //! - [`server`]: one replica: server, health, election loop.
 //! - [`local`]: a coordinator inside the calling process, on the in-memory
 //!   store, for single-node runs.
@@ -35,6 +40,8 @@
 
 pub mod auth;
 pub mod config;
+pub mod datasets;
+pub mod digest;
 pub mod error;
 pub mod keys;
 pub mod leader;

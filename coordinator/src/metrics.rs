@@ -3,7 +3,7 @@
 //! `--metrics-listen`.
 //!
 //! Counters are bumped where things happen: the service counts calls and
-//! their codes, the writer its transactions, [`crate::leader::apply`] what
+//! their codes, the writer its transactions, the leader what
 //! a change's [`crate::model::Tally`] says it did. Job-labelled gauges are
 //! rebuilt from the leader's jobs by [`crate::leader::housekeeping`] every
 //! [`JOB_GAUGES_INTERVAL`], so a deleted job's series go with it.

@@ -26,7 +26,7 @@ use tributary_common::proto::v1::coordinator_server::CoordinatorServer;
 use tributary_io::StoreOptions;
 
 use crate::auth::{DatasetPolicy, TokenCheck};
-use crate::leader::{housekeeping, Leader};
+use crate::leader::{housekeeping, Leader, LeaderConfig};
 use crate::metrics::Metrics;
 use crate::service::{Role, Service};
 use crate::store::{Election, MetaStore};
@@ -91,6 +91,17 @@ impl ServerConfig {
             datasets: DatasetPolicy::any(),
             metrics: Metrics::new(),
             finished_job_ttl: DEFAULT_FINISHED_JOB_TTL,
+        }
+    }
+
+    /// What the leader takes of it, once this replica wins an election.
+    pub fn leader(&self) -> LeaderConfig {
+        LeaderConfig {
+            address: self.advertise.clone(),
+            flush_interval: self.flush_interval,
+            store_options: self.store_options.clone(),
+            metrics: self.metrics.clone(),
+            finished_job_ttl: self.finished_job_ttl,
         }
     }
 }
@@ -220,7 +231,7 @@ async fn lead(
         };
         let mut lost = leadership.lost.clone();
         let started = std::time::Instant::now();
-        let leader = match Leader::load(Arc::clone(&store), leadership, &config).await {
+        let leader = match Leader::load(Arc::clone(&store), leadership, config.leader()).await {
             Ok(leader) => leader,
             Err(error) => {
                 tracing::error!(%error, "cannot load the jobs as leader; stepping down");
@@ -233,7 +244,7 @@ async fn lead(
             load_ms = started.elapsed().as_millis() as u64,
             "leading"
         );
-        let mut failed = leader.failed.clone();
+        let mut failed = leader.failed();
         let tidy = tokio::spawn(housekeeping(Arc::downgrade(&leader)));
         config.metrics.set_leader(true);
         *role.write().await = Role::Leader(leader);

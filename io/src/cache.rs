@@ -89,8 +89,7 @@ mod fill;
 
 use config::fnv64;
 pub use config::{entry_name, parse_bytes, CacheConfig, ShardObject};
-use files::{check, remove, Admit, DirLock, Scan, Victim};
-use fill::Progress;
+use files::{check, remove, Admit, DirLock, Progress, Scan, Victim};
 
 /// Background fills at once per process, by default.
 pub const DEFAULT_FILLS: usize = 4;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::OnceCell;
-use tributary_common::chunk_index;
+use tributary_common::manifest::index as chunk_index;
 use tributary_common::manifest::{Chunks, Manifest, ShardMeta, MANIFEST_NAME};
 
 use crate::cache::{ShardCache, ShardObject};

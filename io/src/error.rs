@@ -2,10 +2,11 @@
 //! about; "not found" stays its own variant so callers (and users) can tell
 //! it apart from a store that failed.
 
-use tributary_common::chunk_index::IndexError;
-use tributary_common::ManifestError;
+use std::ops::Range;
+use std::time::Duration;
 
-use crate::read::ReadError;
+use tributary_common::manifest::index::IndexError;
+use tributary_common::ManifestError;
 
 /// Errors of `tributary-io`.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +73,23 @@ impl IoError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
     }
+}
+
+/// Why one attempt at a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+    #[error("the body ended after {received} of {expected} bytes")]
+    Truncated { received: u64, expected: u64 },
+    #[error("the body brought more than the {expected} bytes asked for")]
+    Overlong { expected: u64 },
+    #[error("asked for bytes {asked:?}, the store answered with bytes {got:?}")]
+    WrongRange { asked: Range<u64>, got: Range<u64> },
+    #[error("no byte arrived for {0:?}")]
+    Stalled(Duration),
+    #[error("the object changed while it was read (it was version {etag})")]
+    Changed { etag: String },
 }
 
 fn progress(received: u64, expected: Option<u64>) -> String {

@@ -53,9 +53,9 @@ pub mod upload;
 
 pub use cache::{CacheConfig, CacheStats, ShardCache};
 pub use dataset::Dataset;
-pub use error::{IoError, Result};
+pub use error::{IoError, ReadError, Result};
 pub use location::{Location, S3Settings, StoreOptions};
 pub use metrics::MetricsServer;
 pub use publish::{write_manifest, ManifestDraft, ManifestVersion};
-pub use read::{retry, ReadError, RetryPolicy};
+pub use read::{retry, RetryPolicy};
 pub use upload::{BlockingUpload, Upload, UploadMeter, UploadOptions, Uploaded};

@@ -24,7 +24,7 @@ use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
 
-use crate::error::{IoError, Result};
+use crate::error::{IoError, ReadError, Result};
 
 /// How operations on a store retry transient failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,23 +67,6 @@ impl RetryPolicy {
         let nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
         half + Duration::from_nanos(RandomState::new().hash_one(attempt) % nanos)
     }
-}
-
-/// Why one attempt at a read failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    #[error(transparent)]
-    Store(#[from] object_store::Error),
-    #[error("the body ended after {received} of {expected} bytes")]
-    Truncated { received: u64, expected: u64 },
-    #[error("the body brought more than the {expected} bytes asked for")]
-    Overlong { expected: u64 },
-    #[error("asked for bytes {asked:?}, the store answered with bytes {got:?}")]
-    WrongRange { asked: Range<u64>, got: Range<u64> },
-    #[error("no byte arrived for {0:?}")]
-    Stalled(Duration),
-    #[error("the object changed while it was read (it was version {etag})")]
-    Changed { etag: String },
 }
 
 impl ReadError {

@@ -29,7 +29,7 @@ fn start(py: Python<'_>, config: &RankConfig) -> PyResult<Inner> {
 
 /// A rank's data loader. See `tributary/__init__.pyi` for the full contract.
 #[pyclass(module = "tributary._tributary", unsendable)]
-pub struct Loader {
+pub(crate) struct Loader {
     /// What the rank starts with (again in a forked child).
     config: RankConfig,
     /// Yield each batch's sample ids as a third array.

@@ -70,3 +70,20 @@ def test_bad_mixes_raise_value_errors_naming_the_source(dataset, second):
         tributary.Loader([tributary.Source(dataset, samples=2.5)])
     with pytest.raises(TypeError, match="tributary.Source"):
         tributary.Loader([42])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_mix_reads_through_the_torch_dataset_and_dataloader(dataset, second, workers):
+    torch = pytest.importorskip("torch")
+    import tributary.torch as tt
+
+    mix = [tributary.Source(dataset, samples=10), tributary.Source(second, repeat=1.5)]
+    options = dict(batch_size=4, image_size=16, seed=1, return_ids=True, return_sources=True,
+                   decode_threads=1)
+    reference = [(b.ids.tolist(), b.sources.tolist()) for b in tributary.Loader(mix, **options)]
+    ds = tt.IterableDataset(mix, **options)
+    got = list(tt.DataLoader(ds, num_workers=workers))
+    assert [(b.ids.tolist(), b.sources.tolist()) for b in got] == reference
+    sources = torch.cat([b.sources for b in got]).tolist()
+    assert sources.count(0) == 10 and sources.count(1) == 36
+    assert all(b["image"].shape[1:] == (3, 16, 16) for b in got)

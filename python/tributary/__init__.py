@@ -15,7 +15,12 @@ One call per rank::
                               tributary.Source("s3://bucket/b", weight=0.3)], ...)
 
     # Evaluation: every sample once across the ranks, in manifest order, no coordinator.
-    val = tributary.Loader("s3://bucket/val", shuffle=False, transform="eval", batch_size=256)
+    val = tributary.Loader("s3://bucket/val", shuffle=False, batch_size=256,
+                           transform=tributary.Transform("eval", size=256))
+
+    # A batch is a tuple that also names its columns.
+    batch = next(iter(val))
+    batch["image"], batch.labels   # batch.ids, batch.sources, batch.valid when asked for
 
 Rank, world size, run id and restart count come from torchrun's environment
 (RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT) unless
@@ -23,108 +28,28 @@ passed. With ``coordinator=None`` the loader runs a coordinator in-process on
 the in-memory store (one rank). ``tributary.torch`` adapts it to PyTorch.
 """
 
-import os
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence
-
-import numpy as np
+import inspect
+from typing import Any, Callable, Dict, Optional, Sequence, Type, Union
 
 from . import _tributary
 from ._tributary import __version__
+from .batch import Batch, apply_maps, collate, field_names
+from .options import Source, Transform, dataset_arg, expand_transform
 
-__all__ = ["Loader", "Source", "__version__", "collate", "apply_maps"]
-
-
-def collate(values: Sequence[Any]) -> Any:
-    """A batch of the per-sample results of ``map=``: tuples and lists
-    position by position, dicts key by key, numpy arrays of one shape and
-    dtype stacked, numbers into an array; anything else stays a list."""
-    first = values[0] if len(values) else None
-    if isinstance(first, tuple):
-        return tuple(collate([v[i] for v in values]) for i in range(len(first)))
-    if isinstance(first, dict):
-        return {key: collate([v[key] for v in values]) for key in first}
-    if isinstance(first, np.ndarray):
-        if all(isinstance(v, np.ndarray) and v.shape == first.shape and v.dtype == first.dtype
-               for v in values):
-            return np.stack(values)
-        return list(values)
-    if isinstance(first, (bool, int, float, np.generic)) and not isinstance(first, str):
-        try:
-            return np.asarray(values)
-        except (TypeError, ValueError):
-            return list(values)
-    return list(values)
-
-
-def _rows(batch: tuple) -> Iterator[tuple]:
-    """The samples of a batch of columns, one tuple each."""
-    count = len(batch[0]) if batch else 0
-    for i in range(count):
-        yield tuple(column[i] for column in batch)
-
-
-def apply_maps(batch: tuple, map: Optional[Callable[[tuple], Any]],
-               batch_map: Optional[Callable[[Any], Any]],
-               collate_fn: Callable[[Sequence[Any]], Any] = collate) -> Any:
-    """``map`` on each sample (a tuple in field order), the results collated;
-    then ``batch_map`` on the batch."""
-    if map is not None:
-        batch = collate_fn([map(sample) for sample in _rows(batch)])
-    if batch_map is not None:
-        batch = batch_map(batch)
-    return batch
-
-
-@dataclass(frozen=True)
-class Source:
-    """One dataset of a mix: ``Loader([Source(url_a, weight=3), Source(url_b,
-    weight=1)])``. Give at most one of ``weight`` (a share of the epoch,
-    proportional; weight every source or none), ``samples`` (exactly this many
-    per epoch) and ``repeat`` (passes per epoch; 1.5 reads every sample once
-    and half of them twice); none is one pass. Weighted epochs hold
-    ``epoch_samples`` samples (default: all sources' together)."""
-
-    url: str
-    weight: Optional[float] = None
-    samples: Optional[int] = None
-    repeat: Optional[float] = None
-
-    def _take(self) -> str:
-        given = [(k, v) for k, v in (("weight", self.weight), ("samples", self.samples),
-                                     ("repeat", self.repeat)) if v is not None]
-        if len(given) > 1:
-            raise ValueError(f"Source({self.url!r}): give one of weight, samples and repeat, "
-                             f"not {' and '.join(k for k, _ in given)}")
-        if not given:
-            return "repeat:1"
-        kind, value = given[0]
-        if kind == "samples" and (isinstance(value, bool) or not isinstance(value, int)):
-            raise TypeError(f"Source({self.url!r}): samples must be an int, not {value!r}")
-        return f"{kind}:{value!r}"
-
-
-def _dataset_arg(dataset: Any) -> Any:
-    """A URL as it is; a list of :class:`Source` (or URLs) as ``(url, take)``
-    pairs for the native loader."""
-    if isinstance(dataset, (str, os.PathLike)):
-        return os.fspath(dataset)
-    try:
-        sources = list(dataset)
-    except TypeError:
-        raise TypeError(f"dataset must be a URL or a list of tributary.Source, not {type(dataset).__name__}") from None
-    pairs = []
-    for source in sources:
-        if isinstance(source, str):
-            source = Source(source)
-        if not isinstance(source, Source):
-            raise TypeError(f"dataset: a mix lists tributary.Source (or URLs), not {type(source).__name__}")
-        pairs.append((source.url, source._take()))
-    return pairs
+__all__ = ["Batch", "Loader", "Source", "Transform", "__version__", "collate", "apply_maps"]
 
 
 class Loader:
-    """A rank's data loader; see ``tributary/__init__.pyi`` for every argument.
+    """A rank's data loader: ``tributary.Loader(dataset, *, ...)``.
+
+    ``dataset`` is a URL, or a list of :class:`Source` to mix. Every other
+    argument is a keyword; ``tributary/__init__.pyi`` documents each one.
+    ``transform=`` takes a preset name or a :class:`Transform` grouping the
+    image options. Iterating yields a :class:`Batch` per batch: a tuple of
+    the ``fields`` (by default ``images, labels``: numpy arrays owning Rust
+    buffers), then ids, sources and the validity mask when asked for, also
+    reachable by name (``batch["image"]``, ``batch.labels``,
+    ``batch.valid``).
 
     ``map=`` (a callable on one sample: a tuple of its fields in ``fields``
     order) and ``batch_map=`` (a callable on one batch) run here, in the
@@ -135,34 +60,128 @@ class Loader:
     them a batch passes straight through.
     """
 
+    # What the columns become before a batch is made of them (the torch
+    # adapter's subclass: tensors), and how ``map=``'s results are collated.
+    _column: Optional[Callable[[Any], Any]] = None
+    _collate: Callable[[Sequence[Any]], Any] = staticmethod(collate)
+
     def __init__(self, dataset: Any, *, map: Optional[Callable[[tuple], Any]] = None,
-                 batch_map: Optional[Callable[[Any], Any]] = None, **kwargs: Any) -> None:
+                 batch_map: Optional[Callable[[Any], Any]] = None, **options: Any) -> None:
         for name, fn in (("map", map), ("batch_map", batch_map)):
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable, not {type(fn).__name__}")
-        self._native = _tributary.Loader(_dataset_arg(dataset), **kwargs)
+        options = expand_transform(options)
+        self._native = _tributary.Loader(dataset_arg(dataset), **options)
+        extras = [name for name, given in (("ids", options.get("return_ids", False)),
+                                           ("sources", options.get("return_sources", False)),
+                                           ("valid", options.get("tail", "uneven") == "pad"))
+                  if given]
+        self._batch: Type[Batch] = Batch.of(field_names(options.get("fields")), extras)
         self._map = map
         self._batch_map = batch_map
 
     def __iter__(self) -> "Loader":
+        """Starts the next epoch when the current one was read to its end."""
         iter(self._native)
         return self
 
     def __next__(self) -> Any:
-        batch = next(self._native)
+        columns = next(self._native)
+        if self._column is not None:
+            columns = [self._column(column) for column in columns]
+        batch = self._batch(*columns)
         if self._map is None and self._batch_map is None:
             return batch
-        return apply_maps(batch, self._map, self._batch_map)
+        return apply_maps(batch, self._map, self._batch_map, collate_fn=self._collate)
 
     def __len__(self) -> int:
+        """Batches of this rank's part of the current generation."""
         return len(self._native)
 
     def __repr__(self) -> str:
         return repr(self._native)
 
-    def __getattr__(self, name: str) -> Any:
-        # state_dict, commit, load_state_dict, set_epoch, epoch, rank,
-        # metrics, metrics_address, ...
-        if name == "_native":
-            raise AttributeError(name)
-        return getattr(self._native, name)
+    def set_epoch(self, epoch: int) -> None:
+        """Starts ``epoch`` over from its first batch (sync mode): the epoch of
+        the rank's generation, or the next one."""
+        self._native.set_epoch(epoch)
+
+    def state_dict(self) -> Dict[str, int]:
+        """Where this rank stands (``epoch``, ``generation``, ``samples``):
+        save it with a checkpoint."""
+        return self._native.state_dict()
+
+    def commit(self, state: Dict[str, int]) -> None:
+        """Tells the coordinator that a checkpoint holding ``state`` is
+        durable: a restarted group resumes right after it."""
+        self._native.commit(state)
+
+    def load_state_dict(self, state: Dict[str, int]) -> None:
+        """Checks a restored checkpoint's state against the job (raises
+        ``ValueError`` if stale)."""
+        self._native.load_state_dict(state)
+
+    def metrics(self) -> Dict[str, Any]:
+        """The rank's counters over the loader's life: samples, bytes, reads
+        in flight and their latency, time per sample, data wait, cache."""
+        return self._native.metrics()
+
+    @property
+    def epoch(self) -> int:
+        """The epoch being read."""
+        return self._native.epoch
+
+    @property
+    def generation(self) -> int:
+        """The group's generation (it grows when the group restarts or
+        changes)."""
+        return self._native.generation
+
+    @property
+    def rank(self) -> int:
+        return self._native.rank
+
+    @property
+    def world_size(self) -> int:
+        return self._native.world_size
+
+    @property
+    def member(self) -> str:
+        """This loader's membership in the job."""
+        return self._native.member
+
+    @property
+    def coordinator(self) -> str:
+        """The coordinator's address; with ``coordinator=None`` the
+        in-process coordinator's (loopback), which forked processes use."""
+        return self._native.coordinator
+
+    @property
+    def metrics_address(self) -> Optional[str]:
+        """``"host:port"`` where ``/metrics`` is served; None when it is not."""
+        return self._native.metrics_address
+
+
+def _with_signature(init: Callable[..., None]) -> None:
+    """Gives ``init`` (``Loader.__init__``, ``IterableDataset.__init__``) the
+    loader's real signature for ``help()`` and ``inspect``: the native
+    loader's keywords, ``transform`` also taking a :class:`Transform`, then
+    ``map`` and ``batch_map``."""
+    try:
+        native = inspect.signature(_tributary.Loader)
+    except (TypeError, ValueError):  # no text signature: keep ``**options``
+        return
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for param in native.parameters.values():
+        if param.name == "transform":
+            param = param.replace(annotation=Union[str, Transform])
+        params.append(param)
+    params.append(inspect.Parameter("map", keyword, default=None,
+                                    annotation=Optional[Callable[[tuple], Any]]))
+    params.append(inspect.Parameter("batch_map", keyword, default=None,
+                                    annotation=Optional[Callable[[Any], Any]]))
+    init.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+
+
+_with_signature(Loader.__init__)

@@ -1,6 +1,7 @@
 import os
 from typing import (
-    Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union,
+    Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, SupportsIndex, Tuple, Type,
+    TypedDict, Union, overload,
 )
 
 import numpy as np
@@ -64,10 +65,78 @@ class Source:
     def __init__(self, url: str, weight: Optional[float] = None,
                  samples: Optional[int] = None, repeat: Optional[float] = None) -> None: ...
 
+class Transform:
+    """What images become, as one argument of :class:`Loader`:
+    ``transform=Transform("eval", size=256, dtype="uint8")`` is
+    ``transform="eval", image_size=256, dtype="uint8"``. Each option is the
+    loader keyword of the same name (``preset`` is ``transform=``, ``size``
+    is ``image_size=``); None keeps the loader's default. An option given
+    both here and as a loader keyword raises ``ValueError`` naming both."""
+
+    preset: Optional[str]
+    size: Optional[Union[int, Tuple[int, int]]]
+    scale: Optional[Tuple[float, float]]
+    ratio: Optional[Tuple[float, float]]
+    flip: Optional[bool]
+    crop_fraction: Optional[float]
+    keep_aspect: Optional[bool]
+    fill: Optional[int]
+    dtype: Optional[str]
+    layout: Optional[str]
+    mean: Optional[Tuple[float, float, float]]
+    std: Optional[Tuple[float, float, float]]
+
+    def __init__(
+        self,
+        preset: Optional[str] = None,
+        size: Optional[Union[int, Tuple[int, int]]] = None,
+        scale: Optional[Tuple[float, float]] = None,
+        ratio: Optional[Tuple[float, float]] = None,
+        flip: Optional[bool] = None,
+        crop_fraction: Optional[float] = None,
+        keep_aspect: Optional[bool] = None,
+        fill: Optional[int] = None,
+        dtype: Optional[str] = None,
+        layout: Optional[str] = None,
+        mean: Optional[Tuple[float, float, float]] = None,
+        std: Optional[Tuple[float, float, float]] = None,
+    ) -> None: ...
+    def keywords(self) -> Dict[str, Any]:
+        """The loader keywords this gives (those not None)."""
+
+class Batch(Tuple[Any, ...]):
+    """One batch: a tuple (``images, labels = batch``, ``batch[0]``) whose
+    columns also answer to names. In order: one column per field of
+    ``fields``, named as written without a trailing ``?`` (``batch["image"]``,
+    ``batch.cls``; ``batch["cls?"]`` too), then ``ids`` (``return_ids=True``),
+    ``sources`` (``return_sources=True``) and ``valid`` (``tail="pad"``).
+    ``images`` and ``labels`` name the first image and ``cls`` field.
+    Each loader has its own subclass; like a namedtuple's, its constructor
+    takes the columns positionally."""
+
+    _fields: Tuple[str, ...]
+
+    def __new__(cls, *columns: Any) -> "Batch": ...
+    @staticmethod
+    def of(fields: Sequence[str], extras: Sequence[str] = ()) -> Type["Batch"]:
+        """The class of batches with these fields (as written in
+        ``fields=``), then these extras (``"ids"``, ``"sources"``,
+        ``"valid"``, in that order)."""
+    @classmethod
+    def _make(cls, columns: Sequence[Any]) -> "Batch": ...
+    def _asdict(self) -> Dict[str, Any]: ...
+    @overload
+    def __getitem__(self, key: str) -> Any: ...
+    @overload
+    def __getitem__(self, key: SupportsIndex) -> Any: ...
+    @overload
+    def __getitem__(self, key: slice) -> Tuple[Any, ...]: ...
+    def __getattr__(self, name: str) -> Any: ...
+
 class Loader:
     """A rank's data loader.
 
-    Iterating yields one value per field of ``fields`` (by default
+    Iterating yields a :class:`Batch`: one value per field of ``fields`` (by default
     ``("image", "cls?")``, so ``(images, labels)``: float32 ``N x 3 x S x S``
     images, normalised with the ImageNet mean and std after
     RandomResizedCrop(S) and a random flip, and int64 labels, -1 where a
@@ -121,7 +190,7 @@ class Loader:
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
         member_secret: Optional[str] = None,
-        transform: str = "train",
+        transform: Union[str, Transform] = "train",
         scale: Tuple[float, float] = (0.08, 1.0),
         ratio: Tuple[float, float] = (0.75, 4.0 / 3.0),
         flip: bool = True,
@@ -151,7 +220,7 @@ class Loader:
         settings (``aws_endpoint``, ``aws_region``, ...) on top of the
         environment's. ``timeout_s``: how long calls retry an unreachable
         coordinator or a leader change before raising ``ConnectionError``.
-        ``return_ids``: yield ``(images, labels, ids)``, ids being the
+        ``return_ids``: yield ``(images, labels, ids)`` (``batch.ids``), ids being the
         dataset-wide uint64 sample ids (for logging what was trained).
         ``dataset``: a URL, or a list of :class:`Source` to mix: every epoch
         takes from each what it says (weights split ``epoch_samples``
@@ -191,7 +260,8 @@ class Loader:
         identity (a rank's DataLoader workers) join with, so each may replace
         the others' membership; ``tributary.torch`` passes one. By default the
         coordinator chooses the secret.
-        ``transform``: what images become. ``"train"``: RandomResizedCrop
+        ``transform``: what images become, a preset name or a
+        :class:`Transform` grouping the options below. ``"train"``: RandomResizedCrop
         (``scale``, ``ratio``) to ``image_size`` and, with ``flip``, a
         horizontal flip with probability 1/2, all seeded by (seed, epoch,
         sample id). ``"eval"``: torchvision's ``Resize(int(min(image_size) /
@@ -242,8 +312,10 @@ class Loader:
         units: ``10GiB``); both or neither. A zero limit, or one without a
         directory, raises ``ValueError``; a directory that cannot be created
         ``OSError``."""
-    def __iter__(self) -> Iterator[Any]: ...
-    def __next__(self) -> Any: ...
+    def __iter__(self) -> "Loader":
+        """Starts the next epoch when the current one was read to its end."""
+    def __next__(self) -> Batch:
+        """The next batch (with ``map=``/``batch_map=``: what they return)."""
     def __len__(self) -> int:
         """Batches of this rank's part of the current generation."""
     def state_dict(self) -> LoaderState:

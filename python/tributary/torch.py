@@ -9,6 +9,12 @@
                 state = loader.state_dict()   # save it with the checkpoint, then
                 loader.commit(state)          # once the checkpoint is durable
 
+Built on :class:`tributary.Loader`, it takes whatever that takes (a mix of
+:class:`tributary.Source`, ``transform=tributary.Transform(...)``, ``map=``)
+and yields the same :class:`tributary.Batch`, its columns as tensors
+(``batch.images``, ``batch["cls"]``; a plain DataLoader turns tuples into
+lists, but a ``Batch`` stays one).
+
 `torch.from_numpy` wraps the numpy arrays, which own the Rust buffers: no
 copy on the way to the trainer (pinning, when asked for, is the one copy).
 With ``dtype="uint8", layout="NHWC"`` the batch is 4x smaller; turn it into
@@ -34,16 +40,16 @@ import multiprocessing
 import multiprocessing.context
 import os
 import secrets
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 import torch.utils.data
 
-from . import apply_maps
-from ._tributary import Loader
+import tributary
+from .batch import Batch
 
-__all__ = ["DataLoader", "IterableDataset", "normalize", "tensors"]
+__all__ = ["DataLoader", "IterableDataset", "Loader", "normalize", "tensors"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -65,8 +71,21 @@ def _tensor(value: Any) -> Any:
 
 def tensors(batch: Tuple[Any, ...]) -> Tuple[Any, ...]:
     """A batch's numpy arrays (and lists of arrays) as tensors sharing their
-    memory; strings, JSON values and bytes stay as they are."""
-    return tuple(_tensor(column) for column in batch)
+    memory; strings, JSON values and bytes stay as they are. A
+    :class:`tributary.Batch` stays one, with the same names."""
+    columns = [_tensor(column) for column in batch]
+    if isinstance(batch, Batch):
+        return type(batch)(*columns)
+    return tuple(columns)
+
+
+class Loader(tributary.Loader):
+    """A :class:`tributary.Loader` whose batches hold tensors sharing the
+    numpy arrays' memory; ``map=``'s results are collated with torch's
+    ``default_collate``. Takes the arguments of :class:`tributary.Loader`."""
+
+    _column = staticmethod(_tensor)
+    _collate = staticmethod(torch.utils.data.default_collate)
 
 
 def normalize(
@@ -122,15 +141,16 @@ def _cores() -> int:
 class IterableDataset(torch.utils.data.IterableDataset):
     """A rank's Tributary loader as a ``torch.utils.data.IterableDataset``.
 
-    Takes the arguments of :class:`tributary.Loader`. The loader starts when
-    first needed (so a DataLoader may pickle the dataset beforehand); each
-    pass reads one epoch; ``len()`` is the batches of the current generation.
+    Takes the arguments of :class:`tributary.Loader` (a URL or a mix of
+    :class:`tributary.Source`, ``transform=tributary.Transform(...)``,
+    ``map=``, ``batch_map=``, ...) and yields its batches with tensors
+    (:class:`Loader`). The loader starts when first needed (so a DataLoader
+    may pickle the dataset beforehand); each pass reads one epoch; ``len()``
+    is the batches of the current generation.
     """
 
-    def __init__(self, dataset: str, **kwargs: Any) -> None:
+    def __init__(self, dataset: Any, **kwargs: Any) -> None:
         super().__init__()
-        self._map: Optional[Callable[[tuple], Any]] = kwargs.pop("map", None)
-        self._batch_map: Optional[Callable[[Any], Any]] = kwargs.pop("batch_map", None)
         self._args = (dataset, kwargs)
         self._sync = kwargs.get("mode", "sync") == "sync"
         # shuffle=False reads a fixed split with no coordinator at all.
@@ -160,7 +180,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         # A copy starts loaders of its own; the shared array travels only to
         # spawned worker processes (forked ones inherit it).
         dataset, kwargs = self._args
-        kwargs = dict(kwargs, coordinator=self._address, map=self._map, batch_map=self._batch_map)
+        kwargs = dict(kwargs, coordinator=self._address)
         state = {"_args": (dataset, kwargs)}
         if multiprocessing.context.get_spawning_popen() is not None:
             state["_shared"] = self._shared
@@ -174,20 +194,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, ...]]:
         worker = torch.utils.data.get_worker_info()
         if worker is None:
-            for batch in self.loader:
-                yield self._apply(tensors(batch))
+            yield from self.loader
             return
         loader = self._worker_loader(worker.id, worker.num_workers)
-        for batch in loader:
-            yield self._apply(tensors(batch))
+        yield from loader
         if self._sync:
             self._stripe_done(worker.id, worker.num_workers, loader.epoch)
-
-    def _apply(self, batch: Tuple[Any, ...]) -> Any:
-        if self._map is None and self._batch_map is None:
-            return batch
-        return apply_maps(batch, self._map, self._batch_map,
-                          collate_fn=torch.utils.data.default_collate)
 
     def _worker_loader(self, index: int, count: int) -> Loader:
         """The loader of worker process `index` of `count`, at the pass's epoch."""
@@ -253,6 +265,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def load_state_dict(self, state: Dict[str, int]) -> None:
         self.loader.load_state_dict(state)
+
+
+tributary._with_signature(IterableDataset.__init__)
 
 
 class DataLoader(torch.utils.data.DataLoader):

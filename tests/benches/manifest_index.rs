@@ -21,11 +21,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use tributary_common::format::shard::ShardWriter;
 use tributary_common::ids::JobId;
 use tributary_common::manifest::{Compression, Manifest, ShardMeta, MANIFEST_NAME};
-use tributary_common::shard::ShardWriter;
 use tributary_io::{write_manifest, ManifestDraft, ManifestVersion};
-use tributary_worker::tools::synth;
+use tributary_tools::synth;
 use tributary_worker::{
     Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, Size, StoreOptions,
     Transform,
@@ -141,7 +141,7 @@ async fn job_open(url: &str) -> Duration {
         }))
         .expect("config");
     let started = Instant::now();
-    tributary_coordinator::leader::open_dataset(
+    tributary_coordinator::datasets::open_dataset(
         &JobId::from("bench"),
         &config,
         &StoreOptions::default(),

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tributary_common::manifest::Manifest;
-use tributary_common::span::SpanSet;
-use tributary_worker::tools::pack::{pack, PackOptions};
-use tributary_worker::tools::progress::NoProgress;
+use tributary_common::plan::span::SpanSet;
+use tributary_tools::pack::{pack, PackOptions};
+use tributary_tools::progress::NoProgress;
 use tributary_worker::{DecodeConfig, LoaderConfig, Location, PlanConfig, StoreOptions};
 use tributary_worker::{Size, Transform};
 

@@ -1,6 +1,5 @@
-//! The worker's error type: one enum for everything a rank's pipeline, the
-//! packer, the indexer and the inspector can fail with. Messages name the
-//! URL, shard, offset or sample they are about.
+//! The worker's error type: one enum for everything a rank's pipeline can
+//! fail with. Messages name the URL, shard, offset or sample they are about.
 
 use tributary_common::job::SpecError;
 use tributary_common::{FormatError, ManifestError};
@@ -36,13 +35,6 @@ pub enum WorkerError {
         max_fraction: f64,
         last: String,
     },
-    #[error(
-        "{url} already exists: a dataset is there (replace it with --force, PackOptions::force)"
-    )]
-    AlreadyExists { url: String },
-    /// A local file (a source image, a directory being packed).
-    #[error("{path}: {error}")]
-    File { path: String, error: std::io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
     /// A rank's configuration that cannot work (see [`InvalidConfig`]).

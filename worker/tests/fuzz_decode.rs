@@ -19,13 +19,13 @@ use image::{ExtendedColorType, ImageEncoder};
 use proptest::prelude::*;
 use std::sync::Arc;
 use tributary_common::sample::{Field, Sample};
-use tributary_worker::pipeline::batch::SampleBatch;
+use tributary_worker::pipeline::cut::SampleBatch;
 use tributary_worker::{Fields, Preset, Size, Transform};
 
 use object_store::memory::InMemory;
+use tributary_common::format::shard::ShardWriter;
 use tributary_common::manifest::Compression;
 use tributary_common::manifest::Manifest;
-use tributary_common::shard::ShardWriter;
 use tributary_worker::pipeline::decode::pixels::{DecodeLimits, PixelBudget};
 use tributary_worker::pipeline::decode::{BatchDecoder, DecodeSetup};
 use tributary_worker::{Dataset, Location, OnError};

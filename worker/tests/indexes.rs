@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use tributary_common::manifest::{Compression, VERSION_INDEXED, VERSION_INLINE};
-use tributary_common::span::{Span, SpanSet};
+use tributary_common::plan::span::{Span, SpanSet};
 use tributary_io::testing::{Intercept, InterceptStore};
 use tributary_io::ManifestVersion;
 use tributary_tests::dataset::pack_local;
-use tributary_worker::tools::pack::PackOptions;
+use tributary_tools::pack::PackOptions;
 use tributary_worker::{
     Batch, Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, WorkerError,
 };
@@ -254,7 +254,7 @@ async fn a_damaged_or_missing_index_is_an_error_that_names_it() {
 async fn a_version_1_manifest_from_before_indexes_still_reads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut writer =
-        tributary_common::shard::ShardWriter::new("shard-000000.tar", Compression::NONE);
+        tributary_common::format::shard::ShardWriter::new("shard-000000.tar", Compression::NONE);
     for i in 0..3u32 {
         let mut png = Vec::new();
         image::RgbImage::from_pixel(8 + i, 8, image::Rgb([1, 2, 3]))

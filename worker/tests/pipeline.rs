@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use object_store::local::LocalFileSystem;
 use tributary_common::manifest::Compression;
-use tributary_common::span::{Span, SpanSet};
+use tributary_common::plan::span::{Span, SpanSet};
 use tributary_io::testing::CountingStore;
 use tributary_tests::dataset::pack_local;
+use tributary_tools::pack::PackOptions;
+use tributary_tools::progress::NoProgress;
 use tributary_worker::pipeline::fetch::FetchConfig;
-use tributary_worker::tools::pack::PackOptions;
-use tributary_worker::tools::progress::NoProgress;
 use tributary_worker::{
     Batch, Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, StoreOptions, Stripe,
     WorkerError,
@@ -199,8 +199,8 @@ async fn u8_layout_matches_the_f32_layout_before_normalisation() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dataset = packed(dir.path(), Compression::NONE, 64).await;
     let mut u8_config = config(2);
-    u8_config.transform.dtype = Dtype::U8;
-    u8_config.transform.layout = Layout::Nhwc;
+    u8_config.decode.transform.dtype = Dtype::U8;
+    u8_config.decode.transform.layout = Layout::Nhwc;
     let u8_batches = read_with(dataset.clone(), u8_config).await.expect("read");
     let f32_batches = read_with(dataset, config(2)).await.expect("read");
     let (tributary_worker::Images::U8(raw), tributary_worker::Images::F32(norm)) = (
@@ -257,7 +257,7 @@ async fn reading_from_a_sample_offset_fetches_only_its_bytes() {
         assert_eq!(ids, (37..45).collect::<Vec<_>>());
         let (gets, bytes) = counting.hooks.reads();
         let meta = peek.loaded_shard_meta(0).expect("loaded by the loader");
-        let range = tributary_common::shard::chunk_range(&meta, 37..45);
+        let range = tributary_common::format::shard::chunk_range(&meta, 37..45);
         assert_eq!(
             gets - gets_before,
             2,
@@ -311,13 +311,11 @@ async fn damaged_shards_are_errors_that_name_shard_chunk_and_offset() {
         assert!(message.contains(&meta.name), "{message}");
 
         // And `inspect` reports the damaged shard too.
-        let report =
-            tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+        let report = tributary_tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
         assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
         assert!(report.problems[0].contains(&meta.name));
         std::fs::write(&path, &pristine).expect("restore");
-        let report =
-            tributary_worker::tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
+        let report = tributary_tools::inspect::inspect(&dataset, Arc::new(NoProgress)).await;
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.verified_samples, 60);
     }
@@ -450,7 +448,7 @@ async fn unshuffled_reading_gives_every_sample_once_across_ranks_with_either_tai
                         decode: DecodeConfig {
                             transform: Transform {
                                 preset: Preset::Eval,
-                                ..config(2).transform
+                                ..config(2).decode.transform
                             },
                             ..config(2).decode
                         },

@@ -16,15 +16,15 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStoreExt};
 use tributary_common::manifest::Compression;
+use tributary_common::plan::span::{Span, SpanSet};
 use tributary_common::sample::Sample;
-use tributary_common::span::{Span, SpanSet};
 use tributary_io::testing::{Intercept, InterceptStore};
 use tributary_io::{IoError, RetryPolicy};
 use tributary_tests::dataset::pack_local;
+use tributary_tools::pack::PackOptions;
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
-use tributary_worker::pipeline::parse::span_samples;
-use tributary_worker::tools::pack::PackOptions;
+use tributary_worker::pipeline::span_samples;
 use tributary_worker::{Dataset, Location, WorkerError};
 
 /// One way to break a GET.

@@ -1,19 +1,21 @@
-//! Jobs' end: deletion (on request, or once a finished job's retention has
-//! passed), and the housekeeping that expires finished jobs and rebuilds
-//! the job-labelled metrics while this replica leads.
+//! Jobs' life: creation, the list of jobs, deletion (on request, or once
+//! a finished job's retention has passed), and the housekeeping that
+//! expires finished jobs and rebuilds the job-labelled metrics while this
+//! replica leads.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tributary_common::ids::JobId;
-use tributary_common::proto::v1;
 
-use super::{Leader, Slot};
+use super::{JobHandle, Leader, Slot};
+use crate::datasets::open_dataset;
 use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::metrics::JOB_GAUGES_INTERVAL;
-use crate::model::{Effects, Job};
+use crate::model::{Effects, Job, JobSummary, StoredJob};
 use crate::store::Op;
+use tributary_common::job::JobSpec;
 
 /// Milliseconds since the Unix epoch (0 on a clock before it).
 pub fn unix_ms() -> u64 {
@@ -38,7 +40,122 @@ impl DeleteReason {
     }
 }
 
+/// What CreateJob answers: the job's config, whether this call created
+/// the job, and the size of its dataset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedJob {
+    pub config: JobSpec,
+    pub created: bool,
+    /// Samples per epoch.
+    pub samples: u64,
+    pub shards: u32,
+}
+
+/// One line of ListJobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobLine {
+    /// A job served.
+    Ready(JobSummary),
+    /// A job whose stored state is being read.
+    Loading(JobId),
+    /// A job that cannot be served, and why.
+    Failed { job: JobId, reason: String },
+}
+
+impl JobLine {
+    pub fn job(&self) -> &JobId {
+        match self {
+            JobLine::Ready(summary) => &summary.job,
+            JobLine::Loading(job) | JobLine::Failed { job, .. } => job,
+        }
+    }
+}
+
+/// The answer to a CreateJob for a job that exists: its config must be
+/// the one asked for.
+async fn existing(handle: &JobHandle, config: JobSpec) -> Result<CreatedJob> {
+    let job = handle.job.lock().await;
+    if job.stored.config != config {
+        return Err(CoordError::ConflictingConfig {
+            job: job.name.clone(),
+            diff: job.stored.config.diff(&config),
+        });
+    }
+    Ok(CreatedJob {
+        config,
+        created: false,
+        samples: job.stored.samples,
+        shards: job.stored.shards,
+    })
+}
+
 impl Leader {
+    /// Creates a job, or answers for the one that exists. No lock is held
+    /// while the manifest or the store is read: a slow or hung store stalls
+    /// this call only. The jobs map is locked only to check and insert.
+    pub async fn create_job(&self, name: JobId, config: JobSpec) -> Result<CreatedJob> {
+        let slot = self.jobs.lock().await.get(&name).cloned();
+        let failed = |reason| CoordError::JobFailed {
+            job: name.clone(),
+            reason,
+        };
+        match slot {
+            Some(Slot::Ready(handle)) => return existing(&handle, config).await,
+            Some(Slot::Loading(_)) => {
+                let handle = self.job(&name).await?;
+                return existing(&handle, config).await;
+            }
+            Some(Slot::Failed(reason)) => return Err(failed(reason)),
+            None => {}
+        }
+        let opened = open_dataset(&name, &config, &self.options).await?;
+        let stored = StoredJob {
+            config: config.clone(),
+            manifest_crc32c: opened.crc32c,
+            manifest_sha256: Some(opened.sha256),
+            source_sha256: opened.sources,
+            samples: opened.samples,
+            // At most 2^32 (`Layout::mixed`).
+            shards: opened.dataset.layout.shards() as u32,
+        };
+        let (samples, shards) = (stored.samples, stored.shards);
+        let (job, effects) = Job::create(name.clone(), stored, opened.dataset)?;
+        let (_, revision) = self.store.range(&keys::members(&name)).await?;
+        let room = self.writer.reserve().await?;
+        let mut jobs = self.jobs.lock().await;
+        match jobs.get(&name).cloned() {
+            Some(Slot::Ready(handle)) => {
+                drop((jobs, room));
+                return existing(&handle, config).await;
+            }
+            Some(Slot::Loading(_)) => {
+                drop((jobs, room));
+                let handle = self.job(&name).await?;
+                return existing(&handle, config).await;
+            }
+            Some(Slot::Failed(reason)) => return Err(failed(reason)),
+            None => {}
+        }
+        let handle = self.start_job(job, revision + 1);
+        let staged = self.stage(&handle, room, effects);
+        jobs.insert(name.clone(), Slot::Ready(Arc::clone(&handle)));
+        drop(jobs);
+        if let Err(error) = self.apply(staged).await {
+            let mut jobs = self.jobs.lock().await;
+            if matches!(jobs.get(&name), Some(Slot::Ready(h)) if Arc::ptr_eq(h, &handle)) {
+                jobs.remove(&name);
+            }
+            return Err(error);
+        }
+        tracing::info!(job = name.as_str(), samples, shards, "created job");
+        Ok(CreatedJob {
+            config,
+            created: true,
+            samples,
+            shards,
+        })
+    }
+
     /// Deletes a job: its keys and its members' leases in the store, its
     /// model here. A call of the job already in progress either landed
     /// before (its writes are ordered before the delete) or is refused
@@ -86,7 +203,7 @@ impl Leader {
 
     /// Removes a job's slot: any slot, or only the one holding `handle`
     /// (a job of the same name created since is another job).
-    async fn forget(&self, name: &JobId, handle: Option<&Arc<super::JobHandle>>) {
+    async fn forget(&self, name: &JobId, handle: Option<&Arc<JobHandle>>) {
         let mut jobs = self.jobs.lock().await;
         let ours = match (jobs.get(name), handle) {
             (Some(Slot::Ready(h)), Some(handle)) => Arc::ptr_eq(h, handle),
@@ -100,7 +217,7 @@ impl Leader {
     }
 
     /// One line per job, sorted by name.
-    pub async fn list(&self) -> Vec<v1::JobSummary> {
+    pub async fn list(&self) -> Vec<JobLine> {
         let slots: Vec<(JobId, Slot)> = self
             .jobs
             .lock()
@@ -111,21 +228,13 @@ impl Leader {
         let mut lines = Vec::with_capacity(slots.len());
         for (name, slot) in slots {
             let line = match slot {
-                Slot::Ready(handle) => handle.job.lock().await.summary(),
-                Slot::Loading(_) => v1::JobSummary {
-                    job: name.to_string(),
-                    loading: true,
-                    ..v1::JobSummary::default()
-                },
-                Slot::Failed(reason) => v1::JobSummary {
-                    job: name.to_string(),
-                    failed: reason,
-                    ..v1::JobSummary::default()
-                },
+                Slot::Ready(handle) => JobLine::Ready(handle.job.lock().await.summary()),
+                Slot::Loading(_) => JobLine::Loading(name),
+                Slot::Failed(reason) => JobLine::Failed { job: name, reason },
             };
             lines.push(line);
         }
-        lines.sort_by(|a, b| a.job.cmp(&b.job));
+        lines.sort_by(|a, b| a.job().as_str().cmp(b.job().as_str()));
         lines
     }
 
@@ -147,37 +256,34 @@ impl Leader {
             ("failed", 0),
         ];
         for line in &jobs {
-            let state = if line.loading {
-                0
-            } else if !line.failed.is_empty() {
-                3
-            } else if line.finished {
-                2
-            } else {
-                1
+            let state = match line {
+                JobLine::Loading(_) => 0,
+                JobLine::Failed { .. } => 3,
+                JobLine::Ready(summary) if summary.finished => 2,
+                JobLine::Ready(_) => 1,
             };
             states[state].1 += 1;
-            if line.loading || !line.failed.is_empty() {
+            let JobLine::Ready(line) = line else {
                 continue;
-            }
-            let name = JobId::from(line.job.as_str());
+            };
+            let name = &line.job;
             if line.finished && line.finished_at_ms == 0 {
-                if let Ok(handle) = self.job(&name).await {
+                if let Ok(handle) = self.job(name).await {
                     let noop = |_: &mut Job| (Ok(()), Effects::default());
                     if let Err(error) = self.change(&handle, noop).await {
-                        tracing::warn!(job = line.job, %error, "cannot record that the job finished");
+                        tracing::warn!(job = name.as_str(), %error, "cannot record that the job finished");
                     }
                 }
             } else if line.finished && now.saturating_sub(line.finished_at_ms) >= ttl {
-                match self.delete_job(&name, DeleteReason::Expired).await {
+                match self.delete_job(name, DeleteReason::Expired).await {
                     Ok(()) | Err(CoordError::UnknownJob(_)) => {}
                     Err(error) => {
-                        tracing::warn!(job = line.job, %error, "cannot delete an expired job")
+                        tracing::warn!(job = name.as_str(), %error, "cannot delete an expired job")
                     }
                 }
                 continue;
             }
-            let labels = [line.job.as_str()];
+            let labels = [name.as_str()];
             m.job_members
                 .with_label_values(&labels)
                 .set(i64::from(line.members));

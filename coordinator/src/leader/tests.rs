@@ -8,10 +8,12 @@ use futures::stream::BoxStream;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tributary_common::ids::{Generation, JobId, MemberId};
+use tributary_common::proto::v1;
 
 use super::*;
+use crate::datasets::open_dataset;
 use crate::keys::Key;
-use crate::model::{Caller, Identity};
+use crate::model::{Caller, Dataset, Identity, StoredJob};
 use crate::server::ServerConfig;
 use crate::store::{Compare, MemoryStore, StoreResult, TxnOutcome, WatchEvent};
 
@@ -97,10 +99,11 @@ async fn joined() -> (Arc<Gated>, Arc<Leader>, Arc<JobHandle>, Caller, LeaseId) 
     let leader = Leader::load(
         Arc::clone(&store) as Arc<dyn MetaStore>,
         leadership(),
-        &ServerConfig {
+        ServerConfig {
             flush_interval: interval,
             ..ServerConfig::new("here")
-        },
+        }
+        .leader(),
     )
     .await
     .expect("leader");
@@ -165,9 +168,9 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
     assert!(!commit.is_finished());
     store.gate.add_permits(1);
     commit.await.expect("task").expect("commit");
-    let status = handle.job.lock().await.status("here");
+    let status = handle.job.lock().await.status();
     assert_eq!(
-        (status.commit_generation, status.commit_samples),
+        (status.mode.commit_generation, status.mode.commit_samples),
         (Some(0), 8)
     );
 }
@@ -209,8 +212,8 @@ async fn a_change_whose_caller_went_away_is_still_applied_whole() {
 /// A local dataset of two shards of 8 samples: its manifest, which is all
 /// the coordinator reads of a dataset.
 fn manifest_only_dataset(dir: &std::path::Path) -> String {
+    use tributary_common::format::shard::ShardWriter;
     use tributary_common::manifest::{Compression, CompressionKind, Manifest, MANIFEST_NAME};
-    use tributary_common::shard::ShardWriter;
     let shards = (0..2)
         .map(|s| {
             let mut writer = ShardWriter::new(format!("shard-{s:06}.tar"), Compression::NONE);
@@ -281,11 +284,12 @@ async fn a_job_whose_manifest_hangs_never_holds_up_another() {
     let leader = Leader::load(
         Arc::new(store),
         leadership(),
-        &ServerConfig {
+        ServerConfig {
             store_options: options,
             flush_interval: Duration::from_millis(1),
             ..ServerConfig::new("here")
-        },
+        }
+        .leader(),
     )
     .await
     .expect("leader");

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
 use tributary_common::job::JobSpec;
-use tributary_common::proto::v1;
 
-use super::dynamic::UnitRef;
+use super::dynamic::{Unit, UnitRef};
 use super::effects::{Effects, Event, LeaseGrant, Outcome};
+use super::sync::Assignment;
 use super::{Dataset, DynModel, Identity, Job, MemberRecord, State, SyncModel};
 use crate::auth::{chosen_secret, secret_digest};
 use crate::error::{CoordError, Result};
@@ -31,11 +31,28 @@ pub struct Joiner {
     pub secret: String,
 }
 
+/// What a Join answers: the member's name, its secret and lease's
+/// time to live, and (sync) its place in the generation it joined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    pub member: MemberId,
+    pub config: JobSpec,
+    pub ttl: Duration,
+    /// Sync: the generation joined, its epoch, world and the member's
+    /// rank; dynamic: the open epoch, and zeros.
+    pub generation: u64,
+    pub epoch: u64,
+    pub rank: u32,
+    pub world: u32,
+    /// The secret every later call of the member must carry.
+    pub secret: String,
+}
+
 /// What one look at the pool found for an Acquire.
 #[derive(Debug, PartialEq)]
 pub enum Acquired {
     /// Units leased to the caller.
-    Units { units: Vec<v1::Unit>, epoch: Epoch },
+    Units { units: Vec<Unit>, epoch: Epoch },
     /// Every epoch is done.
     Finished(Epoch),
     /// The epoch was complete and the next one opened: look again.
@@ -141,7 +158,7 @@ impl Job {
         joiner: Joiner,
         fresh_secret: String,
         lease: LeaseId,
-    ) -> Outcome<v1::JoinResponse> {
+    ) -> Outcome<Joined> {
         match self.admit(joiner, fresh_secret, lease) {
             Ok((response, effects)) => (Ok(response), effects),
             Err(error) => (Err(error), Effects::revoke(lease)),
@@ -153,7 +170,7 @@ impl Job {
         joiner: Joiner,
         fresh_secret: String,
         lease: LeaseId,
-    ) -> Result<(v1::JoinResponse, Effects)> {
+    ) -> Result<(Joined, Effects)> {
         let Joiner {
             identity,
             member,
@@ -161,11 +178,15 @@ impl Job {
         } = joiner;
         let ttl = self.lease_for_join().ttl;
         let mut effects = Effects::default();
-        let mut response = v1::JoinResponse {
-            member: member.to_string(),
-            config: Some(v1::JobConfig::from(&self.stored.config)),
-            ttl_ms: ttl.as_millis() as u32,
-            ..v1::JoinResponse::default()
+        let mut response = Joined {
+            member: member.clone(),
+            config: self.stored.config.clone(),
+            ttl,
+            generation: 0,
+            epoch: 0,
+            rank: 0,
+            world: 0,
+            secret: String::new(),
         };
         match &mut self.state {
             State::Sync(model) => {
@@ -252,11 +273,7 @@ impl Job {
     }
 
     /// The calling sync rank's part of `epoch`.
-    pub fn assignment(
-        &mut self,
-        caller: &Caller,
-        epoch: Epoch,
-    ) -> Result<(v1::Assignment, Effects)> {
+    pub fn assignment(&mut self, caller: &Caller, epoch: Epoch) -> Result<(Assignment, Effects)> {
         let job = self.checked(caller)?;
         let model = sync(job.state, job.name)?;
         let (assignment, ops) = model.assignment(

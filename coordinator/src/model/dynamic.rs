@@ -9,11 +9,11 @@
 use tributary_common::error::PoolError;
 use tributary_common::ids::{Epoch, JobId, MemberId};
 use tributary_common::job::JobSpec;
-use tributary_common::lease::{units, LeasePool};
-use tributary_common::proto::v1;
-use tributary_common::span::Span;
+use tributary_common::plan::lease::{units, LeasePool};
+use tributary_common::plan::span::Span;
 
 use super::effects::{leased_put, put, Tally};
+use super::status::ModeStatus;
 use super::Dataset;
 use crate::error::{CoordError, Result};
 use crate::keys::{self, Key};
@@ -36,13 +36,13 @@ pub struct UnitRef {
     pub unit: u32,
 }
 
-impl From<v1::UnitRef> for UnitRef {
-    fn from(unit: v1::UnitRef) -> Self {
-        Self {
-            epoch: Epoch(unit.epoch),
-            unit: unit.id,
-        }
-    }
+/// A unit leased to a member: its epoch, its index in the epoch's units,
+/// and the samples it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unit {
+    pub epoch: u64,
+    pub id: u32,
+    pub span: Span,
 }
 
 impl DynModel {
@@ -135,7 +135,7 @@ impl DynModel {
         member: &MemberId,
         lease: LeaseId,
         max: usize,
-    ) -> Result<(Vec<v1::Unit>, Vec<Op>)> {
+    ) -> Result<(Vec<Unit>, Vec<Op>)> {
         let got = self.pool.lease(member, max);
         let ops = got
             .iter()
@@ -150,10 +150,10 @@ impl DynModel {
             .collect::<Result<_>>()?;
         let units = got
             .iter()
-            .map(|&id| v1::Unit {
+            .map(|&id| Unit {
                 epoch: self.epoch.get(),
                 id,
-                span: Some(self.units[id as usize].into()),
+                span: self.units[id as usize],
             })
             .collect();
         Ok((units, ops))
@@ -204,18 +204,24 @@ impl DynModel {
         Ok((ops, None, tally))
     }
 
-    pub fn fill_status(&self, status: &mut v1::JobStatus) {
-        status.epoch = self.epoch.get();
-        status.acked_units = self.pool.acked_count() as u64;
-        status.total_units = self.units.len() as u64;
-        status.leased_units = self.pool.leased_count() as u64;
-        status.finished = self.finished();
+    /// The dynamic part of a job's status.
+    pub fn status(&self) -> ModeStatus {
+        ModeStatus {
+            epoch: self.epoch.get(),
+            acked_units: self.pool.acked_count() as u64,
+            total_units: self.units.len() as u64,
+            leased_units: self.pool.leased_count() as u64,
+            finished: self.finished(),
+            ..ModeStatus::default()
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use tributary_common::proto::v1;
 
     use super::*;
 
@@ -231,7 +237,7 @@ mod tests {
         }))
         .expect("config");
         let dataset = Dataset {
-            layout: Arc::new(tributary_common::mix::Layout::single(vec![16])),
+            layout: Arc::new(tributary_common::plan::mix::Layout::single(vec![16])),
         };
         let mut model = DynModel::new(&config, &dataset, Epoch(0));
         let (job, a, b) = (JobId::from("job"), MemberId::from("a"), MemberId::from("b"));
@@ -244,7 +250,7 @@ mod tests {
         assert!(error.is_none() && ops.len() == 2, "{error:?}");
         assert_eq!(
             (tally.units_acked, tally.samples_acked),
-            (1, units[0].span.map_or(0, |s| u64::from(s.end - s.start)))
+            (1, u64::from(units[0].span.end - units[0].span.start))
         );
         // The answer was lost and the member retries: nothing more to do,
         // and nothing counted twice.

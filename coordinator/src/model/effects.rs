@@ -1,13 +1,12 @@
 //! What a change of the model asks of the world. A model method updates the
-//! job in memory and returns its [`Effects`]; the service hands them to
-//! [`crate::leader::Leader::apply`], the one place that writes the store,
+//! job in memory and returns its [`Effects`]; the leader hands them to
+//! `Leader::apply`, the one place that writes the store,
 //! revokes leases, broadcasts events and wakes waiting calls.
 
 use std::time::Duration;
 
 use serde::Serialize;
 use tributary_common::ids::{Epoch, Generation};
-use tributary_common::proto::v1;
 
 use crate::error::{CoordError, Result};
 use crate::keys::Key;
@@ -22,19 +21,9 @@ pub enum Event {
     PoolChanged(Epoch),
 }
 
-impl From<Event> for v1::JobEvent {
-    fn from(event: Event) -> Self {
-        let event = match event {
-            Event::Generation(g) => v1::job_event::Event::Generation(g.get()),
-            Event::PoolChanged(e) => v1::job_event::Event::PoolChanged(e.get()),
-        };
-        v1::JobEvent { event: Some(event) }
-    }
-}
-
 /// A store lease a member's record needs before the model can take it: a
-/// Join's. The service has [`crate::leader::Leader::grant`] perform it
-/// (outside any lock) and passes the lease to the model, which revokes it
+/// Join's. The leader grants it (outside any lock) and passes the lease
+/// to the model, which revokes it
 /// through [`Effects::revoke`] if it refuses the Join.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]

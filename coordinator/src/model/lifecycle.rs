@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use tributary_common::ids::MemberId;
-use tributary_common::proto::v1;
 
-use super::effects::{put, Effects};
-use super::{Identity, Job, State};
+use super::calls::Caller;
+use super::effects::{put, Effects, Outcome};
+use super::{Job, State};
+use crate::error::Result;
 use crate::keys::{self, Key};
-use crate::store::Op;
+use crate::store::{LeaseId, Op};
 
 /// What the leader has seen of one member since it took over.
 #[derive(Debug, Clone, Copy)]
@@ -73,6 +74,30 @@ impl Job {
         }
     }
 
+    /// `outcome`, having recorded the call as `caller`'s at `now` when it
+    /// was answered (a caller refused, for another member's secret or any
+    /// other reason, is not seen: its call changed nothing); `progress`
+    /// says what the call reported, from its effects.
+    pub fn seen<T>(
+        &mut self,
+        caller: &Caller,
+        now: Instant,
+        (answer, effects): Outcome<T>,
+        progress: impl FnOnce(&Effects) -> Progress,
+    ) -> Outcome<T> {
+        if answer.is_ok() || effects.tally.units_acked > 0 {
+            self.touch(&caller.member, now, progress(&effects));
+        }
+        (answer, effects)
+    }
+
+    /// The calling member's lease, to renew; the call recorded at `now`.
+    pub fn renew(&mut self, caller: &Caller, now: Instant) -> Result<LeaseId> {
+        let lease = self.lease_of(caller)?;
+        self.touch(&caller.member, now, Progress::None);
+        Ok(lease)
+    }
+
     /// Whether every epoch is done.
     pub fn is_finished(&self) -> bool {
         match &self.state {
@@ -118,52 +143,5 @@ impl Job {
         self.members.clear();
         self.seen.clear();
         effects
-    }
-
-    /// Each member as this leader has seen it, at `now`.
-    pub fn member_status(&self, now: Instant) -> Vec<v1::MemberStatus> {
-        let leased = |member: &MemberId| match &self.state {
-            State::Dynamic(model) => model.leased_by(member),
-            State::Sync(_) => 0,
-        };
-        self.members
-            .iter()
-            .map(|(member, record)| {
-                let seen = self.seen.get(member);
-                let (rank, world) = match &record.identity {
-                    Identity::Torchrun { rank, world, .. } => (Some(*rank), *world),
-                    Identity::Name(_) => (None, 0),
-                };
-                v1::MemberStatus {
-                    member: member.to_string(),
-                    rank,
-                    world,
-                    samples: seen.map_or(0, |s| s.samples),
-                    samples_per_second: seen.map_or(0.0, |s| s.rate),
-                    last_seen_ms: seen
-                        .map(|s| now.saturating_duration_since(s.at).as_millis() as u64),
-                    leased_units: leased(member),
-                }
-            })
-            .collect()
-    }
-
-    /// One line of ListJobs.
-    /// Built every housekeeping round for every job, so without the
-    /// per-member part of the status.
-    pub fn summary(&self) -> v1::JobSummary {
-        let status = self.progress_status();
-        let config = &self.stored.config;
-        v1::JobSummary {
-            job: self.name.to_string(),
-            mode: v1::Mode::from(config.mode) as i32,
-            epoch: status.epoch,
-            epochs: config.epochs,
-            members: self.members.len() as u32,
-            finished: status.finished,
-            finished_at_ms: self.finished_at.unwrap_or(0),
-            leased_units: status.leased_units,
-            ..v1::JobSummary::default()
-        }
     }
 }

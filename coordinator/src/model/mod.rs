@@ -1,13 +1,16 @@
 //! The coordinator's model of each job: what is in the metadata store, held
 //! in memory by the leader. Every change is a method here that updates the
 //! model and returns its [`Effects`] (store writes, leases to revoke,
-//! events); the service hands them to [`crate::leader::Leader::apply`]
+//! events); the leader applies them ([`crate::leader::Leader`])
 //! before answering. A new leader rebuilds the model from the store with
-//! [`Job::load`].
+//! [`Job::load`]. What it answers is its own types; the service converts
+//! them to the protocol's.
 //!
 //! - this file: the job, its members and their records, loading;
 //! - `calls`: one method per member call (join, assignment, acquire,
 //!   report, commit, leave);
+//! - `lifecycle`: what the leader has seen of each member, the job's end;
+//! - `status`: what GetStatus and ListJobs show;
 //! - [`sync`], `dynamic`: the two modes' state;
 //! - [`effects`]: what a change asks of the world.
 
@@ -15,6 +18,7 @@ mod calls;
 mod dynamic;
 pub mod effects;
 mod lifecycle;
+mod status;
 pub mod sync;
 
 use std::collections::BTreeMap;
@@ -23,18 +27,19 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tributary_common::ids::{Epoch, JobId, MemberId};
 use tributary_common::job::{JobSpec, Mode};
-use tributary_common::mix::Layout;
-use tributary_common::proto::v1;
+use tributary_common::plan::generation::GenerationRecord;
+use tributary_common::plan::mix::Layout;
 
 use crate::error::{CoordError, Result};
 use crate::keys::Key;
 use crate::store::{KeyValue, LeaseId, Op};
 
-pub use calls::{Acquired, Caller, Joiner};
-pub use dynamic::{DynModel, UnitRef};
+pub use calls::{Acquired, Caller, Joined, Joiner};
+pub use dynamic::{DynModel, Unit, UnitRef};
 pub use effects::{outcome, Effects, Event, LeaseGrant, Outcome, Tally};
 pub use lifecycle::{Progress, Seen, SeenMembers};
-pub use sync::{GenMeta, SyncModel};
+pub use status::{JobStatus, JobSummary, MemberStatus, ModeStatus, RankProgress};
+pub use sync::{Assignment, SyncModel};
 pub use tributary_common::identity::Identity;
 
 /// What the store keeps about a job besides its progress.
@@ -54,6 +59,15 @@ pub struct StoredJob {
     pub source_sha256: Vec<String>,
     pub samples: u64,
     pub shards: u32,
+}
+
+/// A generation as stored: its plan record and the torchrun restart it
+/// belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GenMeta {
+    pub record: GenerationRecord,
+    pub run_id: String,
+    pub restart: u64,
 }
 
 /// A member, stored under its lease.
@@ -307,28 +321,6 @@ impl Job {
             effects.tally.units_reassigned = returned.len() as u64;
         }
         effects
-    }
-
-    pub fn status(&self, leader: &str) -> v1::JobStatus {
-        v1::JobStatus {
-            config: Some(v1::JobConfig::from(&self.stored.config)),
-            members: self.members.keys().map(MemberId::to_string).collect(),
-            leader: leader.to_owned(),
-            member_status: self.member_status(std::time::Instant::now()),
-            finished_at_ms: self.finished_at.unwrap_or(0),
-            ..self.progress_status()
-        }
-    }
-
-    /// The mode's part of the status alone (epoch, generations, units,
-    /// finished): what a job's one-line summary needs.
-    fn progress_status(&self) -> v1::JobStatus {
-        let mut status = v1::JobStatus::default();
-        match &self.state {
-            State::Sync(model) => model.fill_status(&mut status, self.stored.config.epochs),
-            State::Dynamic(model) => model.fill_status(&mut status),
-        }
-        status
     }
 }
 

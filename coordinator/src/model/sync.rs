@@ -11,28 +11,32 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use tributary_common::generation::{generation_cut, rank_part, CommitPoint, GenerationRecord};
 use tributary_common::ids::{Epoch, Generation, JobId};
-use tributary_common::job::JobSpec;
-use tributary_common::proto::{spans_to_proto, v1};
-use tributary_common::shuffle::ShuffleSpec;
-use tributary_common::span::SpanSet;
+use tributary_common::plan::generation::{
+    generation_cut, rank_part, CommitPoint, GenerationRecord,
+};
+use tributary_common::plan::shuffle::ShuffleSpec;
+use tributary_common::plan::span::SpanSet;
 
 use super::effects::put;
-use super::{Dataset, Identity};
+use super::status::{ModeStatus, RankProgress};
+use super::{Dataset, GenMeta, Identity};
 use crate::config::MAX_WORLD;
 use crate::error::{CoordError, Result};
 use crate::keys::Key;
 use crate::store::Op;
+use tributary_common::job::JobSpec;
 
-/// A generation as stored: its plan record and the torchrun restart it
-/// belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GenMeta {
-    pub record: GenerationRecord,
-    pub run_id: String,
-    pub restart: u64,
+/// A sync rank's part of an epoch: the spans it reads in the generation
+/// that plans it, or that every epoch is done.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assignment {
+    pub epoch: u64,
+    pub generation: u64,
+    pub rank: u32,
+    pub world: u32,
+    pub spans: SpanSet,
+    pub finished: bool,
 }
 
 /// How far one join may move a run's restart count ahead of the job's
@@ -387,7 +391,7 @@ impl SyncModel {
         dataset: &Dataset,
         identity: &Identity,
         epoch: Epoch,
-    ) -> Result<(v1::Assignment, Vec<Op>)> {
+    ) -> Result<(Assignment, Vec<Op>)> {
         let rank = Rank::of(identity)?;
         let epoch = epoch.get();
         let current = self.check_current(rank)?.clone();
@@ -398,10 +402,10 @@ impl SyncModel {
             if epoch >= config.epochs {
                 self.finished = true;
                 return Ok((
-                    v1::Assignment {
+                    Assignment {
                         epoch,
                         finished: true,
-                        ..v1::Assignment::default()
+                        ..Assignment::default()
                     },
                     ops,
                 ));
@@ -437,23 +441,23 @@ impl SyncModel {
         };
         if gen.record.epoch.0 >= config.epochs {
             return Ok((
-                v1::Assignment {
+                Assignment {
                     epoch: gen.record.epoch.0,
                     generation: gen.record.generation.0,
                     finished: true,
-                    ..v1::Assignment::default()
+                    ..Assignment::default()
                 },
                 ops,
             ));
         }
         let part = self.part(config, dataset, gen.record.generation.0, rank.rank)?;
         Ok((
-            v1::Assignment {
+            Assignment {
                 epoch: gen.record.epoch.0,
                 generation: gen.record.generation.0,
                 rank: rank.rank,
                 world: gen.record.world,
-                spans: spans_to_proto(&part),
+                spans: part,
                 finished: false,
             },
             ops,
@@ -539,33 +543,26 @@ impl SyncModel {
         )?])
     }
 
-    pub fn fill_status(&self, status: &mut v1::JobStatus, epochs: u64) {
-        status.generations = self
-            .gens
-            .iter()
-            .map(|g| v1::GenerationInfo {
-                generation: g.record.generation.0,
-                epoch: g.record.epoch.0,
-                world: g.record.world,
-                run_id: g.run_id.clone(),
-                restart_count: g.restart,
-                from_generation: g.record.from.map(|f| f.generation.0),
-                from_samples: g.record.from.map_or(0, |f| f.samples),
-            })
-            .collect();
-        status.epoch = self.current().map_or(0, |g| g.record.epoch.0);
-        status.commit_generation = self.commit.map(|c| c.generation.0);
-        status.commit_samples = self.commit.map_or(0, |c| c.samples);
-        status.finished = self.finished || status.epoch >= epochs;
-        status.generation = self.current().map(|g| g.record.generation.0);
-        status.progress = self
-            .progress
-            .iter()
-            .map(|(&rank, &(generation, samples))| v1::RankProgress {
-                rank,
-                generation: generation.get(),
-                samples,
-            })
-            .collect();
+    /// The sync part of a job's status (of `epochs` epochs).
+    pub fn status(&self, epochs: u64) -> ModeStatus {
+        let epoch = self.current().map_or(0, |g| g.record.epoch.0);
+        ModeStatus {
+            epoch,
+            finished: self.finished || epoch >= epochs,
+            generation: self.current().map(|g| g.record.generation.0),
+            generations: self.gens.clone(),
+            commit_generation: self.commit.map(|c| c.generation.0),
+            commit_samples: self.commit.map_or(0, |c| c.samples),
+            progress: self
+                .progress
+                .iter()
+                .map(|(&rank, &(generation, samples))| RankProgress {
+                    rank,
+                    generation,
+                    samples,
+                })
+                .collect(),
+            ..ModeStatus::default()
+        }
     }
 }

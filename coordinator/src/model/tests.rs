@@ -167,7 +167,7 @@ fn a_dynamic_job_loads_back_what_its_calls_stored() {
     kv.apply(&effects);
 
     let loaded = kv.load(&job.name).expect("load");
-    assert_eq!(loaded.status("x"), job.status("x"));
+    assert_eq!(loaded.status(), job.status());
     assert_eq!(loaded.members, job.members);
 
     // b leaves: its unit returns to the pool, in the store as in memory.
@@ -177,10 +177,7 @@ fn a_dynamic_job_loads_back_what_its_calls_stored() {
     assert!(effects.wake);
     assert_eq!(effects.events, [Event::PoolChanged(Epoch(0))]);
     kv.apply(&effects);
-    assert_eq!(
-        kv.load(&job.name).expect("load").status("x"),
-        job.status("x")
-    );
+    assert_eq!(kv.load(&job.name).expect("load").status(), job.status());
 }
 
 #[test]
@@ -213,10 +210,10 @@ fn a_sync_job_loads_back_its_generations_and_commit() {
     kv.apply(&effects);
 
     let loaded = kv.load(&job.name).expect("load");
-    let (mut was, mut now) = (job.status("x"), loaded.status("x"));
+    let (mut was, mut now) = (job.status(), loaded.status());
     // Progress is for status only and not reloaded.
-    was.progress.clear();
-    now.progress.clear();
+    was.mode.progress.clear();
+    now.mode.progress.clear();
     assert_eq!(now, was);
 }
 
@@ -332,11 +329,16 @@ fn generations_of_epochs_behind_the_commit_are_compacted_and_the_job_loads_back(
     };
     // Epoch 1's chain of 4 restarts stays (it replans the epoch); all of
     // epoch 0 is gone, from memory and from the store.
-    assert_eq!(model.generations(), 4, "{:?}", job.status("x").generations);
+    assert_eq!(
+        model.generations(),
+        4,
+        "{:?}",
+        job.status().mode.generations
+    );
     let stored_gens = kv.0.keys().filter(|k| k.contains("/sync/gen/")).count();
     assert_eq!(stored_gens, 4);
     let loaded = kv.load(&job.name).expect("load");
-    assert_eq!(loaded.status("x"), job.status("x"));
+    assert_eq!(loaded.status(), job.status());
     assert!(job.is_finished() && loaded.is_finished());
     // The last generation's plan is the same after the load.
     let (caller, part) = assigned.expect("a restart");

@@ -1,18 +1,25 @@
-//! What comes in over the wire, converted to what the model takes: each
-//! request's `TryFrom` checks names, identities and counts against their
-//! bounds, with errors naming the field, and wraps ids in their newtypes.
+//! The protocol's edge, both ways. What comes in over the wire is
+//! converted to what the leader and the model take: each request's
+//! `TryFrom` checks names, identities and counts against their bounds,
+//! with errors naming the field, and wraps ids in their newtypes. What
+//! they answer is converted to the protocol's messages by the `From`
+//! impls at the end.
 
 use std::time::Duration;
 
 use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
-use tributary_common::job::JobSpec;
-use tributary_common::proto::v1;
+use tributary_common::proto::{spans_to_proto, v1};
 
 use crate::auth::MAX_SECRET_BYTES;
 use crate::config::MAX_WORLD;
 use crate::error::{CoordError, Result};
 use crate::keys::{self, MAX_MEMBER_NAME};
-use crate::model::{Caller, Identity, Joiner, UnitRef};
+use crate::leader::{CreatedJob, JobLine};
+use crate::model::{
+    Acquired, Assignment, Caller, Event, GenMeta, Identity, JobStatus, Joined, Joiner,
+    MemberStatus, RankProgress, Unit, UnitRef,
+};
+use tributary_common::job::JobSpec;
 
 /// The most units one Report may acknowledge.
 pub const MAX_ACKS_PER_REPORT: usize = 4096;
@@ -233,6 +240,15 @@ impl TryFrom<v1::CommitRequest> for Call<Commit> {
     }
 }
 
+impl From<v1::UnitRef> for UnitRef {
+    fn from(unit: v1::UnitRef) -> Self {
+        Self {
+            epoch: Epoch(unit.epoch),
+            unit: unit.id,
+        }
+    }
+}
+
 /// A secret, bounded.
 pub fn bounded_secret(secret: &str) -> Result<()> {
     if secret.len() > MAX_SECRET_BYTES {
@@ -242,6 +258,183 @@ pub fn bounded_secret(secret: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+// What the leader and the model answer, as the protocol's messages.
+
+impl From<CreatedJob> for v1::CreateJobResponse {
+    fn from(created: CreatedJob) -> Self {
+        Self {
+            config: Some(v1::JobConfig::from(&created.config)),
+            created: created.created,
+            samples: created.samples,
+            shards: created.shards,
+        }
+    }
+}
+
+impl From<Joined> for v1::JoinResponse {
+    fn from(joined: Joined) -> Self {
+        Self {
+            member: joined.member.to_string(),
+            config: Some(v1::JobConfig::from(&joined.config)),
+            ttl_ms: joined.ttl.as_millis() as u32,
+            generation: joined.generation,
+            epoch: joined.epoch,
+            rank: joined.rank,
+            world: joined.world,
+            secret: joined.secret,
+        }
+    }
+}
+
+impl From<Assignment> for v1::Assignment {
+    fn from(assignment: Assignment) -> Self {
+        Self {
+            epoch: assignment.epoch,
+            generation: assignment.generation,
+            rank: assignment.rank,
+            world: assignment.world,
+            spans: spans_to_proto(&assignment.spans),
+            finished: assignment.finished,
+        }
+    }
+}
+
+impl From<Event> for v1::JobEvent {
+    fn from(event: Event) -> Self {
+        let event = match event {
+            Event::Generation(g) => v1::job_event::Event::Generation(g.get()),
+            Event::PoolChanged(e) => v1::job_event::Event::PoolChanged(e.get()),
+        };
+        v1::JobEvent { event: Some(event) }
+    }
+}
+
+impl From<Unit> for v1::Unit {
+    fn from(unit: Unit) -> Self {
+        Self {
+            epoch: unit.epoch,
+            id: unit.id,
+            span: Some(unit.span.into()),
+        }
+    }
+}
+
+/// An Acquire's answer (`Leader::acquire` never answers `Advanced`: it
+/// looks again).
+impl From<Acquired> for v1::AcquireResponse {
+    fn from(acquired: Acquired) -> Self {
+        match acquired {
+            Acquired::Units { units, epoch } => Self {
+                units: units.into_iter().map(v1::Unit::from).collect(),
+                epoch: epoch.get(),
+                ..Self::default()
+            },
+            Acquired::Finished(epoch) => Self {
+                finished: true,
+                epoch: epoch.get(),
+                ..Self::default()
+            },
+            Acquired::Empty(epoch) => Self {
+                drained: true,
+                epoch: epoch.get(),
+                ..Self::default()
+            },
+            Acquired::Advanced => Self::default(),
+        }
+    }
+}
+
+impl From<GenMeta> for v1::GenerationInfo {
+    fn from(g: GenMeta) -> Self {
+        Self {
+            generation: g.record.generation.0,
+            epoch: g.record.epoch.0,
+            world: g.record.world,
+            run_id: g.run_id,
+            restart_count: g.restart,
+            from_generation: g.record.from.map(|f| f.generation.0),
+            from_samples: g.record.from.map_or(0, |f| f.samples),
+        }
+    }
+}
+
+impl From<RankProgress> for v1::RankProgress {
+    fn from(p: RankProgress) -> Self {
+        Self {
+            rank: p.rank,
+            generation: p.generation.get(),
+            samples: p.samples,
+        }
+    }
+}
+
+impl From<MemberStatus> for v1::MemberStatus {
+    fn from(m: MemberStatus) -> Self {
+        Self {
+            member: m.member.to_string(),
+            rank: m.rank,
+            world: m.world,
+            samples: m.samples,
+            samples_per_second: m.samples_per_second,
+            last_seen_ms: m.last_seen_ms,
+            leased_units: m.leased_units,
+        }
+    }
+}
+
+/// A job's status, but for the leader's address (the service's to add).
+impl From<JobStatus> for v1::JobStatus {
+    fn from(s: JobStatus) -> Self {
+        let m = s.mode;
+        Self {
+            config: Some(v1::JobConfig::from(&s.config)),
+            epoch: m.epoch,
+            generations: m.generations.into_iter().map(Into::into).collect(),
+            commit_generation: m.commit_generation,
+            commit_samples: m.commit_samples,
+            acked_units: m.acked_units,
+            total_units: m.total_units,
+            members: s.members.iter().map(MemberId::to_string).collect(),
+            finished: m.finished,
+            leader: String::new(),
+            progress: m.progress.into_iter().map(Into::into).collect(),
+            failed: String::new(),
+            member_status: s.member_status.into_iter().map(Into::into).collect(),
+            leased_units: m.leased_units,
+            generation: m.generation,
+            finished_at_ms: s.finished_at_ms,
+        }
+    }
+}
+
+impl From<JobLine> for v1::JobSummary {
+    fn from(line: JobLine) -> Self {
+        match line {
+            JobLine::Ready(s) => Self {
+                job: s.job.to_string(),
+                mode: v1::Mode::from(s.mode) as i32,
+                epoch: s.epoch,
+                epochs: s.epochs,
+                members: s.members,
+                finished: s.finished,
+                finished_at_ms: s.finished_at_ms,
+                leased_units: s.leased_units,
+                ..Self::default()
+            },
+            JobLine::Loading(job) => Self {
+                job: job.to_string(),
+                loading: true,
+                ..Self::default()
+            },
+            JobLine::Failed { job, reason } => Self {
+                job: job.to_string(),
+                failed: reason,
+                ..Self::default()
+            },
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The cache directory's files: the directory lock, files being written,
-//! what a scan finds, and checking a file against its manifest entry.
+//! The cache directory's files: the directory lock, files being written
+//! (and how far, as the reads waiting on a fill see it), what a scan finds,
+//! and checking a file against its manifest entry.
 
 use std::fs::{self, File};
 use std::io;
@@ -12,7 +13,6 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-use super::fill::Progress;
 use super::{Shard, CHECK_BLOCK};
 use crate::error::{IoError, Result};
 use crate::read::Sink;
@@ -59,6 +59,17 @@ impl Drop for Tmp {
             }
         }
     }
+}
+
+/// A fill as the reads waiting on it see it.
+#[derive(Debug, Clone)]
+pub(super) enum Progress {
+    /// Admission is pending.
+    Starting,
+    /// Bytes `..written` of the shard are in `file` (its file being written).
+    Writing { written: u64, file: Arc<File> },
+    /// Over: the entry is on disk (`committed`), or the store must serve.
+    Ended { committed: bool },
 }
 
 /// Writes a download into its reserved file, computing its crc32c, and

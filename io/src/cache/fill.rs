@@ -12,21 +12,10 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-use super::files::{blocking, local, Admit, FileSink, Tmp};
+use super::files::{blocking, local, Admit, FileSink, Progress, Tmp};
 use super::{locked, Counter, Shard, ShardCache, MAX_PENDING};
 use crate::error::{IoError, Result};
 use crate::location::Location;
-
-/// A fill as the reads waiting on it see it.
-#[derive(Debug, Clone)]
-pub(super) enum Progress {
-    /// Admission is pending.
-    Starting,
-    /// Bytes `..written` of the shard are in `file` (its file being written).
-    Writing { written: u64, file: Arc<File> },
-    /// Over: the entry is on disk (`committed`), or the store must serve.
-    Ended { committed: bool },
-}
 
 /// Announces a running fill's end to its readers, whatever ends it.
 pub(super) struct Announced {

@@ -13,12 +13,12 @@ use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
 use tributary_tests::dataset::{pack_local, small_loader_config};
 use tributary_tests::eventually;
+use tributary_tools::pack::PackOptions;
+use tributary_tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::coordinated::dynamic::{OnAck, OnLease};
 use tributary_worker::coordinated::{
     create_job, Client, DynamicLoader, DynamicOptions, Identity, Session,
 };
-use tributary_worker::tools::pack::PackOptions;
-use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::{Dataset, StoreOptions};
 
 const IMAGES: usize = 160;

@@ -14,8 +14,8 @@ use tributary_tests::cli::{success_stdout, tributary};
 use tributary_tests::dataset::pack_local;
 use tributary_tests::faulty_s3::FaultyS3;
 use tributary_tests::s3::S3_ENV;
-use tributary_worker::tools::pack::PackOptions;
-use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
+use tributary_tools::pack::PackOptions;
+use tributary_tools::synth::{write_image_folder, SynthOptions};
 
 const URL: &str = "s3://datasets/train";
 

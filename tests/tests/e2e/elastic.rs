@@ -10,15 +10,15 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tributary_common::generation::{
-    emitted, generation_cut, rank_part, CommitPoint, GenerationRecord,
-};
 use tributary_common::ids::{Epoch, Generation};
 use tributary_common::invariants::{check_exactly_once, check_unit_acks};
-use tributary_common::lease::units;
+use tributary_common::plan::generation::{
+    emitted, generation_cut, rank_part, CommitPoint, GenerationRecord,
+};
+use tributary_common::plan::lease::units;
+use tributary_common::plan::shuffle::ShuffleSpec;
+use tributary_common::plan::span::SpanSet;
 use tributary_common::plan::{epoch_spans, Remainder};
-use tributary_common::shuffle::ShuffleSpec;
-use tributary_common::span::SpanSet;
 use tributary_tests::cluster::{
     self, coordinator, coordinators, leader_status, named_members, torchrun_group, JobArgs,
     DYNAMIC_UNIT,

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use tributary_common::invariants::{check_exactly_once, check_unit_acks};
-use tributary_common::lease::units;
 use tributary_common::plan::epoch_spans;
+use tributary_common::plan::lease::units;
 use tributary_tests::cluster::{
     coordinators, delivered, leader_status, named_members, torchrun_group, JobArgs,
 };

@@ -12,9 +12,9 @@
 use std::time::{Duration, Instant};
 
 use tributary_common::invariants::check_unit_acks;
-use tributary_common::lease::units;
 use tributary_common::manifest::Manifest;
 use tributary_common::plan::epoch_spans;
+use tributary_common::plan::lease::units;
 use tributary_tests::cluster::{
     self, coordinator, coordinators, leader_status, named_members, JobArgs, DYNAMIC_UNIT,
 };

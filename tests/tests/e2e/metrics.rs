@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use tributary_common::lease::units;
+use tributary_common::plan::lease::units;
 use tributary_tests::cluster::{self, coordinator_with, named_members, JobArgs, DYNAMIC_UNIT};
 use tributary_tests::dataset::{shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdServer;

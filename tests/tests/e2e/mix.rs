@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use tributary_common::invariants::{check_exactly_once, check_unit_acks};
-use tributary_common::lease::units;
 use tributary_common::manifest::Manifest;
-use tributary_common::mix::{Layout, SourceShape, Take};
-use tributary_common::span::SpanSet;
+use tributary_common::plan::lease::units;
+use tributary_common::plan::mix::{Layout, SourceShape, Take};
+use tributary_common::plan::span::SpanSet;
 use tributary_tests::cluster::{coordinator, delivered, named_member, torchrun_group, JobArgs};
 use tributary_tests::dataset::{shard_counts, S3Dataset};
 use tributary_tests::etcd::EtcdServer;

@@ -13,17 +13,17 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
+use tributary_common::plan::span::{Span, SpanSet};
 use tributary_common::sample::Sample;
-use tributary_common::span::{Span, SpanSet};
 use tributary_io::{IoError, RetryPolicy};
 use tributary_tests::dataset::pack_local;
 use tributary_tests::faulty_s3::{Fault, FaultyS3};
 use tributary_tests::s3::s3_options;
+use tributary_tools::pack::PackOptions;
+use tributary_tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
-use tributary_worker::pipeline::parse::span_samples;
-use tributary_worker::tools::pack::PackOptions;
-use tributary_worker::tools::synth::{write_image_folder, SynthOptions};
+use tributary_worker::pipeline::span_samples;
 use tributary_worker::{
     Batch, Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, StoreOptions,
     WorkerError,

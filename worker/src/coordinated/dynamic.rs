@@ -27,14 +27,14 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 use tributary_common::job::JobSpec;
+use tributary_common::plan::span::Span;
 use tributary_common::proto::v1;
-use tributary_common::span::Span;
 
 use super::Session;
 use crate::error::{Result, WorkerError};
-use crate::pipeline::batch::Batch;
 use crate::pipeline::fetch::Input;
 use crate::pipeline::metrics::Metrics;
+use crate::pipeline::output::Batch;
 use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, DecodeConfig, Loader};
 

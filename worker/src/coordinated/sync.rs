@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 use rayon::ThreadPool;
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
+use tributary_common::plan::span::SpanSet;
 use tributary_common::proto::{spans_from_proto, v1};
-use tributary_common::span::SpanSet;
 
 use super::Session;
 use crate::error::{Result, WorkerError};
-use crate::pipeline::batch::Batch;
 use crate::pipeline::metrics::Metrics;
+use crate::pipeline::output::Batch;
 use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, DecodeConfig, Loader, LoaderConfig, Stripe};
 

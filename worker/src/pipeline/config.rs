@@ -2,8 +2,7 @@
 //! batch size, order, fields, transform, stripe) and its resource bounds,
 //! each checked against [`limits`] before it sizes anything.
 
-use std::fmt;
-use std::str::FromStr;
+pub use tributary_common::plan::assign::Tail;
 
 use super::decode::bad_samples::{self, OnError};
 use super::decode::fields::Fields;
@@ -253,42 +252,5 @@ impl Stripe {
     /// Whether batch `batch` of the epoch is in this stripe.
     pub fn keeps(self, batch: u64) -> bool {
         batch % self.count as u64 == self.index as u64
-    }
-}
-
-/// How an unshuffled (evaluation) split of `N` samples over `W` ranks ends
-/// when `W` does not divide `N`. Either way every sample is read exactly
-/// once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Tail {
-    /// The first `N % W` ranks read one sample more; batch counts may
-    /// differ by one between ranks.
-    #[default]
-    Uneven,
-    /// Every rank reads `ceil(N / W)` samples: ranks short of that repeat
-    /// their last sample, marked as padding ([`super::Batch::padded`],
-    /// Python's validity mask), so batch counts are equal and no padded
-    /// sample counts twice.
-    Pad,
-}
-
-impl FromStr for Tail {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "uneven" => Ok(Self::Uneven),
-            "pad" => Ok(Self::Pad),
-            other => Err(format!("tail must be \"uneven\" or \"pad\", not {other:?}")),
-        }
-    }
-}
-
-impl fmt::Display for Tail {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Uneven => "uneven",
-            Self::Pad => "pad",
-        })
     }
 }

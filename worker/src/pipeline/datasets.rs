@@ -1,6 +1,6 @@
 //! What a loader reads: one dataset, or several mixed into one epoch.
 //!
-//! Spans name *virtual* shards (see [`tributary_common::mix`]): for one
+//! Spans name *virtual* shards (see [`tributary_common::plan::mix`]): for one
 //! dataset they are its shards; for a mix, the datasets' shards
 //! concatenated and repeated as often as an epoch takes a dataset more than
 //! once. [`Datasets::shard`] resolves one to its dataset and shard, and a
@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use tributary_common::manifest::{Manifest, ShardEntry, ShardMeta};
-use tributary_common::mix::{Layout, SourceShape, Take};
-use tributary_common::span::Span;
+use tributary_common::plan::mix::{Layout, SourceShape, Take};
+use tributary_common::plan::span::Span;
 use tributary_io::Dataset;
 
 use crate::error::{Result, WorkerError};

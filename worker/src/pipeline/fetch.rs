@@ -15,9 +15,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tributary_common::format::shard::{chunk_range, ChunkRange};
 use tributary_common::manifest::ShardMeta;
-use tributary_common::shard::{chunk_range, ChunkRange};
-use tributary_common::span::{Span, SpanSet};
+use tributary_common::plan::span::{Span, SpanSet};
 
 use super::datasets::Datasets;
 use super::metrics::Metrics;
@@ -165,9 +165,10 @@ pub enum Fetch {
     Flush,
 }
 
-/// Streams the bytes of spans as they arrive, in input order: each read
+/// The fetch stage: the bytes of the spans of `input` as they arrive, in
+/// input order, flush markers passed through in their place; each read
 /// holds its share of the byte budget until its samples are dropped.
-pub fn fetch_reads(
+pub fn fetch(
     dataset: Datasets,
     input: impl Stream<Item = Input> + Send + 'static,
     config: &FetchConfig,

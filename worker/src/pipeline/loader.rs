@@ -1,34 +1,43 @@
-//! The loader: a builder that wires the stages together and the handle the
+//! The loader: a builder that wires the stages together, and the handle the
 //! consumer reads batches from.
 //!
 //! ```text
 //!  input (spans, or spans as they arrive)
-//!     ──▶ fetch: range GETs (bounded count + bytes)     [fetch]
+//!     ──▶ fetch: range GETs (bounded count + bytes)              [fetch]
 //!     ──▶ parse: verify + split into samples (blocking pool)     [parse]
-//!     ──▶ shuffle buffer (seeded, bounded) ──▶ sample batches   [batch]
+//!     ──▶ shuffle: the seeded, bounded shuffle buffer            [shuffle]
+//!     ──▶ cut: samples into batches (a Cut strategy)             [cut]
+//!     ──▶ sample batches (bounded channel)
 //!     ──▶ decode + augment (rayon pool, batches in flight bounded)   [decode]
 //!     ──▶ ready batches (bounded prefetch queue) ──▶ Loader::next()
 //! ```
+//!
+//! Each stage is a stream transformer, and `chain` strings them together
+//! in this order; no stage calls the one before it.
 
+use std::pin::pin;
 use std::sync::Arc;
 
-use futures::stream::{self, StreamExt};
+use futures::stream::{self, BoxStream, Stream, StreamExt};
 use rayon::ThreadPool;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tributary_common::mix::Layout;
-use tributary_common::plan::{split_equal, Remainder};
-use tributary_common::span::{Span, SpanSet};
+use tributary_common::plan::assign::{ordered_assignment, static_assignment};
+use tributary_common::plan::span::SpanSet;
 
-use super::batch::{assemble, Batch, Padding};
 use super::config::{LoaderConfig, Tail};
+use super::cut::{cut, WholeSamples};
 use super::datasets::Datasets;
 use super::decode::bad_samples::BadTally;
 use super::decode::pixels::PixelBudget;
-use super::decode::{decode_stage, DecodeSetup};
-use super::fetch::Input;
+use super::decode::{decode, DecodeSetup};
+use super::fetch::{fetch, FetchConfig, Input};
 use super::metrics::{Metrics, MetricsSnapshot};
+use super::output::Batch;
+use super::parse::{parse, Fetched, Output};
+use super::shuffle::{shuffle, ShuffleBuffer};
 use crate::error::{Result, WorkerError};
+use tributary_common::plan::assign::Padding;
 
 /// Builds a [`Loader`].
 #[derive(Debug)]
@@ -168,31 +177,16 @@ impl LoaderBuilder {
                 .map(Input::Span)
                 .boxed(),
         };
-        let (sample_tx, sample_rx) = mpsc::channel(config.decode.decode_batches_in_flight);
-        let (batch_tx, batch_rx) = mpsc::channel(config.decode.prefetch_batches);
-        let mut assembled = config.clone();
-        if !config.plan.shuffle {
-            assembled.plan.shuffle_buffer = 0;
-        }
-        tokio::spawn(assemble(
+        let batches = chain(
             self.dataset,
             input,
-            assembled,
-            Arc::clone(&metrics),
+            &config,
             padding,
-            sample_tx,
-        ));
-        tokio::spawn(decode_stage(
-            pool,
-            config.clone(),
-            setup,
-            tally,
-            Arc::clone(&metrics),
-            sample_rx,
-            batch_tx,
-        ));
+            Decoding { pool, setup, tally },
+            &metrics,
+        );
         Ok(Loader {
-            batches: batch_rx,
+            batches,
             metrics,
             samples,
             batch_size: config.plan.batch_size,
@@ -200,6 +194,102 @@ impl LoaderBuilder {
             done: false,
         })
     }
+}
+
+/// What the decode stage needs besides the configuration.
+struct Decoding {
+    pool: Arc<ThreadPool>,
+    setup: DecodeSetup,
+    tally: BadTally,
+}
+
+/// The pipeline of one loader, stage after stage as the data flows; the
+/// receiver of its ready batches.
+///
+/// Errors flow down as items, in their place: the chain ends at the first
+/// one, which reaches the consumer after every batch before it. A stage
+/// stops when its consumer is gone, cancelling what is upstream of it.
+fn chain(
+    dataset: Datasets,
+    input: BoxStream<'static, Input>,
+    config: &LoaderConfig,
+    padding: Option<Padding>,
+    decoding: Decoding,
+    metrics: &Arc<Metrics>,
+) -> mpsc::Receiver<Result<Batch>> {
+    let reads = fetch(
+        dataset.clone(),
+        input,
+        &config.decode.fetch,
+        Arc::clone(metrics),
+    );
+    let samples = parse(dataset, reads, &config.decode.fetch, Arc::clone(metrics));
+    // Unshuffled (evaluation) reading: no shuffle buffer either.
+    let capacity = if config.plan.shuffle {
+        config.plan.shuffle_buffer
+    } else {
+        0
+    };
+    let (seed, epoch, generation) = (config.plan.seed, config.plan.epoch, config.plan.generation);
+    let buffer = ShuffleBuffer::new(capacity, seed, epoch, generation, config.plan.rank as u64);
+    let shuffled = shuffle(samples, buffer);
+    let strategy = WholeSamples::new(config.plan.batch_size, config.plan.drop_last, padding);
+    let batches = cut(shuffled, strategy, config.plan.stripe);
+    // Everything up to here runs on a task of its own, a few sample
+    // batches ahead of the decoder.
+    let batches = queue(batches, config.decode.decode_batches_in_flight);
+    let Decoding { pool, setup, tally } = decoding;
+    let decoded = decode(
+        ReceiverStream::new(batches),
+        pool,
+        config,
+        setup,
+        tally,
+        Arc::clone(metrics),
+    );
+    // The ready batches: the prefetch queue `Loader::next` reads.
+    queue(decoded, config.decode.prefetch_batches)
+}
+
+/// Runs `stream` on a task of its own, up to `bound` items ahead of the
+/// receiver. It stops after passing on an error, or when the receiver is
+/// gone, dropping (cancelling) the stream.
+fn queue<T: Send + 'static>(
+    stream: impl Stream<Item = Result<T>> + Send + 'static,
+    bound: usize,
+) -> mpsc::Receiver<Result<T>> {
+    let (tx, rx) = mpsc::channel(bound);
+    tokio::spawn(async move {
+        let mut stream = pin!(stream);
+        while let Some(item) = stream.next().await {
+            let failed = item.is_err();
+            if tx.send(item).await.is_err() || failed {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The samples of a fixed span set, in span order: the fetch and parse
+/// stages alone (the decode-ceiling benchmark, and tests that compare what
+/// reads give under faults).
+pub fn span_samples(
+    dataset: impl Into<Datasets>,
+    spans: &SpanSet,
+    config: &FetchConfig,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
+    let dataset = dataset.into();
+    let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
+    let reads = fetch(dataset.clone(), input, config, Arc::clone(&metrics));
+    parse(dataset, reads, config, metrics).filter_map(|out| async move {
+        match out {
+            Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
+            Ok(Output::Flush) => None,
+            Err(e) => Some(Err(e)),
+        }
+    })
 }
 
 /// A pool of `threads` decode threads. Readers of several epochs share one:
@@ -211,57 +301,6 @@ pub fn decode_pool(threads: usize) -> Result<Arc<ThreadPool>> {
         .build()
         .map(Arc::new)
         .map_err(|e| WorkerError::Config(format!("cannot start the decode pool: {e}")))
-}
-
-/// Rank `rank`'s spans of epoch `epoch` when `world` ranks share the data
-/// without a coordinator: the epoch's spans (for one dataset, its seeded
-/// shard order), split into equal parts (the last `samples % world`
-/// samples dropped).
-pub fn static_assignment(
-    layout: &Layout,
-    seed: u64,
-    epoch: u64,
-    rank: usize,
-    world: usize,
-) -> SpanSet {
-    let cut = layout.epoch_spans(seed, epoch);
-    split_equal(&cut, world, Remainder::Drop).swap_remove(rank)
-}
-
-/// Rank `rank`'s part of an unshuffled (evaluation) read of the whole
-/// dataset by `world` ranks: contiguous in manifest order (a mix: every
-/// dataset once, in mix order, whatever an epoch takes), the first
-/// `samples % world` ranks one sample longer, nothing dropped. With
-/// [`Tail::Pad`] every rank's stream is `ceil(samples / world)` long, the
-/// short ones padded by repeating their last sample (a rank with no sample
-/// of its own reads the dataset's first, all of it padding).
-pub fn ordered_assignment(
-    layout: &Layout,
-    rank: usize,
-    world: usize,
-    tail: Tail,
-) -> (SpanSet, Option<Padding>) {
-    let all = SpanSet::new((0..layout.concatenated_shards()).filter_map(|shard| {
-        let samples = layout.shard_samples(shard)?;
-        (samples > 0).then(|| Span::new(shard, 0, samples))
-    }));
-    let (n, w, r) = (all.len(), world as u64, rank as u64);
-    let (base, extra) = (n / w, n % w);
-    let start = r * base + r.min(extra);
-    let len = base + u64::from(r < extra);
-    let mine = all.split_at(start).1.split_at(len).0;
-    match tail {
-        Tail::Uneven => (mine, None),
-        Tail::Pad => {
-            let total = n.div_ceil(w);
-            let padding = Padding { real: len, total };
-            if mine.is_empty() && total > 0 {
-                (all.split_at(1).0, Some(padding))
-            } else {
-                (mine, Some(padding))
-            }
-        }
-    }
 }
 
 /// One rank's stream of batches for one epoch.

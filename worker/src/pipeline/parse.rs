@@ -7,58 +7,41 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use futures::stream::{self, Stream, StreamExt};
+use futures::stream::{Stream, StreamExt};
 use tokio::sync::OwnedSemaphorePermit;
+use tributary_common::format::shard::decode_chunks;
 use tributary_common::sample::{check_labels, Field, Sample};
-use tributary_common::shard::decode_chunks;
-use tributary_common::span::SpanSet;
 
 use super::datasets::Datasets;
-use super::fetch::{fetch_reads, Fetch, FetchConfig, Input, Raw, Read};
+use super::fetch::{Fetch, FetchConfig, Raw, Read};
 use super::metrics::Metrics;
 use crate::error::{Result, WorkerError};
 
-/// Samples of one read, with the byte budget they hold until dropped.
+/// Samples of one read, with the byte budget they hold until dropped (none
+/// for those the shuffle buffer gives out when it is emptied).
 #[derive(Debug)]
 pub struct Fetched {
     pub samples: Vec<Sample>,
-    _budget: OwnedSemaphorePermit,
+    pub(super) budget: Option<OwnedSemaphorePermit>,
 }
 
-/// What the parse stage yields, in input order.
+/// What the parse stage yields, in input order (and the shuffle stage, in
+/// shuffled order).
 #[derive(Debug)]
 pub enum Output {
     Samples(Fetched),
     Flush,
 }
 
-/// The samples of a fixed span set, in span order (the decode-ceiling
-/// benchmark, and tests that compare what reads give under faults).
-pub fn span_samples(
-    dataset: impl Into<Datasets>,
-    spans: &SpanSet,
-    config: &FetchConfig,
-    metrics: Arc<Metrics>,
-) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
-    let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
-    read_samples(dataset.into(), input, config, metrics).filter_map(|out| async move {
-        match out {
-            Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
-            Ok(Output::Flush) => None,
-            Err(e) => Some(Err(e)),
-        }
-    })
-}
-
-/// The samples of spans as they arrive, in input order: the fetch stage
-/// and this one.
-pub fn read_samples(
+/// The parse stage: the samples of each read of `reads`, in input order;
+/// reads are parsed on the blocking pool, as many at once as reads are in
+/// flight. Flush markers and errors pass through in their place.
+pub fn parse(
     dataset: Datasets,
-    input: impl Stream<Item = Input> + Send + 'static,
+    reads: impl Stream<Item = Result<Fetch>> + Send + 'static,
     config: &FetchConfig,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Output>> + Send + 'static {
-    let reads = fetch_reads(dataset.clone(), input, config, Arc::clone(&metrics));
     reads
         .map(move |fetched| {
             let dataset = dataset.clone();
@@ -69,13 +52,14 @@ pub fn read_samples(
                     Fetch::Flush => return Ok(Output::Flush),
                 };
                 let started = Instant::now();
-                let samples = tokio::task::spawn_blocking(move || parse(&dataset, &read, &data))
-                    .await
-                    .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
+                let samples =
+                    tokio::task::spawn_blocking(move || parse_read(&dataset, &read, &data))
+                        .await
+                        .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
                 metrics.record_parse(started.elapsed(), samples.len());
                 Ok(Output::Samples(Fetched {
                     samples,
-                    _budget: budget,
+                    budget: Some(budget),
                 }))
             }
         })
@@ -85,7 +69,7 @@ pub fn read_samples(
 /// Verifies and parses one read, then copies each sample into one compact
 /// allocation of its own, so a sample waiting in the shuffle buffer does not
 /// pin the whole read (or decompressed block) it came from.
-fn parse(datasets: &Datasets, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
+fn parse_read(datasets: &Datasets, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
     let shard = datasets
         .shard(read.shard)
         .expect("reads are planned for shards inside the layout");

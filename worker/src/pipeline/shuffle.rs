@@ -1,6 +1,47 @@
-//! The seeded, bounded shuffle buffer. It lives in `tributary-common`
-//! because the coordinator recomputes what a rank's buffer emitted
-//! (`tributary_common::generation::emitted`) and the two must never drift
+//! The shuffle stage: parsed samples through the seeded, bounded shuffle
+//! buffer. The buffer lives in `tributary-common` because the coordinator
+//! recomputes what a rank's buffer emitted
+//! (`tributary_common::plan::generation::emitted`) and the two must never drift
 //! apart; this module re-exports it for the pipeline.
 
-pub use tributary_common::shuffle::*;
+use futures::future;
+use futures::stream::{self, Stream, StreamExt};
+pub use tributary_common::plan::shuffle::*;
+use tributary_common::sample::Sample;
+
+use super::parse::{Fetched, Output};
+use crate::error::Result;
+
+/// The shuffle stage: each read's samples pushed through `buffer`, in
+/// order, coming out as what the buffer gives out for them (which holds the
+/// read's byte budget in their place). A flush marker empties the buffer
+/// before it passes on; so does the end of the input. Errors pass through
+/// in their place.
+pub fn shuffle(
+    samples: impl Stream<Item = Result<Output>> + Send + 'static,
+    mut buffer: ShuffleBuffer<Sample>,
+) -> impl Stream<Item = Result<Output>> + Send + 'static {
+    // `None`: the input has ended.
+    let end = stream::once(future::ready(None));
+    samples.map(Some).chain(end).flat_map(move |item| {
+        let mut drained = || {
+            Ok(Output::Samples(Fetched {
+                samples: buffer.drain().collect(),
+                budget: None,
+            }))
+        };
+        let out = match item {
+            Some(Ok(Output::Samples(read))) => {
+                let samples = read.samples.into_iter();
+                vec![Ok(Output::Samples(Fetched {
+                    samples: samples.filter_map(|sample| buffer.push(sample)).collect(),
+                    budget: read.budget,
+                }))]
+            }
+            Some(Ok(Output::Flush)) => vec![drained(), Ok(Output::Flush)],
+            Some(Err(error)) => vec![Err(error)],
+            None => vec![drained()],
+        };
+        stream::iter(out)
+    })
+}

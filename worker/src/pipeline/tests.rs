@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use object_store::memory::InMemory;
+use tributary_common::format::shard::ShardWriter;
 use tributary_common::manifest::{Compression, Manifest, MANIFEST_NAME};
-use tributary_common::shard::ShardWriter;
 
 use crate::pipeline::decode::bad_samples::OnError;
 use crate::pipeline::decode::pixels::DecodeLimits;
@@ -377,7 +377,7 @@ async fn out_of_range_settings_are_config_errors_naming_the_setting() {
 
 #[tokio::test]
 async fn a_mix_takes_its_counts_and_each_sample_names_its_dataset() {
-    use tributary_common::mix::Take;
+    use tributary_common::plan::mix::Take;
     let good = jpeg(24, 20);
     let samples = |prefix: &str, bad: Option<usize>| -> Vec<(String, &'static str, Vec<u8>)> {
         (0..16)

@@ -10,7 +10,7 @@ use crate::pipeline::metrics::Metrics;
 use crate::{Batch, Datasets, Loader, LoaderConfig, Result};
 
 /// Rank `config.plan.rank` of `config.plan.world` reading its contiguous part of the
-/// dataset in manifest order (see [`crate::pipeline::ordered_assignment`]),
+/// dataset in manifest order (see [`tributary_common::plan::assign::ordered_assignment`]),
 /// pass after pass. It keeps no progress to checkpoint: a pass is read
 /// whole or read again.
 #[derive(Debug)]

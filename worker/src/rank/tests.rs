@@ -1,9 +1,10 @@
-/// The README's Rust example of a coordinated rank, taken as written.
+/// The user guide's Rust example of a coordinated rank (docs/src/elastic.md),
+/// taken as written.
 fn readme_example() -> String {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/src/elastic.md");
     let start = readme
         .find("```rust\nuse std::collections::HashMap;\nuse tributary_worker::coordinated")
-        .expect("the README has the rank example");
+        .expect("the guide has the rank example");
     let body = &readme[start + "```rust\n".len()..];
     body[..body.find("```").expect("the block ends")].to_owned()
 }

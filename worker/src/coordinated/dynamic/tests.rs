@@ -54,8 +54,8 @@ fn the_tracker_counts_owed_samples_and_readies_finished_units() {
 
 #[test]
 fn a_unit_without_a_span_backwards_or_outside_the_dataset_is_refused() {
+    use tributary_common::format::shard::ShardWriter;
     use tributary_common::manifest::{Compression, CompressionKind, Manifest};
-    use tributary_common::shard::ShardWriter;
     let mut writer = ShardWriter::new("shard-000000.tar", Compression::NONE);
     for i in 0..4 {
         writer

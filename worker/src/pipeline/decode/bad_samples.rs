@@ -26,7 +26,7 @@
 
 use std::str::FromStr;
 
-use tributary_common::shard::chunk_range;
+use tributary_common::format::shard::chunk_range;
 
 use crate::error::WorkerError;
 use crate::pipeline::datasets::Datasets;

@@ -23,8 +23,11 @@ use std::str::FromStr;
 use bytes::Bytes;
 use tributary_common::sample::{Field, Sample};
 
-use super::npy::{self, DType};
-use crate::pipeline::batch::Images;
+use super::npy;
+use crate::pipeline::output::Images;
+// The columns live in the pipeline's output types; re-exported where they
+// have always been named.
+pub use crate::pipeline::output::{Array, Arrays, Column};
 
 /// Fields a batch may carry at most.
 pub const MAX_FIELDS: usize = 64;
@@ -194,47 +197,6 @@ impl Fields {
             .filter(|s| s.decoder == Decoder::Image)
             .count()
     }
-}
-
-/// One array of an `npy` field.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Array {
-    pub dtype: DType,
-    pub shape: Vec<usize>,
-    /// Little-endian, C order; shares the buffer the sample was read in.
-    pub data: Bytes,
-}
-
-/// An `npy` column.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Arrays {
-    /// Every sample's array had this dtype and shape: one `N x shape`
-    /// array.
-    Stacked {
-        dtype: DType,
-        /// Of one array; the stack is `[count, shape...]`.
-        shape: Vec<usize>,
-        count: usize,
-        data: Vec<u8>,
-    },
-    /// Dtypes or shapes differ, or a sample lacks the field.
-    List(Vec<Option<Array>>),
-}
-
-/// One field of a batch, a value per sample.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Column {
-    /// Every image transformed to one size: `[N, 3, H, W]` (NCHW) or
-    /// `[N, H, W, 3]` (NHWC).
-    Images(Images, [usize; 4]),
-    /// Preset `none`: each image as decoded, `[3, H, W]` or `[H, W, 3]`.
-    ImageList(Vec<(Images, [usize; 3])>),
-    /// `cls`: -1 where an optional label is missing.
-    Labels(Vec<i64>),
-    Text(Vec<Option<String>>),
-    Json(Vec<Option<serde_json::Value>>),
-    Arrays(Arrays),
-    Bytes(Vec<Option<Bytes>>),
 }
 
 /// One sample's value of one field, before the batch's columns are made.

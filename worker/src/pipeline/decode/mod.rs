@@ -3,14 +3,15 @@
 //! libjpeg-turbo, PNG, WebP) checked against the pixel limits and rendered
 //! through the [`Transform`] into their slot of one buffer; labels, text,
 //! JSON, arrays and raw bytes into values. Bad samples raise or are
-//! skipped; and the stage that runs it batch after batch.
+//! skipped; and the stage that runs it batch after batch ([`decode()`]).
 //!
 //! - [`transform`]: the presets (`train`, `eval`, `resize`, `none`), output
 //!   size, dtype, layout and normalisation; where each image goes.
 //! - [`render`]: resampling, flipping, padding, normalising into a slot.
 //! - [`jpeg`]: libjpeg-turbo decoding of the region a plan needs, with DCT
 //!   scaling.
-//! - [`fields`]: field names, their decoders and the batch's columns.
+//! - [`fields`]: field names, their decoders, and how their values become
+//!   the batch's columns.
 //! - [`npy`]: `.npy` arrays.
 //! - [`pixels`]: formats by magic bytes, header dimensions, pixel limits
 //!   and the pixel budget decode threads share.
@@ -24,14 +25,13 @@ pub mod pixels;
 pub mod render;
 pub mod transform;
 
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::stream::{self, StreamExt};
+use futures::stream::{self, Stream, StreamExt};
 use rayon::prelude::*;
 use rayon::ThreadPool;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tributary_common::sample::Sample;
 
 use self::bad_samples::{BadTally, OnError};
@@ -39,11 +39,12 @@ use self::fields::{column, decode_value, Decoder, Fields, Value};
 use self::pixels::{DecodeLimits, ImageKind, PixelBudget};
 use self::render::{NormLut, Slot};
 use self::transform::{Dtype, Layout, Plan, Transform};
-use super::batch::{Batch, Images, SampleBatch};
 use super::buffers::{Buffer, BufferPool};
 use super::config::LoaderConfig;
+use super::cut::SampleBatch;
 use super::datasets::Datasets;
 use super::metrics::Metrics;
+use super::output::{Batch, Images};
 use crate::error::{Result, WorkerError};
 
 /// What is done with a decoded view `(width, height, RGB8 pixels)` and
@@ -359,24 +360,27 @@ fn compact<T: Copy>(buf: &mut Buffer<T>, per: usize, keep: &[usize]) {
     buf.truncate(keep.len() * per);
 }
 
-/// Decode sample batches on the rayon pool, in order, into ready batches.
+/// The decode stage: the sample batches of `batches` decoded on the rayon
+/// pool, `decode_batches_in_flight` at once, into ready batches, in order.
 /// Skipped samples are counted, logged and checked against the bad-sample
 /// cap here, in batch order, so a run fails at the same batch every time.
-pub(super) async fn decode_stage(
+/// Errors pass through in their place.
+pub fn decode(
+    batches: impl Stream<Item = Result<SampleBatch>> + Send + 'static,
     pool: Arc<ThreadPool>,
-    config: LoaderConfig,
+    config: &LoaderConfig,
     setup: DecodeSetup,
     mut tally: BadTally,
     metrics: Arc<Metrics>,
-    rx: mpsc::Receiver<Result<SampleBatch>>,
-    tx: mpsc::Sender<Result<Batch>>,
-) {
+) -> impl Stream<Item = Result<Batch>> + Send + 'static {
+    let in_flight = config.decode.decode_batches_in_flight;
     let decoder = Arc::new(BatchDecoder::new(
         &config.decode.transform,
         &config.decode.fields,
         setup,
     ));
-    let decode_one = |item: Result<SampleBatch>| {
+    let counter = Arc::clone(&metrics);
+    let decode_one = move |item: Result<SampleBatch>| {
         let pool = Arc::clone(&pool);
         let (decoder, metrics) = (Arc::clone(&decoder), Arc::clone(&metrics));
         async move {
@@ -405,7 +409,7 @@ pub(super) async fn decode_stage(
                 .map_err(|_| WorkerError::Stopped("a decode task was lost".into()))?
         }
     };
-    let mut count = |decoded: Result<(Decoded, u64)>| -> Result<Batch> {
+    let count = move |decoded: Result<(Decoded, u64)>| -> Result<Batch> {
         let (decoded, samples) = decoded?;
         for skipped in &decoded.skipped {
             if let WorkerError::BadSample {
@@ -419,33 +423,18 @@ pub(super) async fn decode_stage(
                 tracing::warn!(%shard, offset, %key, id, %reason, "skipped a bad sample");
             }
         }
-        metrics.record_bad(decoded.skipped.len() as u64);
+        counter.record_bad(decoded.skipped.len() as u64);
         tally.record(samples, &decoded.skipped)?;
         Ok(decoded.batch)
     };
     // The first batch is decoded alone, on every thread: with a second one
     // beside it, the threads would share out both and the first would come
-    // out only when both are nearly done.
-    let mut rx = rx;
-    let Some(first) = rx.recv().await else {
-        return;
-    };
-    let batch = count(decode_one(first).await);
-    let failed = batch.is_err();
-    if tx.send(batch).await.is_err() || failed {
-        return;
-    }
-    let incoming = stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    });
-    let mut ready = pin!(incoming
-        .map(decode_one)
-        .buffered(config.decode.decode_batches_in_flight));
-    while let Some(decoded) = ready.next().await {
-        let batch = count(decoded);
-        let failed = batch.is_err();
-        if tx.send(batch).await.is_err() || failed {
-            return;
-        }
-    }
+    // out only when both are nearly done. The next ones start once it is
+    // handed on.
+    stream::once(Box::pin(batches).into_future())
+        .flat_map(move |(first, rest)| {
+            let first = stream::iter(first).then(decode_one.clone());
+            first.chain(rest.map(decode_one.clone()).buffered(in_flight))
+        })
+        .map(count)
 }

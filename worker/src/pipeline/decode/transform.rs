@@ -25,7 +25,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use tributary_common::seed::{self, Domain};
+use tributary_common::plan::seed::{self, Domain};
 
 /// How each image is cropped and resized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

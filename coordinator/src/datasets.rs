@@ -1,0 +1,132 @@
+//! A job's dataset as the coordinator sees it: its manifests read (all
+//! within [`MANIFEST_TIMEOUT`]), their digests taken, and the layout that
+//! planning works on built; and a loaded job's manifests checked against
+//! the digests it was created with.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tributary_common::ids::JobId;
+use tributary_common::plan::mix::{Layout, SourceShape};
+use tributary_io::{Dataset as StoredDataset, StoreOptions};
+
+use crate::digest::sha256_hex;
+use crate::error::{CoordError, Result};
+use crate::model::{Dataset, StoredJob};
+use tributary_common::job::JobSpec;
+
+/// The longest a manifest read may take while a job loads or is created.
+pub const MANIFEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A job's data as planning needs it, with the manifests' digests.
+#[derive(Debug)]
+pub struct OpenedDataset {
+    pub dataset: Dataset,
+    /// Samples per epoch.
+    pub samples: u64,
+    pub crc32c: u32,
+    /// SHA-256 of the manifest's canonical JSON, hex; of a mixed job, of
+    /// its manifests' digests (`sources`).
+    pub sha256: String,
+    /// A mixed job's manifests' SHA-256, in source order.
+    pub sources: Vec<String>,
+}
+
+/// Opens a job's dataset (or each of its mixed datasets, concurrently),
+/// all within `MANIFEST_TIMEOUT` (20 s).
+pub async fn open_dataset(
+    job: &JobId,
+    config: &JobSpec,
+    options: &StoreOptions,
+) -> Result<OpenedDataset> {
+    let failed = |error: String| CoordError::Dataset {
+        job: job.clone(),
+        error,
+    };
+    let urls = config.manifest_urls();
+    let opens = futures::future::try_join_all(urls.iter().map(|url| async move {
+        StoredDataset::open(url, options)
+            .await
+            .map_err(|e| failed(e.to_string()))
+    }));
+    let opened = tokio::time::timeout(MANIFEST_TIMEOUT, opens)
+        .await
+        .map_err(|_| {
+            failed(format!(
+                "the manifest of {} did not arrive within {MANIFEST_TIMEOUT:?}",
+                config.describe_data()
+            ))
+        })??;
+    let digests: Vec<(u32, String)> = opened
+        .iter()
+        .map(|d| {
+            let json = d.manifest.to_json();
+            (crc32c::crc32c(&json), sha256_hex(&json))
+        })
+        .collect();
+    let counts = |d: &StoredDataset| d.manifest.shards.iter().map(|s| s.samples).collect();
+    if config.sources.is_empty() {
+        let (crc32c, sha256) = digests.into_iter().next().expect("one manifest");
+        let layout = Layout::single(counts(&opened[0]));
+        return Ok(OpenedDataset {
+            samples: layout.epoch_samples(),
+            dataset: Dataset {
+                layout: Arc::new(layout),
+            },
+            crc32c,
+            sha256,
+            sources: Vec::new(),
+        });
+    }
+    let shapes: Vec<SourceShape> = opened
+        .iter()
+        .zip(&config.sources)
+        .map(|(d, source)| SourceShape {
+            shard_samples: counts(d),
+            take: source.take,
+        })
+        .collect();
+    let layout = Layout::mixed(&shapes, config.epoch_samples)
+        .map_err(|e| CoordError::Invalid(format!("config.{e}")))?;
+    let sources: Vec<String> = digests.into_iter().map(|(_, sha)| sha).collect();
+    let joined = sources.join("\n");
+    Ok(OpenedDataset {
+        samples: layout.epoch_samples(),
+        dataset: Dataset {
+            layout: Arc::new(layout),
+        },
+        crc32c: crc32c::crc32c(joined.as_bytes()),
+        sha256: sha256_hex(joined.as_bytes()),
+        sources,
+    })
+}
+
+/// A job's stored record, checked: its config within bounds, its manifest
+/// the one it was created with.
+pub(crate) fn check_stored(name: &JobId, stored: &StoredJob, opened: &OpenedDataset) -> Result<()> {
+    let (was, now) = match &stored.manifest_sha256 {
+        Some(sha) => (format!("sha256:{sha}"), format!("sha256:{}", opened.sha256)),
+        None => (
+            format!("crc32c:{:08x}", stored.manifest_crc32c),
+            format!("crc32c:{:08x}", opened.crc32c),
+        ),
+    };
+    if was != now {
+        // A mixed job names the manifest that changed.
+        let urls = stored.config.manifest_urls();
+        let changed = stored
+            .source_sha256
+            .iter()
+            .zip(&opened.sources)
+            .position(|(then, now)| then != now)
+            .and_then(|i| urls.get(i))
+            .map(|url| (*url).to_owned())
+            .unwrap_or_else(|| urls.join(", "));
+        return Err(CoordError::Precondition(format!(
+            "job {:?}: the manifest {changed} changed since the job was created ({was} then, {now} now); \
+             the plan would change under existing commits: create a new job for the new dataset",
+            name.as_str(),
+        )));
+    }
+    Ok(())
+}

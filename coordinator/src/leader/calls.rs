@@ -1,0 +1,166 @@
+//! The members' calls and GetStatus, one method each: the job found
+//! (waiting while it loads), the model's method run under the job's lock
+//! with the call recorded as the member's (`Job::seen`), and its effects
+//! applied by `Leader::change` before the answer returns.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::broadcast;
+use tributary_common::ids::{Epoch, Generation, JobId};
+
+use super::Leader;
+use crate::auth::new_secret;
+use crate::error::{CoordError, Result};
+use crate::model::{
+    outcome, Acquired, Assignment, Caller, Event, Job, JobStatus, Joined, Joiner, Progress, State,
+    UnitRef,
+};
+use crate::store::StoreError;
+
+impl Leader {
+    /// A member joins the job `name` ([`Job::join`]).
+    pub async fn join(&self, name: &JobId, joiner: Joiner) -> Result<Joined> {
+        let handle = self.job(name).await?;
+        let fresh_secret = new_secret()?;
+        // The member's record names its lease, and granting it is I/O: so
+        // it is granted first, outside the job's lock, once the job sees no
+        // reason to refuse; a Join refused after all (the job changed
+        // meanwhile) revokes it through its effects.
+        let grant = handle.job.lock().await.prepare_join(&joiner)?;
+        let lease = self.grant(grant).await?;
+        self.change(&handle, |job| job.join(joiner, fresh_secret, lease))
+            .await
+    }
+
+    /// Renews the calling member's lease; returns its time to live. A
+    /// lease the store no longer has is expired: the member is forgotten
+    /// and the call answered `UnknownMember`.
+    pub async fn keep_alive(&self, name: &JobId, caller: &Caller) -> Result<Duration> {
+        let handle = self.job(name).await?;
+        let lease = handle.job.lock().await.renew(caller, Instant::now())?;
+        match self.store.keep_alive(lease).await {
+            Ok(ttl) => Ok(ttl),
+            Err(StoreError::LeaseNotFound(_)) => {
+                let member = &caller.member;
+                let expired = |job: &mut Job| (Ok(()), job.lease_expired(member, Some(lease)));
+                self.change(&handle, expired).await?;
+                Err(CoordError::UnknownMember {
+                    job: name.clone(),
+                    member: member.clone(),
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The calling sync rank's part of `epoch` ([`Job::assignment`]).
+    pub async fn assignment(
+        &self,
+        name: &JobId,
+        caller: &Caller,
+        epoch: Epoch,
+    ) -> Result<Assignment> {
+        let handle = self.job(name).await?;
+        self.change(&handle, |job| {
+            let answer = outcome(job.assignment(caller, epoch));
+            job.seen(caller, Instant::now(), answer, |_| Progress::None)
+        })
+        .await
+    }
+
+    /// The job's events, for the calling member: they end when the job is
+    /// deleted (once the last call holding it returns).
+    pub async fn watch(&self, name: &JobId, caller: &Caller) -> Result<broadcast::Receiver<Event>> {
+        let handle = self.job(name).await?;
+        handle.job.lock().await.lease_of(caller)?;
+        Ok(handle.events.subscribe())
+    }
+
+    /// Up to `max` units of a dynamic job's pool for the calling member,
+    /// waiting up to `wait` for some to return: `Units`, `Finished`, or
+    /// `Empty` when the wait ran out (never `Advanced`: an epoch that
+    /// opened is looked at again at once).
+    pub async fn acquire(
+        &self,
+        name: &JobId,
+        caller: &Caller,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Acquired> {
+        let handle = self.job(name).await?;
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = handle.notify.notified();
+            let look = |job: &mut Job| {
+                let answer = outcome(job.acquire(caller, max));
+                job.seen(caller, Instant::now(), answer, |_| Progress::None)
+            };
+            match self.change(&handle, look).await? {
+                Acquired::Advanced => continue,
+                Acquired::Empty(epoch) => {
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        return Ok(Acquired::Empty(epoch));
+                    }
+                }
+                got => return Ok(got),
+            }
+        }
+    }
+
+    /// The calling member's progress ([`Job::report`]). Reports of many
+    /// ranks share one flush: each waits for its write after its lock is
+    /// released.
+    pub async fn report(
+        &self,
+        name: &JobId,
+        caller: &Caller,
+        generation: Generation,
+        samples: u64,
+        acked: &[UnitRef],
+    ) -> Result<()> {
+        let handle = self.job(name).await?;
+        self.change(&handle, |job| {
+            let answer = job.report(caller, generation, samples, acked);
+            let sync = acked.is_empty() && matches!(job.state, State::Sync(_));
+            job.seen(caller, Instant::now(), answer, |effects| match sync {
+                true => Progress::Consumed(samples),
+                false => Progress::Acked(effects.tally.samples_acked),
+            })
+        })
+        .await
+    }
+
+    /// Every rank of `generation` consumed `samples` ([`Job::commit`]).
+    pub async fn commit(
+        &self,
+        name: &JobId,
+        caller: &Caller,
+        generation: Generation,
+        samples: u64,
+    ) -> Result<()> {
+        let handle = self.job(name).await?;
+        self.change(&handle, |job| {
+            let answer = outcome(job.commit(caller, generation, samples));
+            job.seen(caller, Instant::now(), answer, |_| Progress::None)
+        })
+        .await
+    }
+
+    /// The calling member leaves ([`Job::leave`]).
+    pub async fn leave(&self, name: &JobId, caller: &Caller) -> Result<()> {
+        let handle = self.job(name).await?;
+        self.change(&handle, |job| outcome(job.leave(caller))).await
+    }
+
+    /// The job's status, once every write made so far is durable;
+    /// `JobFailed` with the reason for a job that cannot be served.
+    pub async fn status(&self, name: &JobId) -> Result<JobStatus> {
+        let handle = self.job(name).await?;
+        let status = handle.job.lock().await.status();
+        // A handler cancelled mid-write (its client died) leaves its change
+        // in memory with the write still queued: answer only once it is
+        // durable, so a status never shows what a crash could lose.
+        self.flush().await?;
+        Ok(status)
+    }
+}
