@@ -3,6 +3,8 @@
 //! conversions between its messages and the planner's types.
 
 use crate::identity::Identity;
+use crate::ids::{Epoch, Generation};
+use crate::plan::generation::{CommitPoint, GenerationRecord};
 use crate::plan::span::{Span, SpanSet};
 use crate::plan::Remainder;
 
@@ -69,6 +71,34 @@ pub fn spans_from_proto(spans: Vec<v1::Span>) -> Result<SpanSet, BackwardsSpan> 
         .map(Span::try_from)
         .collect::<Result<Vec<_>, _>>()?;
     Ok(SpanSet::new(spans))
+}
+
+impl From<&GenerationRecord> for v1::PlanRecord {
+    fn from(record: &GenerationRecord) -> Self {
+        Self {
+            generation: record.generation.get(),
+            epoch: record.epoch.get(),
+            world: record.world,
+            from_generation: record.from.map(|c| c.generation.get()),
+            from_samples: record.from.map_or(0, |c| c.samples),
+        }
+    }
+}
+
+/// As sent: whoever reads a history checks it (its order, worlds and
+/// links) before planning by it.
+impl From<v1::PlanRecord> for GenerationRecord {
+    fn from(record: v1::PlanRecord) -> Self {
+        Self {
+            generation: Generation(record.generation),
+            epoch: Epoch(record.epoch),
+            world: record.world,
+            from: record.from_generation.map(|g| CommitPoint {
+                generation: Generation(g),
+                samples: record.from_samples,
+            }),
+        }
+    }
 }
 
 impl From<Remainder> for v1::RemainderPolicy {

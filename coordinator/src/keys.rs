@@ -10,7 +10,8 @@
 //! /tributary/<job>/finished                      when it finished (Unix ms)
 //! /tributary/<job>/members/<member>              MemberRecord (under its lease)
 //! /tributary/<job>/sync/gen/<generation:020>     GenMeta
-//! /tributary/<job>/sync/commit                   CommitPoint
+//! /tributary/<job>/sync/commit                   CommitPoint (the group's)
+//! /tributary/<job>/sync/commits                  each rank's latest commit
 //! /tributary/<job>/sync/progress                 every rank's last report
 //! /tributary/<job>/dyn/epoch                     the open epoch
 //! /tributary/<job>/dyn/<epoch:06>/leased/<unit:010>  member (under its lease)
@@ -45,8 +46,11 @@ pub enum Key {
     Member { job: JobId, member: MemberId },
     /// A sync generation.
     Generation { job: JobId, generation: Generation },
-    /// The sync job's last commit.
+    /// The sync job's last commit: the group's resume point.
     Commit { job: JobId },
+    /// Each rank's latest commit in the group's current incarnation, in
+    /// one key (bounded by the world); the group's commit is their minimum.
+    RankCommits { job: JobId },
     /// Every rank's last reported progress, in one key: the group-commit
     /// window then writes it at most once per flush however many ranks
     /// report.
@@ -76,6 +80,7 @@ impl Key {
             | Key::Member { job, .. }
             | Key::Generation { job, .. }
             | Key::Commit { job }
+            | Key::RankCommits { job }
             | Key::Progress { job }
             | Key::DynEpoch { job }
             | Key::Leased { job, .. }
@@ -117,6 +122,7 @@ impl Key {
                 generation: Generation(number(generation).ok_or_else(|| error("bad generation"))?),
             },
             ["sync", "commit"] => Key::Commit { job },
+            ["sync", "commits"] => Key::RankCommits { job },
             ["sync", "progress"] => Key::Progress { job },
             ["dyn", "epoch"] => Key::DynEpoch { job },
             ["dyn", epoch, kind @ ("leased" | "acked"), unit] => {
@@ -159,6 +165,7 @@ impl fmt::Display for Key {
                 write!(f, "{ROOT}{job}/sync/gen/{:020}", generation.get())
             }
             Key::Commit { .. } => write!(f, "{ROOT}{job}/sync/commit"),
+            Key::RankCommits { .. } => write!(f, "{ROOT}{job}/sync/commits"),
             Key::Progress { .. } => write!(f, "{ROOT}{job}/sync/progress"),
             Key::DynEpoch { .. } => write!(f, "{ROOT}{job}/dyn/epoch"),
             Key::Leased { epoch, unit, .. } => {
@@ -236,7 +243,7 @@ mod tests {
             name(MAX_MEMBER_NAME),
             any::<u64>(),
             any::<u32>(),
-            0..9u8,
+            0..10u8,
         )
             .prop_map(|(job, member, n, unit, kind)| match kind {
                 0 => Key::Config { job },
@@ -249,6 +256,7 @@ mod tests {
                     generation: Generation(n),
                 },
                 3 => Key::Commit { job },
+                8 => Key::RankCommits { job },
                 4 => Key::Progress { job },
                 5 => Key::DynEpoch { job },
                 7 => Key::Finished { job },

@@ -209,8 +209,9 @@ pub fn next_cut(
 
 /// A commit of the synchronous mode: every rank of `generation` had emitted
 /// `samples` samples (the loader state saved with a checkpoint, or the step
-/// every live rank reached).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// every live rank reached). Points are ordered by generation, then
+/// samples: the order in which a job passes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct CommitPoint {
     pub generation: Generation,
     pub samples: u64,

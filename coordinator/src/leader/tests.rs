@@ -310,5 +310,6 @@ fn joiner(identity: Identity, member: MemberId, secret: &str) -> crate::model::J
         identity,
         member,
         secret: secret.to_owned(),
+        resume: None,
     }
 }

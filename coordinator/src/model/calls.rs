@@ -9,7 +9,7 @@ use tributary_common::job::JobSpec;
 
 use super::dynamic::{Unit, UnitRef};
 use super::effects::{Effects, Event, LeaseGrant, Outcome};
-use super::sync::Assignment;
+use super::sync::{Assignment, Resume};
 use super::{Dataset, DynModel, Identity, Job, MemberRecord, State, SyncModel};
 use crate::auth::{chosen_secret, secret_digest};
 use crate::error::{CoordError, Result};
@@ -29,6 +29,8 @@ pub struct Joiner {
     pub identity: Identity,
     pub member: MemberId,
     pub secret: String,
+    /// Sync: the checkpoint the rank restored (see [`super::sync`]).
+    pub resume: Option<Resume>,
 }
 
 /// What a Join answers: the member's name, its secret and lease's
@@ -129,9 +131,12 @@ impl Job {
             identity,
             member,
             secret,
+            resume,
         } = joiner;
         if let State::Sync(model) = &self.state {
-            model.check_join(identity)?;
+            model.check_join(identity, resume.as_ref())?;
+        } else if resume.is_some() {
+            return Err(sync_only(&self.name));
         }
         if self.members.contains_key(member) && self.authorize(member, secret).is_err() {
             return Err(self.already_joined(member));
@@ -175,6 +180,7 @@ impl Job {
             identity,
             member,
             secret,
+            resume,
         } = joiner;
         let ttl = self.lease_for_join().ttl;
         let mut effects = Effects::default();
@@ -191,7 +197,13 @@ impl Job {
         match &mut self.state {
             State::Sync(model) => {
                 let config = &self.stored.config;
-                let (gen, ops) = model.join(&self.name, config, &self.dataset, &identity)?;
+                let (gen, ops) = model.join(
+                    &self.name,
+                    config,
+                    &self.dataset,
+                    &identity,
+                    resume.as_ref(),
+                )?;
                 if !ops.is_empty() {
                     effects
                         .events
@@ -206,6 +218,7 @@ impl Job {
                     response.rank = *rank;
                 }
             }
+            State::Dynamic(_) if resume.is_some() => return Err(sync_only(&self.name)),
             State::Dynamic(model) => response.epoch = model.epoch().get(),
         }
         // Checked after the model: an existing member has the same identity,
@@ -355,8 +368,9 @@ impl Job {
         }
     }
 
-    /// Every rank of `generation` consumed `samples`: the point the next
-    /// restart resumes from.
+    /// The calling rank had emitted `samples` of `generation` when its
+    /// checkpoint became durable; the job's commit, the point the next
+    /// restart resumes from, is the minimum over the group's ranks.
     pub fn commit(
         &mut self,
         caller: &Caller,

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tributary_common::ids::{Epoch, JobId, MemberId};
 use tributary_common::job::{JobSpec, Mode};
-use tributary_common::plan::generation::GenerationRecord;
+use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
 use tributary_common::plan::mix::Layout;
 
 use crate::error::{CoordError, Result};
@@ -61,13 +61,20 @@ pub struct StoredJob {
     pub shards: u32,
 }
 
-/// A generation as stored: its plan record and the torchrun restart it
-/// belongs to.
+/// A generation as stored: its plan record and the incarnation of the
+/// group it belongs to: the torchrun restart, and the commit the group
+/// resumed from (a plain re-run's `load_state_dict` makes a new
+/// incarnation with the same restart count; see [`sync`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GenMeta {
     pub record: GenerationRecord,
     pub run_id: String,
     pub restart: u64,
+    /// The commit the group's incarnation resumed from (the first
+    /// generation's `from`, or its previous epoch's end); next-epoch
+    /// generations inherit it. `None` for a group that resumed nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<CommitPoint>,
 }
 
 /// A member, stored under its lease.
@@ -181,6 +188,7 @@ impl Job {
         let mut members = BTreeMap::new();
         let mut gens = Vec::new();
         let mut commit = None;
+        let mut rank_commits = None;
         let mut dyn_epoch = Epoch(0);
         let mut leased = Vec::new();
         let mut acked = Vec::new();
@@ -202,6 +210,7 @@ impl Job {
                 }
                 Key::Generation { .. } => gens.push(parse::<GenMeta>(kv)?),
                 Key::Commit { .. } => commit = Some(parse(kv)?),
+                Key::RankCommits { .. } => rank_commits = Some(parse(kv)?),
                 Key::DynEpoch { .. } => dyn_epoch = parse(kv)?,
                 Key::Leased { epoch, unit, .. } => {
                     leased.push((epoch, unit, parse::<MemberId>(kv)?, kv.key.as_str()));
@@ -212,7 +221,7 @@ impl Job {
             }
         }
         let state = match stored.config.mode {
-            Mode::Sync => State::Sync(SyncModel::load(gens, commit)?),
+            Mode::Sync => State::Sync(SyncModel::load(gens, commit, rank_commits.unwrap_or_default())?),
             Mode::Dynamic => {
                 let mut model = DynModel::new(&stored.config, &dataset, dyn_epoch);
                 let corrupt = |key: &str, e: tributary_common::PoolError| {

@@ -1,12 +1,21 @@
 //! Sync mode (torchrun, DDP): generations of equal parts.
 //!
-//! A generation is a world of `world` ranks, all from one torchrun restart
-//! (`run_id`, `restart`), splitting one cut of one epoch. The first join of
-//! a newer restart starts a new generation from the last commit: the samples
-//! of the committed generation's cut that its ranks had not emitted by the
+//! A generation is a world of `world` ranks, all from one incarnation of
+//! the group, splitting one cut of one epoch. An incarnation is a torchrun
+//! restart (`run_id`, `restart`) and the commit it resumed from: the first
+//! join of a newer restart, or a join resuming from the job's commit
+//! (`load_state_dict` of a plain re-run, a requeue, a pod restart: see
+//! [`resume`]), starts a new generation from that commit: the samples of the
+//! committed generation's cut that its ranks had not emitted by the
 //! commit, recomputed by the pure planner. When a rank of the current
 //! generation asks for the next epoch, a generation over the whole next
-//! epoch begins with the same world.
+//! epoch begins with the same world and incarnation.
+//!
+//! The job's commit is the group's: the minimum over the incarnation's
+//! ranks of each rank's latest commit ([`resume`]), so a rank that died
+//! behind holds it back whatever the others did.
+
+mod resume;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,6 +26,8 @@ use tributary_common::plan::generation::{
 };
 use tributary_common::plan::shuffle::ShuffleSpec;
 use tributary_common::plan::span::SpanSet;
+
+pub use resume::{Resume, MAX_HISTORY};
 
 use super::effects::put;
 use super::status::{ModeStatus, RankProgress};
@@ -37,6 +48,9 @@ pub struct Assignment {
     pub world: u32,
     pub spans: SpanSet,
     pub finished: bool,
+    /// The plan records of the generation's epoch, from its first
+    /// generation to this one (what a checkpoint's state carries).
+    pub history: Vec<GenerationRecord>,
 }
 
 /// How far one join may move a run's restart count ahead of the job's
@@ -81,6 +95,15 @@ impl<'a> Rank<'a> {
     }
 }
 
+/// Where a torchrun identity stands against the current generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Its run and restart are the current generation's.
+    Current,
+    /// A newer restart, another run, or no generation yet.
+    Newer,
+}
+
 #[derive(Debug, Default)]
 pub struct SyncModel {
     /// Generations in order of their numbers; those no longer needed to
@@ -88,10 +111,16 @@ pub struct SyncModel {
     gens: Vec<GenMeta>,
     /// A rank asked for the epoch after the last: the job is done.
     pub finished: bool,
+    /// The group's commit: what a restart resumes from.
     commit: Option<CommitPoint>,
+    /// Each rank's latest commit in the current incarnation.
+    ranks: BTreeMap<u32, CommitPoint>,
     cuts: HashMap<u64, Arc<SpanSet>>,
     /// Each rank's last report: its generation and samples.
     progress: BTreeMap<u32, (Generation, u64)>,
+    /// The least number the next generation gets (a seeded job's history
+    /// may number below generations it dropped).
+    floor: u64,
 }
 
 /// The planner's inputs that stay fixed for a job.
@@ -100,10 +129,16 @@ fn spec(config: &JobSpec) -> ShuffleSpec {
 }
 
 impl SyncModel {
-    /// Rebuilds the model from stored generations and commit, checking
-    /// what the planner will index and loop by: generations numbered 0..n,
-    /// worlds within bounds, the commit naming a stored generation.
-    pub fn load(mut gens: Vec<GenMeta>, commit: Option<CommitPoint>) -> Result<Self> {
+    /// Rebuilds the model from stored generations, the group's commit and
+    /// each rank's, checking what the planner will index and loop by:
+    /// generations numbered 0..n, worlds within bounds, the commit naming a
+    /// stored generation, each rank's commit a rank of the current world in
+    /// the current incarnation.
+    pub fn load(
+        mut gens: Vec<GenMeta>,
+        commit: Option<CommitPoint>,
+        ranks: BTreeMap<u32, CommitPoint>,
+    ) -> Result<Self> {
         gens.sort_by_key(|g| g.record.generation.0);
         let corrupt = |why: String| Err(CoordError::Corrupt(why));
         let stored = |g: u64| {
@@ -144,11 +179,14 @@ impl SyncModel {
                 ));
             }
         }
-        Ok(Self {
+        let model = Self {
             gens,
             commit,
+            ranks,
             ..Self::default()
-        })
+        };
+        model.check_ranks()?;
+        Ok(model)
     }
 
     fn current(&self) -> Option<&GenMeta> {
@@ -171,7 +209,9 @@ impl SyncModel {
 
     /// The number the next generation gets.
     fn next_generation(&self) -> u64 {
-        self.current().map_or(0, |g| g.record.generation.0 + 1)
+        self.current()
+            .map_or(0, |g| g.record.generation.0 + 1)
+            .max(self.floor)
     }
 
     /// How many generations the model holds.
@@ -257,6 +297,18 @@ impl SyncModel {
     /// Checks a torchrun identity against the current generation: Ok(true)
     /// when it belongs to it, Ok(false) when it is newer (a restart).
     fn classify(&self, rank: Rank<'_>) -> Result<bool> {
+        match self.place(rank)? {
+            Place::Newer => Ok(false),
+            Place::Current => {
+                self.same_world(rank)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Where `rank` stands (its bounds, and a restart count neither stale
+    /// nor too far ahead), its world not compared yet.
+    fn place(&self, rank: Rank<'_>) -> Result<Place> {
         if !(1..=MAX_WORLD).contains(&rank.world) {
             return Err(CoordError::Invalid(format!(
                 "torchrun.world_size {} is outside 1..={MAX_WORLD}",
@@ -276,7 +328,7 @@ impl SyncModel {
                     rank.restart, rank.run_id
                 )));
             }
-            return Ok(false);
+            return Ok(Place::Newer);
         };
         if rank.restart - current.restart.min(rank.restart) > MAX_RESTART_STEP {
             return Err(CoordError::Invalid(format!(
@@ -291,33 +343,51 @@ impl SyncModel {
             )));
         }
         if rank.restart > current.restart {
-            return Ok(false);
+            return Ok(Place::Newer);
         }
-        if rank.world != current.record.world {
-            return Err(CoordError::Precondition(format!(
-                "conflicting world size: restart {} of run {:?} has {} ranks, not {}",
-                rank.restart, rank.run_id, current.record.world, rank.world
-            )));
-        }
-        Ok(true)
+        Ok(Place::Current)
     }
 
-    /// Whether a Join of `identity` would be refused as the job stands (a
-    /// name, a stale restart, a conflicting world), changing nothing.
-    pub fn check_join(&self, identity: &Identity) -> Result<()> {
-        self.classify(Rank::of(identity)?).map(|_| ())
+    /// Checks that `rank`'s world is the current generation's.
+    fn same_world(&self, rank: Rank<'_>) -> Result<()> {
+        match self.current() {
+            Some(current) if rank.world != current.record.world => {
+                Err(CoordError::Precondition(format!(
+                    "conflicting world size: restart {} of run {:?} has {} ranks, not {}",
+                    rank.restart, rank.run_id, current.record.world, rank.world
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
-    /// A rank joins: the current generation, or a new one for a restart.
-    /// Returns the generation and the ops to store.
+    /// Whether a Join of `identity` (resuming from `resume`, if given)
+    /// would be refused as the job stands (a name, a stale restart, a
+    /// conflicting world, a resume point that is not the job's commit),
+    /// changing nothing.
+    pub fn check_join(&self, identity: &Identity, resume: Option<&Resume>) -> Result<()> {
+        let rank = Rank::of(identity)?;
+        match resume {
+            None => self.classify(rank).map(|_| ()),
+            Some(resume) => self.check_resume(rank, resume),
+        }
+    }
+
+    /// A rank joins: the current generation, or a new one for a restart;
+    /// with `resume`, the generation that resumes from that commit (see
+    /// [`SyncModel::resume`]). Returns the generation and the ops to store.
     pub fn join(
         &mut self,
         job: &JobId,
         config: &JobSpec,
         dataset: &Dataset,
         identity: &Identity,
+        resume: Option<&Resume>,
     ) -> Result<(GenMeta, Vec<Op>)> {
         let rank = Rank::of(identity)?;
+        if let Some(resume) = resume {
+            return self.resume(job, config, dataset, rank, resume);
+        }
         if self.classify(rank)? {
             let current = self
                 .current()
@@ -325,6 +395,20 @@ impl SyncModel {
                 .ok_or_else(|| CoordError::Precondition("no generation yet".into()))?;
             return Ok((current, Vec::new()));
         }
+        self.open(job, config, dataset, rank)
+    }
+
+    /// Opens a new incarnation of the group for `rank`'s run and restart:
+    /// a generation from the job's commit (the rest of its epoch, or the
+    /// next epoch when the commit ends its generation's parts). Each
+    /// rank's commits start over; the job's commit stays the base.
+    fn open(
+        &mut self,
+        job: &JobId,
+        config: &JobSpec,
+        dataset: &Dataset,
+        rank: Rank<'_>,
+    ) -> Result<(GenMeta, Vec<Op>)> {
         let generation = self.next_generation();
         let (epoch, from) = match self.commit {
             None => (0, None),
@@ -347,6 +431,7 @@ impl SyncModel {
             },
             run_id: rank.run_id.to_owned(),
             restart: rank.restart,
+            resumed: self.commit,
         };
         tracing::info!(
             job = job.as_str(),
@@ -364,6 +449,12 @@ impl SyncModel {
         self.gens.push(meta.clone());
         self.progress.clear();
         let mut ops = vec![op];
+        if !self.ranks.is_empty() {
+            self.ranks.clear();
+            ops.push(Op::Delete {
+                key: Key::RankCommits { job: job.clone() }.into(),
+            });
+        }
         ops.extend(self.compact(job));
         Ok((meta, ops))
     }
@@ -459,54 +550,16 @@ impl SyncModel {
                 world: gen.record.world,
                 spans: part,
                 finished: false,
+                history: self.history(gen.record.generation.0)?,
             },
             ops,
         ))
     }
 
-    /// Every rank of `generation` consumed `samples`: the checkpoint point
-    /// the next restart resumes from.
-    pub fn commit(
-        &mut self,
-        job: &JobId,
-        config: &JobSpec,
-        dataset: &Dataset,
-        identity: &Identity,
-        generation: Generation,
-        samples: u64,
-    ) -> Result<Vec<Op>> {
-        let rank = Rank::of(identity)?;
-        self.check_generation(rank, generation)?;
-        let generation = generation.get();
-        if let Some(last) = self.commit {
-            if generation < last.generation.0
-                || (generation == last.generation.0 && samples <= last.samples)
-            {
-                // Another rank of the group already committed this far (the
-                // commit stands for every rank): nothing to record.
-                return Ok(Vec::new());
-            }
-        }
-        let part = self.part(config, dataset, generation, rank.rank)?.len();
-        if samples > part {
-            return Err(CoordError::Invalid(format!(
-                "commit of {samples} samples exceeds generation {generation}'s {part} samples per rank"
-            )));
-        }
-        let commit = CommitPoint {
-            generation: Generation(generation),
-            samples,
-        };
-        let op = put(Key::Commit { job: job.clone() }, &commit)?;
-        self.commit = Some(commit);
-        let mut ops = vec![op];
-        ops.extend(self.compact(job));
-        Ok(ops)
-    }
-
-    /// Checks that `rank` is current and `generation` one of its restart's
-    /// generations (a rank finishing an epoch may still speak of the
-    /// previous epoch's generation while another rank began the next).
+    /// Checks that `rank` is current and `generation` one of its
+    /// incarnation's generations (a rank finishing an epoch may still speak
+    /// of the previous epoch's generation while another rank began the
+    /// next).
     fn check_generation(&self, rank: Rank<'_>, generation: Generation) -> Result<()> {
         let current = self.check_current(rank)?;
         let Some(gen) = self.gen(generation.get()) else {
@@ -519,6 +572,13 @@ impl SyncModel {
             return Err(CoordError::Stale(format!(
                 "generation {generation} belongs to restart {}, the job is at restart {}",
                 gen.restart, current.restart
+            )));
+        }
+        if gen.resumed != current.resumed {
+            return Err(CoordError::Stale(format!(
+                "generation {generation} belongs to an older incarnation of the group: \
+                 generation {} resumed from the commit {:?} since",
+                current.record.generation.0, current.resumed
             )));
         }
         Ok(())

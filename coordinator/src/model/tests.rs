@@ -277,6 +277,7 @@ fn joiner(identity: Identity, member: MemberId, secret: &str) -> Joiner {
         identity,
         member,
         secret: secret.to_owned(),
+        resume: None,
     }
 }
 

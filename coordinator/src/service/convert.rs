@@ -15,10 +15,12 @@ use crate::config::MAX_WORLD;
 use crate::error::{CoordError, Result};
 use crate::keys::{self, MAX_MEMBER_NAME};
 use crate::leader::{CreatedJob, JobLine};
+use crate::model::sync::{Resume, MAX_HISTORY};
 use crate::model::{
     Acquired, Assignment, Caller, Event, GenMeta, Identity, JobStatus, Joined, Joiner,
     MemberStatus, RankProgress, Unit, UnitRef,
 };
+use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
 use tributary_common::job::JobSpec;
 
 /// The most units one Report may acknowledge.
@@ -76,13 +78,44 @@ impl TryFrom<v1::JoinRequest> for Join {
         let job = job("job", request.job)?;
         bounded_secret(&request.secret)?;
         let (identity, member) = identity(request.identity)?;
+        let resume = request.resume.map(resume).transpose()?;
         let joiner = Joiner {
             identity,
             member,
             secret: request.secret,
+            resume,
         };
         Ok(Self { job, joiner })
     }
+}
+
+/// A Join's resume point, its history bounded ([`MAX_HISTORY`] records,
+/// worlds within 1..=MAX_WORLD); the model checks the rest (order, links,
+/// the point against the job).
+pub fn resume(raw: v1::Resume) -> Result<Resume> {
+    if raw.history.len() > MAX_HISTORY {
+        return Err(CoordError::Invalid(format!(
+            "resume.history has {} records (at most {MAX_HISTORY})",
+            raw.history.len()
+        )));
+    }
+    if let Some(bad) = raw
+        .history
+        .iter()
+        .find(|r| !(1..=MAX_WORLD).contains(&r.world))
+    {
+        return Err(CoordError::Invalid(format!(
+            "resume.history: generation {} has a world of {} ranks (1..={MAX_WORLD})",
+            bad.generation, bad.world
+        )));
+    }
+    Ok(Resume {
+        point: CommitPoint {
+            generation: Generation(raw.generation),
+            samples: raw.samples,
+        },
+        history: raw.history.into_iter().map(GenerationRecord::from).collect(),
+    })
 }
 
 /// The identity of a Join and the member name it stands for.
@@ -297,6 +330,7 @@ impl From<Assignment> for v1::Assignment {
             world: assignment.world,
             spans: spans_to_proto(&assignment.spans),
             finished: assignment.finished,
+            history: assignment.history.iter().map(v1::PlanRecord::from).collect(),
         }
     }
 }
