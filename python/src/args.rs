@@ -1,9 +1,13 @@
 //! The constructor's arguments that need more than a plain extraction:
-//! image sizes, datasets (one URL or a mix), fields, and saved loader states.
+//! image sizes, datasets (one URL or a mix), fields, and saved loader
+//! states (both ways).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use tributary_common::ids::{Epoch, Generation};
+use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
+use tributary_worker::coordinated::sync::MAX_HISTORY;
 use tributary_worker::coordinated::LoaderState;
 use tributary_worker::rank::Source;
 use tributary_worker::{Fields, Size, Transform};
@@ -72,15 +76,97 @@ pub fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Fields> {
     parsed.map_err(|e| PyValueError::new_err(format!("fields: {e}")))
 }
 
+/// A saved loader state (`Loader.state_dict()`): `epoch`, `generation`,
+/// `samples` and `history`, the plan records of the epoch up to the state's
+/// generation, each `[generation, epoch, world]` or `[generation, epoch,
+/// world, from_generation, from_samples]`. A state without `history`
+/// (saved by an older tributary) resumes only a job whose coordinator
+/// still holds its commit. Checked as untrusted input: every field named
+/// when it is missing or wrong.
 pub fn state_from(dict: &Bound<'_, PyDict>) -> PyResult<LoaderState> {
     let field = |name: &str| -> PyResult<u64> {
         dict.get_item(name)?
             .ok_or_else(|| PyValueError::new_err(format!("loader state has no `{name}`")))?
             .extract()
+            .map_err(|_| {
+                PyValueError::new_err(format!(
+                    "loader state `{name}` must be an int in 0..2**64 (a dict from Loader.state_dict())"
+                ))
+            })
     };
-    Ok(LoaderState {
+    let history = match dict.get_item("history")? {
+        None => Vec::new(),
+        Some(value) => history_from(&value)?,
+    };
+    let state = LoaderState {
         epoch: field("epoch")?,
         generation: field("generation")?,
         samples: field("samples")?,
-    })
+        history,
+    };
+    state
+        .validate()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(state)
+}
+
+fn history_from(value: &Bound<'_, PyAny>) -> PyResult<Vec<GenerationRecord>> {
+    let bad = |why: String| PyValueError::new_err(format!("loader state `history`: {why}"));
+    let len = value
+        .len()
+        .map_err(|_| bad("must be a list of lists of ints".into()))?;
+    if len > MAX_HISTORY {
+        return Err(bad(format!("{len} records (at most {MAX_HISTORY})")));
+    }
+    let rows: Vec<Vec<u64>> = value
+        .extract()
+        .map_err(|_| bad("must be a list of lists of ints in 0..2**64".into()))?;
+    rows.iter()
+        .enumerate()
+        .map(|(i, row)| match row[..] {
+            [generation, epoch, world] | [generation, epoch, world, _, _] => {
+                let world = u32::try_from(world)
+                    .map_err(|_| bad(format!("record {i}: world {world} is too large")))?;
+                let from = match row[..] {
+                    [_, _, _, g, samples] => Some(CommitPoint {
+                        generation: Generation(g),
+                        samples,
+                    }),
+                    _ => None,
+                };
+                Ok(GenerationRecord {
+                    generation: Generation(generation),
+                    epoch: Epoch(epoch),
+                    world,
+                    from,
+                })
+            }
+            _ => Err(bad(format!(
+                "record {i} has {} ints, not 3 (generation, epoch, world) or 5 (and the \
+                 commit it resumed from)",
+                row.len()
+            ))),
+        })
+        .collect()
+}
+
+/// `state` as the dict `Loader.state_dict()` returns (see [`state_from`]).
+pub fn state_to_py<'py>(py: Python<'py>, state: &LoaderState) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("epoch", state.epoch)?;
+    dict.set_item("generation", state.generation)?;
+    dict.set_item("samples", state.samples)?;
+    let history: Vec<Vec<u64>> = state
+        .history
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.generation.get(), r.epoch.get(), u64::from(r.world)];
+            if let Some(from) = r.from {
+                row.extend([from.generation.get(), from.samples]);
+            }
+            row
+        })
+        .collect();
+    dict.set_item("history", history)?;
+    Ok(dict)
 }

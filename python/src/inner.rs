@@ -258,7 +258,11 @@ impl Rank {
         self.rank.commit(state).await
     }
 
-    pub async fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
+    pub async fn load_state_dict(&mut self, state: &LoaderState) -> Result<()> {
         self.rank.load_state_dict(state).await
+    }
+
+    pub fn check_resumed(&self) -> Result<()> {
+        self.rank.check_resumed()
     }
 }

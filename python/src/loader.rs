@@ -13,7 +13,7 @@ use tributary_worker::{
     DecodeConfig, Dtype, Layout, OnError, Preset, StoreOptions, Stripe, Tail, Transform,
 };
 
-use crate::args::{dataset_arg, fields_arg, image_size_arg, state_from};
+use crate::args::{dataset_arg, fields_arg, image_size_arg, state_from, state_to_py};
 use crate::columns;
 use crate::errors::to_py;
 use crate::inner::{self, Inner, Joiner, Rank, Runtime};
@@ -308,11 +308,7 @@ impl Loader {
     /// Where this rank stands: save it with a checkpoint.
     fn state_dict<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let state = self.inner(py)?.rank.state_dict().map_err(to_py)?;
-        let dict = PyDict::new(py);
-        dict.set_item("epoch", state.epoch)?;
-        dict.set_item("generation", state.generation)?;
-        dict.set_item("samples", state.samples)?;
-        Ok(dict)
+        state_to_py(py, &state)
     }
 
     /// Tells the coordinator that a checkpoint holding `state` is durable:
@@ -323,12 +319,18 @@ impl Loader {
         block(py, runtime, rank.commit(&state))?.map_err(to_py)
     }
 
-    /// Checks a restored checkpoint's state against the job: the generation
-    /// this loader reads must have resumed from it.
+    /// Resumes from a restored checkpoint's state, before reading: the
+    /// loader reads on from it, or raises saying why it cannot.
     fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
         let state = state_from(state)?;
         let Inner { runtime, rank } = self.inner(py)?;
         block(py, runtime, rank.load_state_dict(&state))?.map_err(to_py)
+    }
+
+    /// Raises when this new process must resume from the job's commit
+    /// before reading (for readers that share its membership).
+    fn check_resumed(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.inner(py)?.rank.check_resumed().map_err(to_py)
     }
 
     #[getter]

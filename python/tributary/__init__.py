@@ -106,9 +106,10 @@ class Loader:
         the rank's generation, or the next one."""
         self._native.set_epoch(epoch)
 
-    def state_dict(self) -> Dict[str, int]:
-        """Where this rank stands (``epoch``, ``generation``, ``samples``):
-        save it with a checkpoint."""
+    def state_dict(self) -> Dict[str, Any]:
+        """Where this rank stands (``epoch``, ``generation``, ``samples``,
+        and ``history``, the epoch's plan records): save it with a
+        checkpoint. A dict of ints and lists of ints, ``torch.save``-able."""
         return self._native.state_dict()
 
     def commit(self, state: Dict[str, int]) -> None:
@@ -116,10 +117,20 @@ class Loader:
         durable: a restarted group resumes right after it."""
         self._native.commit(state)
 
-    def load_state_dict(self, state: Dict[str, int]) -> None:
-        """Checks a restored checkpoint's state against the job (raises
-        ``ValueError`` if stale)."""
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resumes from a restored checkpoint's state, before reading: the
+        loader reads on right after it, under torchrun or not (a plain
+        re-run, a requeue, a pod restart, ``coordinator=None``). Raises
+        saying what to do when the state is not the job's commit (an older
+        checkpoint, or one some rank has not committed) or when batches
+        were already read. A new process on a job whose group has committed
+        must call it before reading: its first batch raises otherwise."""
         self._native.load_state_dict(state)
+
+    def _check_resumed(self) -> None:
+        """Raises when this new process must resume first (see
+        :meth:`load_state_dict`); for readers sharing its membership."""
+        self._native.check_resumed()
 
     def metrics(self) -> Dict[str, Any]:
         """The rank's counters over the loader's life: samples, bytes, reads

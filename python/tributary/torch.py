@@ -241,11 +241,13 @@ class IterableDataset(torch.utils.data.IterableDataset):
             self._shared[_DONE_EPOCH], self._shared[_DONE] = -1, 0
         return epoch
 
-    def _state_at(self, epoch: int, samples: int) -> Dict[str, int]:
+    def _state_at(self, epoch: int, samples: int) -> Dict[str, Any]:
         loader = self.loader
         if loader.epoch != epoch:
             loader.set_epoch(epoch)
-        return {"epoch": epoch, "generation": loader.generation, "samples": samples}
+        # The main process's loader reads nothing: its state is the
+        # generation's (with its plan history), at the workers' count.
+        return dict(loader.state_dict(), samples=samples)
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -297,6 +299,9 @@ class DataLoader(torch.utils.data.DataLoader):
         if self.num_workers == 0:
             yield from super().__iter__()
             return
+        # Worker processes share this rank's membership: the replay guard
+        # (a new process on a job whose group committed) is checked here.
+        self.dataset.loader._check_resumed()
         position = self._position = [self.dataset._pass_epoch(), 0]
         for batch in super().__iter__():
             position[1] += _batch_len(batch)
@@ -313,6 +318,6 @@ class DataLoader(torch.utils.data.DataLoader):
         """Tells the coordinator the checkpoint holding ``state`` is durable."""
         self.dataset.commit(state)
 
-    def load_state_dict(self, state: Dict[str, int]) -> None:
-        """Checks a restored checkpoint's state against the job."""
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resumes from a restored checkpoint's state (before iterating)."""
         self.dataset.load_state_dict(state)

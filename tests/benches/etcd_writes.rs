@@ -129,6 +129,7 @@ async fn scenario(
                     restart_count: 0,
                 })),
                 secret: String::new(),
+                resume: None,
             })
             .await
             .expect("join")

@@ -144,6 +144,7 @@ pub fn torchrun_join(job: &str, rank: u32, world: u32, restart: u64) -> v1::Join
             restart_count: restart,
         })),
         secret: String::new(),
+        resume: None,
     }
 }
 
@@ -153,6 +154,7 @@ pub fn named_join(job: &str, name: &str, secret: &str) -> v1::JoinRequest {
         job: job.into(),
         identity: Some(join_request::Identity::Name(name.into())),
         secret: secret.into(),
+        resume: None,
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
 use tributary_common::job::JobSpec;
+use tributary_common::plan::generation::CommitPoint;
 
 use super::dynamic::{Unit, UnitRef};
 use super::effects::{Effects, Event, LeaseGrant, Outcome};
@@ -48,6 +49,9 @@ pub struct Joined {
     pub world: u32,
     /// The secret every later call of the member must carry.
     pub secret: String,
+    /// Sync: the job's commit when the group committed past the start of
+    /// the generation's incarnation (a new process must resume from it).
+    pub committed: Option<CommitPoint>,
 }
 
 /// What one look at the pool found for an Acquire.
@@ -193,6 +197,7 @@ impl Job {
             rank: 0,
             world: 0,
             secret: String::new(),
+            committed: None,
         };
         match &mut self.state {
             State::Sync(model) => {
@@ -214,6 +219,7 @@ impl Job {
                 response.generation = gen.record.generation.get();
                 response.epoch = gen.record.epoch.get();
                 response.world = gen.record.world;
+                response.committed = model.committed_since(&gen);
                 if let Identity::Torchrun { rank, .. } = &identity {
                     response.rank = *rank;
                 }

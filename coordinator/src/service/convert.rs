@@ -317,6 +317,8 @@ impl From<Joined> for v1::JoinResponse {
             rank: joined.rank,
             world: joined.world,
             secret: joined.secret,
+            committed_generation: joined.committed.map(|c| c.generation.get()),
+            committed_samples: joined.committed.map_or(0, |c| c.samples),
         }
     }
 }

@@ -153,6 +153,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             job: JOB.into(),
             identity: None,
             secret: String::new(),
+            resume: None,
         };
         for (join, code, what) in [
             (torchrun_join("missing", 0, 2, 1), Code::NotFound, "missing"),

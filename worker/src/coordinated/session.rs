@@ -104,11 +104,13 @@ async fn join(
     job: &str,
     identity: &Identity,
     previous: &str,
+    resume: Option<v1::Resume>,
 ) -> Result<v1::JoinResponse> {
     let request = v1::JoinRequest {
         job: job.to_owned(),
         identity: Some(identity.to_proto()),
         secret: previous.to_owned(),
+        resume,
     };
     let deadline = tokio::time::Instant::now() + JOIN_RETRY;
     loop {
@@ -173,6 +175,7 @@ impl Shared {
             &self.job,
             &self.identity,
             &current.joined.secret,
+            None,
         )
         .await?;
         tracing::warn!(
@@ -261,7 +264,7 @@ impl Session {
         identity: &Identity,
         secret: &str,
     ) -> Result<Self> {
-        let joined = join(&client, job, identity, secret).await?;
+        let joined = join(&client, job, identity, secret, None).await?;
         let rank = match identity {
             Identity::Torchrun { rank, .. } => Some(*rank),
             Identity::Name(_) => None,
@@ -333,6 +336,29 @@ impl Session {
     pub async fn rejoin(&self) -> Result<v1::JoinResponse> {
         let version = self.shared.membership().version;
         self.shared.join_again(version).await
+    }
+
+    /// Joins again as the same member, resuming from `resume` (a restored
+    /// checkpoint's state): the coordinator puts the rank in the generation
+    /// that resumes from it, or refuses, saying why.
+    pub async fn resume(&self, resume: v1::Resume) -> Result<v1::JoinResponse> {
+        let shared = &self.shared;
+        let _one = shared.rejoining.lock().await;
+        let current = shared.membership();
+        let joined = join(
+            &shared.client,
+            &shared.job,
+            &shared.identity,
+            &current.joined.secret,
+            Some(resume),
+        )
+        .await?;
+        *shared.membership.write().unwrap_or_else(|e| e.into_inner()) = Membership {
+            joined: joined.clone(),
+            version: current.version + 1,
+        };
+        shared.lost.store(false, Ordering::Relaxed);
+        Ok(joined)
     }
 
     /// Sends `request` as this member (its name and secret filled in), as

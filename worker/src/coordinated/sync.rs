@@ -4,8 +4,12 @@
 //! seed `(seed, epoch, generation, rank)`, so the coordinator can recompute
 //! which samples it emitted from a count alone. A checkpoint saves
 //! [`SyncLoader::state_dict`] and, once the checkpoint is durable, calls
-//! [`SyncLoader::commit`]; after a torchrun restart the new generation
-//! resumes from that commit.
+//! [`SyncLoader::commit`] (every rank does: the job's commit is the
+//! minimum over the group's ranks); after a torchrun restart the new
+//! generation resumes from that commit, and a process started again any
+//! other way (a plain re-run, a requeue, a pod restart, a fresh in-process
+//! coordinator) resumes from it by handing the checkpoint's state to
+//! [`SyncLoader::load_state_dict`] before reading.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,6 +17,7 @@ use std::time::{Duration, Instant};
 use rayon::ThreadPool;
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
+use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
 use tributary_common::plan::span::SpanSet;
 use tributary_common::proto::{spans_from_proto, v1};
 
@@ -24,13 +29,69 @@ use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, DecodeConfig, Loader, LoaderConfig, Stripe};
 
 /// Where a rank stands: saved with a checkpoint, committed once durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LoaderState {
     pub epoch: u64,
     pub generation: u64,
     /// Samples this rank's loader has handed to the trainer in the
     /// generation (equal on every rank in sync mode).
     pub samples: u64,
+    /// The plan records of the epoch, from its first generation to
+    /// `generation`: with them a job that has no commit (a fresh in-process
+    /// coordinator) resumes from this state alone. Empty in states saved
+    /// before they were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<GenerationRecord>,
+}
+
+/// The most plan records a state may carry (the coordinator's bound).
+pub const MAX_HISTORY: usize = 4096;
+
+impl LoaderState {
+    /// Checks what a checkpoint's state claims before it reaches the
+    /// coordinator: a bounded history, ordered, of one epoch (the state's),
+    /// ending at the state's generation.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |why: String| Err(WorkerError::Config(format!("loader state: {why}")));
+        if self.history.len() > MAX_HISTORY {
+            return bad(format!(
+                "`history` has {} records (at most {MAX_HISTORY})",
+                self.history.len()
+            ));
+        }
+        if let Some(pair) = self
+            .history
+            .windows(2)
+            .find(|p| p[0].generation >= p[1].generation)
+        {
+            return bad(format!(
+                "`history` is out of order at generation {}",
+                pair[1].generation
+            ));
+        }
+        if let Some(record) = self.history.iter().find(|r| r.epoch.get() != self.epoch) {
+            return bad(format!(
+                "`history` generation {} is of epoch {}, the state's `epoch` is {}",
+                record.generation, record.epoch, self.epoch
+            ));
+        }
+        match self.history.last() {
+            Some(last) if last.generation.get() != self.generation => bad(format!(
+                "`history` ends at generation {}, the state's `generation` is {}",
+                last.generation, self.generation
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The state as a Join's resume point.
+    fn to_resume(&self) -> v1::Resume {
+        v1::Resume {
+            generation: self.generation,
+            samples: self.samples,
+            history: self.history.iter().map(v1::PlanRecord::from).collect(),
+        }
+    }
 }
 
 /// Progress reaches the coordinator at most this often.
@@ -56,6 +117,12 @@ pub struct SyncLoader {
     metrics: Arc<Metrics>,
     emitted: u64,
     reported: Instant,
+    /// Batches were handed out in this process: a state can no longer
+    /// decide where the loader starts.
+    delivered: bool,
+    /// The job's commit a new process must resume from before reading
+    /// (the group committed past the start of the generation it joined).
+    must_resume: Option<CommitPoint>,
 }
 
 #[derive(Debug)]
@@ -102,9 +169,23 @@ impl SyncLoader {
             metrics: Arc::default(),
             emitted: 0,
             reported: Instant::now(),
+            delivered: false,
+            must_resume: None,
         };
         loader.begin(epoch).await?;
         Ok(loader)
+    }
+
+    /// Marks the loader as a new process's: when the group committed past
+    /// the start of the generation it joined, reading it from the start
+    /// would train those samples twice, so the first batch is refused
+    /// until [`SyncLoader::load_state_dict`] resumes from the job's commit.
+    pub fn guard_replay(mut self, joined: &v1::JoinResponse) -> Self {
+        self.must_resume = joined.committed_generation.map(|g| CommitPoint {
+            generation: tributary_common::ids::Generation(g),
+            samples: joined.committed_samples,
+        });
+        self
     }
 
     /// Starts `epoch` over from its first batch (see [`SyncLoader::start_at`]).
@@ -199,6 +280,9 @@ impl SyncLoader {
                     .into(),
             )));
         }
+        if let Err(error) = self.check_resumed() {
+            return Some(Err(error));
+        }
         if let Pipeline::Pending(config, spans) = &self.pipeline {
             // Cancel-safe: the pending pipeline stays until one is running.
             let pool = match &self.pool {
@@ -233,6 +317,7 @@ impl SyncLoader {
             // Skipped bad samples were read too: the coordinator counts
             // the part's samples in order, whatever became of them.
             self.emitted += batch.consumed() as u64;
+            self.delivered = true;
             if whole && (self.reported.elapsed() >= REPORT_EVERY || self.emitted == self.samples())
             {
                 self.reported = Instant::now();
@@ -240,6 +325,26 @@ impl SyncLoader {
             }
         }
         item
+    }
+
+    /// Refuses to read while this new process must resume first (see
+    /// [`SyncLoader::guard_replay`]); readers sharing the rank's membership
+    /// (DataLoader workers) are checked through their rank's loader.
+    pub fn check_resumed(&self) -> Result<()> {
+        let Some(commit) = self.must_resume else {
+            return Ok(());
+        };
+        Err(WorkerError::Config(format!(
+            "job {:?} has a commit (generation {}, {} samples) past the start of generation {}, \
+             which this new process joined: reading it from the start would train the \
+             committed samples twice. Restore the checkpoint saved at that commit and pass its \
+             loader state to load_state_dict(state) before reading (or use another job= to \
+             start over)",
+            self.session.job,
+            commit.generation.get(),
+            commit.samples,
+            self.assignment.generation
+        )))
     }
 
     /// Sends progress without waiting (best effort; commits are what count).
@@ -281,6 +386,13 @@ impl SyncLoader {
             epoch: self.assignment.epoch,
             generation: self.assignment.generation,
             samples: self.emitted,
+            history: self
+                .assignment
+                .history
+                .iter()
+                .cloned()
+                .map(GenerationRecord::from)
+                .collect(),
         }
     }
 
@@ -300,26 +412,41 @@ impl SyncLoader {
         Ok(())
     }
 
-    /// Checks a restored checkpoint against the coordinator: the generation
-    /// this loader reads resumed from the last commit, which must be the
-    /// checkpoint's state (an older checkpoint would replay samples the job
-    /// already trained on).
-    pub async fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
-        let request = v1::JobRequest {
-            job: self.session.job.clone(),
-        };
-        let status = self
-            .session
-            .client
-            .send(&request, |mut c, r| async move { c.get_status(r).await })
-            .await?;
-        match status.commit_generation {
-            Some(g) if g == state.generation && status.commit_samples == state.samples => Ok(()),
-            last => Err(WorkerError::Config(format!(
-                "checkpoint state (generation {}, {} samples) is not the job's last commit \
-                 (generation {last:?}, {} samples)",
-                state.generation, state.samples, status.commit_samples
-            ))),
+    /// Resumes from a restored checkpoint: the rank joins the generation
+    /// that resumes from `state`, which must be the job's commit (a new one
+    /// when the group's current generation did not already resume from it;
+    /// a job with no commit, on a fresh in-process coordinator, is seeded
+    /// from the state's history). Refused, with what to do, for a state
+    /// that is not the job's commit, and once this process has handed out
+    /// batches: never accepted and ignored.
+    pub async fn load_state_dict(&mut self, state: &LoaderState) -> Result<()> {
+        if self.delivered {
+            return Err(WorkerError::Config(format!(
+                "load_state_dict() after this loader handed out batches (generation {}, {} \
+                 samples): restore the checkpoint before reading from the loader",
+                self.assignment.generation, self.emitted
+            )));
         }
+        state.validate()?;
+        let joined = self.session.resume(state.to_resume()).await?;
+        self.must_resume = None;
+        self.begin(joined.epoch).await?;
+        if self.assignment.generation != joined.generation && !self.assignment.finished {
+            return Err(WorkerError::Coordinator {
+                code: tonic::Code::Aborted,
+                message: format!(
+                    "resumed into generation {}, but the job moved on to generation {} meanwhile",
+                    joined.generation, self.assignment.generation
+                ),
+            });
+        }
+        tracing::info!(
+            generation = joined.generation,
+            epoch = joined.epoch,
+            from_generation = state.generation,
+            from_samples = state.samples,
+            "resumed from a checkpoint"
+        );
+        Ok(())
     }
 }

@@ -180,10 +180,15 @@ impl Rank {
             ),
             Mode::Sync => {
                 let epoch = epoch.unwrap_or(session.epoch());
-                Reader::Sync(
+                let loader =
                     SyncLoader::start_at(Arc::clone(&session), dataset, decode, stripe, epoch)
-                        .await?,
-                )
+                        .await?;
+                // A process of its own (not a DataLoader worker sharing its
+                // rank's membership) must not replay what the group committed.
+                Reader::Sync(match member_secret {
+                    None => loader.guard_replay(&session.joined()),
+                    Some(_) => loader,
+                })
             }
         };
         Ok(Self::new(
@@ -374,10 +379,23 @@ impl Rank {
         self.sync("commit()")?.commit(state).await
     }
 
-    /// Checks a restored checkpoint's state against the job: the
-    /// generation this rank reads must have resumed from it (sync).
-    pub async fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
-        self.sync("load_state_dict()")?.load_state_dict(state).await
+    /// Resumes from a restored checkpoint's state (sync): the rank reads
+    /// on from it, or gets an error saying why it cannot (see
+    /// [`SyncLoader::load_state_dict`]). Call it before reading.
+    pub async fn load_state_dict(&mut self, state: &LoaderState) -> Result<()> {
+        match &mut self.reader {
+            Reader::Sync(l) => l.load_state_dict(state).await,
+            _ => self.sync("load_state_dict()").map(|_| ()),
+        }
+    }
+
+    /// Refuses to read while this new process must resume from the job's
+    /// commit first (sync; see [`SyncLoader::check_resumed`]).
+    pub fn check_resumed(&self) -> Result<()> {
+        match &self.reader {
+            Reader::Sync(l) => l.check_resumed(),
+            _ => Ok(()),
+        }
     }
 
     /// Leaves the job: a dynamic member's unacked units return to the pool.

@@ -138,6 +138,13 @@ impl SyncModel {
         Ok(ops)
     }
 
+    /// The job's commit when the group committed past the point `gen`'s
+    /// incarnation began from: a new process reading `gen` from its start
+    /// would replay what the group committed since.
+    pub fn committed_since(&self, gen: &GenMeta) -> Option<CommitPoint> {
+        self.commit.filter(|c| Some(*c) > gen.resumed)
+    }
+
     /// The plan records of generation `g`'s epoch, from its first
     /// generation to `g`, oldest first.
     pub(super) fn history(&self, g: u64) -> Result<Vec<GenerationRecord>> {
