@@ -128,6 +128,47 @@ pub fn torchrun_rank(job: &JobArgs<'_>, rank: u32, world: u32, restart: u64) -> 
     Proc::spawn(&format!("rank {rank}/{world} restart {restart}"), command)
 }
 
+/// A torchrun-style rank started with `extra` flags after the job's (a
+/// rank's own `--resume FILE`).
+pub fn torchrun_rank_with(
+    job: &JobArgs<'_>,
+    rank: u32,
+    world: u32,
+    restart: u64,
+    extra: &[&str],
+) -> Proc {
+    let mut command = rank_command(job);
+    command.args(extra).envs([
+        ("RANK", rank.to_string()),
+        ("WORLD_SIZE", world.to_string()),
+        ("TORCHELASTIC_RUN_ID", "e2e".to_owned()),
+        ("TORCHELASTIC_RESTART_COUNT", restart.to_string()),
+    ]);
+    Proc::spawn(&format!("rank {rank}/{world} restart {restart}"), command)
+}
+
+/// A rank started as a plain process, not by torchrun (a re-run by hand, a
+/// SLURM task, a Kubernetes pod): RANK and WORLD_SIZE, no restart count,
+/// `run_id` (TORCHELASTIC_RUN_ID) when given, `extra` flags after the job's.
+pub fn plain_rank(
+    job: &JobArgs<'_>,
+    rank: u32,
+    world: u32,
+    run_id: Option<&str>,
+    extra: &[&str],
+) -> Proc {
+    let mut command = rank_command(job);
+    command
+        .args(extra)
+        .envs([("RANK", rank.to_string()), ("WORLD_SIZE", world.to_string())])
+        .env_remove("TORCHELASTIC_RESTART_COUNT")
+        .env_remove("TORCHELASTIC_RUN_ID");
+    if let Some(run_id) = run_id {
+        command.env("TORCHELASTIC_RUN_ID", run_id);
+    }
+    Proc::spawn(&format!("plain rank {rank}/{world}"), command)
+}
+
 /// The `world` ranks of a torchrun group at restart `restart`.
 pub fn torchrun_group(job: &JobArgs<'_>, world: u32, restart: u64) -> Vec<Proc> {
     (0..world)

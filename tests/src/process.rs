@@ -89,6 +89,16 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// Waits for the process to exit, however it does.
+    pub fn wait_exit(&mut self, deadline: Duration) -> std::process::ExitStatus {
+        let mut status = None;
+        wait_until(&format!("{} to exit", self.name), deadline, || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        status.expect("status")
+    }
+
     /// Waits for a clean exit.
     pub fn wait_ok(&mut self, deadline: Duration) {
         let mut status = None;

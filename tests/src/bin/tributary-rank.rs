@@ -11,6 +11,8 @@
 //! gen GENERATION EPOCH RANK WORLD SAMPLES     sync: an assignment
 //! batch GENERATION EMITTED ID...              sync: a batch delivered
 //! commit GENERATION SAMPLES                   sync: a commit the coordinator accepted
+//! resumed GENERATION EPOCH                    sync: load_state_dict(--resume) took
+//! error MESSAGE                               the rank failed (then it exits non-zero)
 //! lease EPOCH UNIT UNIX_MS                    dynamic: a unit leased
 //! ack EPOCH UNIT...                           dynamic: acks the coordinator confirmed
 //! rejoin MEMBER                               dynamic: joined again after losing its lease
@@ -29,16 +31,27 @@ use anyhow::Context;
 use clap::Parser;
 use tributary_common::proto::v1;
 use tributary_io::S3Settings;
-use tributary_worker::coordinated::{self, DynamicOptions, Identity, OnLeaseLost};
-use tributary_worker::rank::{Coordinator, Credentials, JobSpec, Mode, Rank, RankConfig, Source};
-use tributary_worker::{DecodeConfig, StoreOptions};
+use tributary_worker::coordinated::{self, DynamicOptions, Identity, LoaderState, OnLeaseLost};
+use tributary_worker::rank::{
+    Coordinator, Credentials, InProcess, JobSpec, Mode, Rank, RankConfig, Source,
+};
+use tributary_worker::{DecodeConfig, StoreOptions, WorkerError};
 use tributary_worker::{Size, Transform};
 
 #[derive(Debug, Parser)]
 struct Args {
-    /// Coordinator addresses, comma-separated.
+    /// Coordinator addresses, comma-separated; `in-process`: one started
+    /// in this process on the in-memory store (Python's `coordinator=None`).
     #[arg(long)]
     coordinator: String,
+    /// Sync: after each accepted commit, save the state committed (the
+    /// loader's checkpoint) as JSON to DIR/rank-RANK-GENERATION-SAMPLES.json.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Sync: before reading, resume from the loader state saved in FILE
+    /// (`load_state_dict`).
+    #[arg(long)]
+    resume: Option<PathBuf>,
     #[arg(long)]
     job: String,
     /// The dataset (empty with --mix).
@@ -157,7 +170,10 @@ async fn main() -> anyhow::Result<()> {
         _ => Mode::Sync,
     };
     let step = Duration::from_millis(args.step_ms);
-    let coordinator = Coordinator::Shared(vec![args.coordinator.clone()]);
+    let coordinator = match args.coordinator.as_str() {
+        "in-process" => in_process(),
+        addresses => Coordinator::Shared(addresses.split(',').map(str::to_owned).collect()),
+    };
     let spec = JobSpec {
         seed: args.seed,
         batch_size: args.batch_size,
@@ -188,26 +204,84 @@ async fn main() -> anyhow::Result<()> {
         metrics_listen: args.metrics_listen.clone(),
         ..RankConfig::new(spec, coordinator, &args.job, identity)
     };
+    let result = run(config, &args, mode, step).await;
+    match &result {
+        Ok(()) => emit("done"),
+        Err(error) => emit(&format!("error {error:#}")),
+    }
+    result
+}
+
+async fn run(config: RankConfig, args: &Args, mode: Mode, step: Duration) -> anyhow::Result<()> {
     let mixed = !args.mix.is_empty();
-    let rank = Rank::start(config).await?;
+    let mut rank = Rank::start(config).await?;
     if let Some(address) = rank.metrics_address() {
         emit(&format!("metrics {address}"));
     }
-    match mode {
-        Mode::Dynamic => run_dynamic(rank, step, mixed).await?,
-        Mode::Sync => run_sync(rank, step, args.commit_every, args.hold, mixed).await?,
+    if let Some(file) = &args.resume {
+        let text = std::fs::read(file).with_context(|| format!("read {}", file.display()))?;
+        let state: LoaderState = serde_json::from_slice(&text)
+            .with_context(|| format!("the loader state in {}", file.display()))?;
+        rank.load_state_dict(&state).await?;
+        let place = rank.describe();
+        emit(&format!("resumed {} {}", place.generation, place.epoch));
     }
-    emit("done");
-    Ok(())
+    match mode {
+        Mode::Dynamic => run_dynamic(rank, step, mixed).await,
+        Mode::Sync => {
+            let checkpoints = Checkpoints {
+                every: args.commit_every,
+                dir: args.state_dir.clone(),
+            };
+            run_sync(rank, step, checkpoints, args.hold.clone(), mixed).await
+        }
+    }
+}
+
+/// A coordinator in this process, on the in-memory store.
+fn in_process() -> Coordinator {
+    Coordinator::InProcess(Arc::new(|store: StoreOptions| {
+        Box::pin(async move {
+            let local = tributary_coordinator::LocalCoordinator::start(store)
+                .await
+                .map_err(|e| WorkerError::Stopped(format!("cannot start a coordinator: {e}")))?;
+            Ok(InProcess {
+                address: local.address().to_owned(),
+                guard: Box::new(local),
+            })
+        })
+    }))
+}
+
+/// When a sync rank commits, and where it saves what it committed.
+struct Checkpoints {
+    /// Every this many samples (0: never).
+    every: u64,
+    dir: Option<PathBuf>,
+}
+
+impl Checkpoints {
+    /// Saves `state` (the checkpoint) before it is committed.
+    fn save(&self, rank: u32, state: &LoaderState) -> anyhow::Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let name = format!("rank-{rank}-{}-{}.json", state.generation, state.samples);
+        let (tmp, file) = (dir.join(format!(".{name}")), dir.join(name));
+        std::fs::write(&tmp, serde_json::to_vec(state)?)?;
+        std::fs::rename(&tmp, &file)?;
+        Ok(())
+    }
 }
 
 async fn run_sync(
     mut rank: Rank,
     step: Duration,
-    commit_every: u64,
+    checkpoints: Checkpoints,
     mut holds: Vec<(u64, PathBuf)>,
     mixed: bool,
 ) -> anyhow::Result<()> {
+    let commit_every = checkpoints.every;
     while !rank.finished() {
         let place = rank.describe();
         emit(&format!(
@@ -235,6 +309,7 @@ async fn run_sync(
             }
             if commit_every > 0 && state.samples >= next_commit {
                 next_commit += commit_every;
+                checkpoints.save(place.rank, &state)?;
                 rank.commit(&state).await?;
                 emit(&format!("commit {} {}", state.generation, state.samples));
             }
