@@ -93,13 +93,24 @@ def test_state_dict_round_trip(dataset):
     next(batches)
     next(batches)
     state = loader.state_dict()
-    assert state == {"epoch": 0, "generation": 0, "samples": 16}
+    # The epoch's plan records travel with the state: [generation, epoch, world].
+    assert state == {"epoch": 0, "generation": 0, "samples": 16, "history": [[0, 0, 1]]}
     loader.commit(state)
-    loader.load_state_dict(state)  # the job's last commit: accepted
-    with pytest.raises(ValueError, match="not the job's last commit"):
-        loader.load_state_dict({**state, "samples": 8})
+    # Never accepted and ignored: this loader already read past it.
+    with pytest.raises(ValueError, match="after this loader handed out batches"):
+        loader.load_state_dict(state)
+    fresh = lambda: tributary.Loader(dataset, seed=3, **SMALL)
     with pytest.raises(ValueError, match="no `generation`"):
-        loader.load_state_dict({"epoch": 0, "samples": 16})
+        fresh().load_state_dict({"epoch": 0, "samples": 16})
+    with pytest.raises(ValueError, match="`history`: must be a list"):
+        fresh().load_state_dict({**state, "history": 3})
+    with pytest.raises(ValueError, match="world of 0"):
+        fresh().load_state_dict({**state, "history": [[0, 0, 0]]})
+    # A new loader, on its own fresh in-process coordinator, resumes from
+    # the state alone: the 24 samples the first one had not read.
+    resumed = fresh()
+    resumed.load_state_dict(state)
+    assert resumed.generation == 1 and len(resumed) == 3
 
 
 def test_bad_arguments_raise_the_right_exception_with_a_useful_message(dataset, tmp_path):

@@ -69,14 +69,18 @@ def test_dataloader_state_with_workers_counts_what_the_trainer_took(dataset):
     for _ in range(3):
         next(batches)
     state = loader.state_dict()
-    assert state == {"epoch": 0, "generation": 0, "samples": 24}
+    assert state == {"epoch": 0, "generation": 0, "samples": 24, "history": [[0, 0, 1]]}
     loader.commit(state)
-    loader.load_state_dict(state)  # it is the job's last commit
+    # It resumes nothing once the trainer has taken batches: refused.
+    with pytest.raises(ValueError, match="handed out batches"):
+        loader.load_state_dict(state)
     # The dataset alone cannot know what the trainer consumed: it refuses.
     with pytest.raises(RuntimeError, match="only the DataLoader knows"):
         ds.state_dict()
     assert len(list(batches)) == 2
-    assert loader.state_dict() == {"epoch": 0, "generation": 0, "samples": 40}
+    assert loader.state_dict() == {
+        "epoch": 0, "generation": 0, "samples": 40, "history": [[0, 0, 1]]
+    }
     assert sum(len(labels) for _, labels in loader) == 40
     assert loader.state_dict() == {"epoch": 1, "generation": 1, "samples": 40}
     with pytest.raises(ValueError, match="batch_size=None"):

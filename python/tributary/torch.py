@@ -320,4 +320,10 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes from a restored checkpoint's state (before iterating)."""
+        if self._position is not None and self._position[1] > 0:
+            raise ValueError(
+                f"load_state_dict() after this DataLoader handed out batches (epoch "
+                f"{self._position[0]}, {self._position[1]} samples): restore the checkpoint "
+                f"before iterating"
+            )
         self.dataset.load_state_dict(state)

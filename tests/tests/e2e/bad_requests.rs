@@ -63,8 +63,8 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
     runtime.block_on(async {
         let mut c = leader_client(&address).await;
 
-        // A job in a known state: generation 0 of restart 0 committed 4
-        // samples, restart 1 began generation 1 from that commit.
+        // A job in a known state: both ranks of generation 0 of restart 0
+        // committed 4 samples, restart 1 began generation 1 from that commit.
         let created = c
             .create_job(v1::CreateJobRequest {
                 job: JOB.into(),
@@ -79,8 +79,14 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             .await
             .expect("join")
             .into_inner();
-        c.join(torchrun_join(JOB, 1, 2, 0)).await.expect("join");
+        let old_1 = c
+            .join(torchrun_join(JOB, 1, 2, 0))
+            .await
+            .expect("join")
+            .into_inner();
+        // Every rank commits: the job's commit is the point both reached.
         c.commit(commit(&old, 0, 4)).await.expect("commit");
+        c.commit(commit(&old_1, 0, 4)).await.expect("commit");
         let new = c
             .join(torchrun_join(JOB, 0, 2, 1))
             .await

@@ -1,0 +1,67 @@
+"""Resume without torchrun: a single process on its own in-process
+coordinator (``coordinator=None``), killed with ``kill -9`` after a commit,
+run again with the checkpoint it saved (``torch.save``)."""
+
+import subprocess
+import sys
+
+SCRIPT = r"""
+import os, sys, time
+import torch
+import tributary
+
+dataset, checkpoint, stop_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+loader = tributary.Loader(dataset, seed=5, batch_size=8, image_size=32, decode_threads=1,
+                          return_ids=True)
+if os.path.exists(checkpoint):
+    loader.load_state_dict(torch.load(checkpoint)["loader"])
+    print("resumed", loader.generation, flush=True)
+for images, labels, ids in loader:
+    print("batch", *ids.tolist(), flush=True)
+    state = loader.state_dict()
+    if state["samples"] == stop_at:
+        torch.save({"loader": state}, checkpoint + ".tmp")
+        os.replace(checkpoint + ".tmp", checkpoint)
+        loader.commit(state)
+        print("committed", flush=True)
+        time.sleep(600)  # killed here
+print("done", flush=True)
+"""
+
+
+def run(dataset, checkpoint, stop_at):
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, dataset, str(checkpoint), str(stop_at)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def batch_ids(lines):
+    return [int(i) for line in lines if line.startswith("batch ") for i in line.split()[1:]]
+
+
+def test_a_single_process_job_resumes_mid_epoch_after_kill_9(dataset, tmp_path):
+    checkpoint = tmp_path / "checkpoint.pt"
+    first = run(dataset, checkpoint, 16)
+    lines = []
+    for line in first.stdout:
+        lines.append(line.strip())
+        if line.strip() == "committed":
+            break
+    first.kill()  # SIGKILL: no cleanup, no goodbye to anyone
+    first.wait()
+    assert lines[-1] == "committed", (lines, first.stderr.read())
+    trained = batch_ids(lines)
+    assert len(trained) == 16
+
+    second = run(dataset, checkpoint, -1)
+    out, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err
+    rest = out.split("\n")
+    assert rest[0] == "resumed 1", (rest, err)
+    assert rest[-2] == "done"
+    delivered = trained + batch_ids(rest)
+    assert len(delivered) == 40, "the epoch's 40 samples"
+    assert len(set(delivered)) == 40, "each exactly once"
