@@ -9,10 +9,14 @@ import numpy.typing as npt
 
 __version__: str
 
-class LoaderState(TypedDict):
+class LoaderState(TypedDict, total=False):
     epoch: int
     generation: int
     samples: int
+    # The epoch's plan records up to `generation`: [generation, epoch, world]
+    # or [generation, epoch, world, from_generation, from_samples]. Absent in
+    # states saved by older versions.
+    history: List[List[int]]
 
 class FetchLatency(TypedDict):
     p50: Optional[float]
@@ -323,7 +327,9 @@ class Loader:
     def commit(self, state: LoaderState) -> None:
         """Tells the coordinator a checkpoint holding ``state`` is durable."""
     def load_state_dict(self, state: LoaderState) -> None:
-        """Checks a restored checkpoint against the job (raises ValueError if stale)."""
+        """Resumes from a restored checkpoint's state, before reading, under
+        torchrun or not; raises ValueError saying what to do when the state is
+        not the job's commit or batches were already read."""
     def set_epoch(self, epoch: int) -> None:
         """Starts ``epoch`` over from its first batch (sync mode): the epoch of
         the rank's generation, or the next one."""

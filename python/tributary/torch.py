@@ -265,7 +265,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def commit(self, state: Dict[str, int]) -> None:
         self.loader.commit(state)
 
-    def load_state_dict(self, state: Dict[str, int]) -> None:
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.loader.load_state_dict(state)
 
 
