@@ -160,7 +160,10 @@ pub fn plain_rank(
     let mut command = rank_command(job);
     command
         .args(extra)
-        .envs([("RANK", rank.to_string()), ("WORLD_SIZE", world.to_string())])
+        .envs([
+            ("RANK", rank.to_string()),
+            ("WORLD_SIZE", world.to_string()),
+        ])
         .env_remove("TORCHELASTIC_RESTART_COUNT")
         .env_remove("TORCHELASTIC_RUN_ID");
     if let Some(run_id) = run_id {

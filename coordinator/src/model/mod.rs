@@ -221,7 +221,11 @@ impl Job {
             }
         }
         let state = match stored.config.mode {
-            Mode::Sync => State::Sync(SyncModel::load(gens, commit, rank_commits.unwrap_or_default())?),
+            Mode::Sync => State::Sync(SyncModel::load(
+                gens,
+                commit,
+                rank_commits.unwrap_or_default(),
+            )?),
             Mode::Dynamic => {
                 let mut model = DynModel::new(&stored.config, &dataset, dyn_epoch);
                 let corrupt = |key: &str, e: tributary_common::PoolError| {

@@ -20,8 +20,8 @@ use crate::model::{
     Acquired, Assignment, Caller, Event, GenMeta, Identity, JobStatus, Joined, Joiner,
     MemberStatus, RankProgress, Unit, UnitRef,
 };
-use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
 use tributary_common::job::JobSpec;
+use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
 
 /// The most units one Report may acknowledge.
 pub const MAX_ACKS_PER_REPORT: usize = 4096;
@@ -114,7 +114,11 @@ pub fn resume(raw: v1::Resume) -> Result<Resume> {
             generation: Generation(raw.generation),
             samples: raw.samples,
         },
-        history: raw.history.into_iter().map(GenerationRecord::from).collect(),
+        history: raw
+            .history
+            .into_iter()
+            .map(GenerationRecord::from)
+            .collect(),
     })
 }
 
@@ -332,7 +336,11 @@ impl From<Assignment> for v1::Assignment {
             world: assignment.world,
             spans: spans_to_proto(&assignment.spans),
             finished: assignment.finished,
-            history: assignment.history.iter().map(v1::PlanRecord::from).collect(),
+            history: assignment
+                .history
+                .iter()
+                .map(v1::PlanRecord::from)
+                .collect(),
         }
     }
 }

@@ -38,7 +38,10 @@ fn batches(procs: &[&Proc]) -> Vec<(u64, u64, Vec<u64>)> {
         for line in proc.lines() {
             let parts: Vec<&str> = line.split(' ').collect();
             if parts[0] == "batch" {
-                let ids = parts[3..].iter().map(|id| id.parse().expect("id")).collect();
+                let ids = parts[3..]
+                    .iter()
+                    .map(|id| id.parse().expect("id"))
+                    .collect();
                 out.push((
                     parts[1].parse().expect("generation"),
                     parts[2].parse().expect("samples"),
@@ -82,9 +85,7 @@ fn holding(procs: &[Proc], at: u64) -> bool {
 /// The job's commit, as GetStatus reports it.
 fn job_commit(address: &str, job: &str) -> Option<(u64, u64)> {
     let status = cluster::status(address, job).expect("status");
-    status
-        .commit_generation
-        .map(|g| (g, status.commit_samples))
+    status.commit_generation.map(|g| (g, status.commit_samples))
 }
 
 /// A scratch folder for the ranks' saved states.
@@ -173,7 +174,11 @@ fn a_restart_without_a_higher_restart_count_resumes_exactly_once_after_a_plain_r
 
     let second = resume_plain(&job, &dir, None, commit);
     for rank in &second {
-        assert!(rank.lines().contains(&"resumed 1 0".to_owned()), "{:?}", rank.lines());
+        assert!(
+            rank.lines().contains(&"resumed 1 0".to_owned()),
+            "{:?}",
+            rank.lines()
+        );
     }
     let first: Vec<&Proc> = first.iter().collect();
     let second: Vec<&Proc> = second.iter().collect();
@@ -321,7 +326,10 @@ fn a_commit_while_another_rank_is_dead_and_behind_skips_none_of_its_samples() {
     for line in second.iter().flat_map(Proc::lines) {
         let parts: Vec<&str> = line.split(' ').collect();
         if parts[0] == "gen" {
-            let (g, e) = (parts[1].parse().expect("gen"), parts[2].parse().expect("epoch"));
+            let (g, e) = (
+                parts[1].parse().expect("gen"),
+                parts[2].parse().expect("epoch"),
+            );
             let gens = epochs.entry(e).or_default();
             if !gens.contains(&g) {
                 gens.push(g);

@@ -22,7 +22,9 @@
 
 use tributary_common::ids::{Generation, JobId};
 use tributary_common::job::JobSpec;
-use tributary_common::plan::generation::{generation_cut, rank_part, CommitPoint, GenerationRecord};
+use tributary_common::plan::generation::{
+    generation_cut, rank_part, CommitPoint, GenerationRecord,
+};
 
 use super::{put, spec, Dataset, GenMeta, Place, Rank, SyncModel};
 use crate::config::MAX_WORLD;
@@ -115,13 +117,15 @@ impl SyncModel {
             generation,
             samples,
         };
-        if self.ranks.get(&rank.rank).is_some_and(|last| point <= *last) {
+        if self
+            .ranks
+            .get(&rank.rank)
+            .is_some_and(|last| point <= *last)
+        {
             // The rank committed this far already: nothing to record.
             return Ok(Vec::new());
         }
-        let part = self
-            .part(config, dataset, generation.0, rank.rank)?
-            .len();
+        let part = self.part(config, dataset, generation.0, rank.rank)?.len();
         if samples > part {
             return Err(CoordError::Invalid(format!(
                 "commit of {samples} samples exceeds generation {}'s {part} samples per rank",

@@ -148,17 +148,22 @@ fn a_restart_without_a_higher_restart_count_resumes_from_the_state_it_loads() {
     // again (a lost lease), with or without the state.
     let again = job.join(&r1, Some(&resume)).expect("resume");
     assert_eq!(again.record.generation.0, 1);
-    assert_eq!(job.join(&r0, Some(&resume)).expect("again").record.generation.0, 1);
-    assert_eq!(job.join(&r1, None).expect("lost lease").record.generation.0, 1);
-    // The old incarnation's generation is stale for commits.
-    let stale = job.model.commit(
-        &job.name,
-        &job.spec,
-        &job.dataset,
-        &r0,
-        Generation(0),
-        8,
+    assert_eq!(
+        job.join(&r0, Some(&resume))
+            .expect("again")
+            .record
+            .generation
+            .0,
+        1
     );
+    assert_eq!(
+        job.join(&r1, None).expect("lost lease").record.generation.0,
+        1
+    );
+    // The old incarnation's generation is stale for commits.
+    let stale = job
+        .model
+        .commit(&job.name, &job.spec, &job.dataset, &r0, Generation(0), 8);
     assert!(matches!(stale, Err(CoordError::Stale(_))), "{stale:?}");
 }
 
@@ -172,7 +177,9 @@ fn a_torchrun_restart_then_load_state_dict_opens_one_generation() {
     let gen = job.join(&restarted, None).expect("restart");
     assert_eq!(gen.resumed, Some(point(0, 12)));
     let resume = job.resume(point(0, 12));
-    let same = job.join(&restarted, Some(&resume)).expect("load_state_dict");
+    let same = job
+        .join(&restarted, Some(&resume))
+        .expect("load_state_dict");
     assert_eq!(same, gen, "no second generation");
 }
 
@@ -190,7 +197,10 @@ fn a_state_handed_to_load_state_dict_is_never_accepted_and_ignored() {
     let error = job.join(&r0, Some(&past)).expect_err("past");
     let text = error.to_string();
     assert!(matches!(error, CoordError::Precondition(_)), "{text}");
-    assert!(text.contains("rank(s) 1 ") && text.contains("commit(state)"), "{text}");
+    assert!(
+        text.contains("rank(s) 1 ") && text.contains("commit(state)"),
+        "{text}"
+    );
     // Older than it: a replay.
     let old = Resume {
         point: point(0, 2),
@@ -223,7 +233,10 @@ fn a_single_process_job_resumes_mid_epoch_on_a_fresh_coordinator() {
     let gen = second.join(&solo, Some(&resume)).expect("seeded");
     assert_eq!(gen.record.from, Some(point(0, 12)));
     let got = second.assignment(&solo, 0);
-    assert_eq!(got.spans, expected.spans, "the rest of the epoch, as a restart reads it");
+    assert_eq!(
+        got.spans, expected.spans,
+        "the rest of the epoch, as a restart reads it"
+    );
     assert_eq!(got.history.len(), 2);
     assert_eq!(second.committed(), Some(point(0, 12)));
 }
