@@ -41,6 +41,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import time
 
 import torch
@@ -176,11 +177,22 @@ def main():
         val_expected = dataset_samples(args.val_dataset)
     step = 0
     if checkpoint:
+        # The loader resumes from this very state, which must be the job's
+        # commit: the point every rank committed. A group killed after the
+        # newest checkpoint was written but before every rank committed it
+        # resumes from the one before (load_state_dict changes nothing when
+        # it refuses).
+        try:
+            loader.load_state_dict(checkpoint["loader"])
+        except ValueError as error:
+            previous = args.checkpoint + ".prev"
+            if "past the job's commit" not in str(error) or not os.path.exists(previous):
+                raise
+            checkpoint = torch.load(previous, weights_only=False)
+            loader.load_state_dict(checkpoint["loader"])
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         step = checkpoint["step"]
-        # The generation this loader reads must resume from this very state.
-        loader.load_state_dict(checkpoint["loader"])
         state = checkpoint["loader"]
         emit(f"resume {group} {rank} {state['generation']} {state['samples']} {step}")
     emit(f"start {group} {rank} {world} {os.getpid()} {loader.generation}")
@@ -205,6 +217,9 @@ def main():
                     tmp = args.checkpoint + ".tmp"
                     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                 "step": step, "loader": state, "group": group}, tmp)
+                    if os.path.exists(args.checkpoint):  # kept until all commit the new one
+                        shutil.copyfile(args.checkpoint, tmp + ".prev")
+                        os.replace(tmp + ".prev", args.checkpoint + ".prev")
                     os.replace(tmp, args.checkpoint)
                 dist.barrier()  # the checkpoint is durable before anyone commits
                 loader.commit(state)

@@ -82,6 +82,8 @@ def test_dataloader_state_with_workers_counts_what_the_trainer_took(dataset):
         "epoch": 0, "generation": 0, "samples": 40, "history": [[0, 0, 1]]
     }
     assert sum(len(labels) for _, labels in loader) == 40
-    assert loader.state_dict() == {"epoch": 1, "generation": 1, "samples": 40}
+    assert loader.state_dict() == {
+        "epoch": 1, "generation": 1, "samples": 40, "history": [[1, 1, 1]]
+    }
     with pytest.raises(ValueError, match="batch_size=None"):
         ttorch.DataLoader(ds, batch_size=8)
