@@ -294,7 +294,7 @@ fn a_commit_while_another_rank_is_dead_and_behind_skips_none_of_its_samples() {
     let held = flags(&dir, &["--epochs", "3", "--hold", &hold]);
     let job_alone = JobArgs::new(address.clone(), "behind", &data, &alone);
     let job_held = JobArgs::new(address.clone(), "behind", &data, &held);
-    let mut first = vec![
+    let mut first = [
         torchrun_rank(&job_alone, 0, 2, 0),
         torchrun_rank(&job_held, 1, 2, 0),
     ];
