@@ -5,14 +5,14 @@
 //! restart (`run_id`, `restart`) and the commit it resumed from: the first
 //! join of a newer restart, or a join resuming from the job's commit
 //! (`load_state_dict` of a plain re-run, a requeue, a pod restart: see
-//! [`resume`]), starts a new generation from that commit: the samples of the
+//! [`Resume`]), starts a new generation from that commit: the samples of the
 //! committed generation's cut that its ranks had not emitted by the
 //! commit, recomputed by the pure planner. When a rank of the current
 //! generation asks for the next epoch, a generation over the whole next
 //! epoch begins with the same world and incarnation.
 //!
 //! The job's commit is the group's: the minimum over the incarnation's
-//! ranks of each rank's latest commit ([`resume`]), so a rank that died
+//! ranks of each rank's latest commit ([`SyncModel::commit`]), so a rank that died
 //! behind holds it back whatever the others did.
 
 mod place;
@@ -297,7 +297,7 @@ impl SyncModel {
 
     /// A rank joins: the current generation, or a new one for a restart;
     /// with `resume`, the generation that resumes from that commit (see
-    /// [`SyncModel::resume`]). Returns the generation and the ops to store.
+    /// [`Resume`]). Returns the generation and the ops to store.
     pub fn join(
         &mut self,
         job: &JobId,
