@@ -537,6 +537,33 @@ mod tests {
     }
 
     #[test]
+    fn a_resume_history_is_bounded_and_its_worlds_checked() {
+        let record = |world| v1::PlanRecord {
+            world,
+            ..v1::PlanRecord::default()
+        };
+        let join = |history: Vec<v1::PlanRecord>| {
+            Join::try_from(v1::JoinRequest {
+                job: "job".into(),
+                identity: torchrun(0, 1, 0),
+                resume: Some(v1::Resume {
+                    generation: 0,
+                    samples: 4,
+                    history,
+                }),
+                ..v1::JoinRequest::default()
+            })
+        };
+        let error = join(vec![record(1); MAX_HISTORY + 1]).expect_err("too long");
+        assert!(error.to_string().contains("resume.history"), "{error}");
+        let error = join(vec![record(0)]).expect_err("no ranks");
+        assert!(error.to_string().contains("world of 0"), "{error}");
+        let joined = join(vec![record(1)]).expect("ok");
+        let resume = joined.joiner.resume.expect("resume");
+        assert_eq!((resume.point.samples, resume.history.len()), (4, 1));
+    }
+
+    #[test]
     fn an_acquire_asks_within_its_bounds() {
         let request = |wait_ms, max_units| v1::AcquireRequest {
             job: "job".into(),
