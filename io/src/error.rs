@@ -65,6 +65,15 @@ impl IoError {
         let url = url.into();
         match error {
             object_store::Error::NotFound { .. } => Self::NotFound { url, hint: "" },
+            // A local path through a file: nothing is there either.
+            error @ object_store::Error::Generic { .. } => match crate::read::local_error(&error) {
+                Some(std::io::ErrorKind::NotFound) => Self::NotFound { url, hint: "" },
+                Some(std::io::ErrorKind::NotADirectory) => Self::NotFound {
+                    url,
+                    hint: " (a path in it is a file, not a directory)",
+                },
+                _ => Self::Store { url, error },
+            },
             error => Self::Store { url, error },
         }
     }
