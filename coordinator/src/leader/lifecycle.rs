@@ -147,7 +147,7 @@ impl Leader {
             }
             return Err(error);
         }
-        tracing::info!(job = name.as_str(), samples, shards, "created job");
+        tracing::info!(job = name.as_str(), samples, shards, "job created");
         Ok(CreatedJob {
             config,
             created: true,
@@ -197,7 +197,7 @@ impl Leader {
             .jobs_deleted
             .with_label_values(&[reason.label()])
             .inc();
-        tracing::info!(job = name.as_str(), reason = reason.label(), "deleted job");
+        tracing::info!(job = name.as_str(), reason = reason.label(), "job deleted");
         Ok(())
     }
 

@@ -354,7 +354,7 @@ impl SyncModel {
             epoch,
             world = rank.world,
             ?from,
-            "new generation"
+            "generation started"
         );
         let key = Key::Generation {
             job: job.clone(),
@@ -423,7 +423,7 @@ impl SyncModel {
                 job = job.as_str(),
                 generation = meta.record.generation.0,
                 epoch,
-                "next epoch"
+                "epoch finished; the generation reads the next"
             );
             let key = Key::Generation {
                 job: job.clone(),

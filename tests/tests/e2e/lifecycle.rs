@@ -406,7 +406,7 @@ fn json_logs_carry_the_call_its_job_member_rank_and_generation() {
         .collect();
     let joined = lines
         .iter()
-        .find(|l| l["fields"]["message"] == "joined")
+        .find(|l| l["fields"]["message"] == "member joined")
         .unwrap_or_else(|| panic!("no 'joined' line in\n{text}"));
     let span = &joined["span"];
     assert_eq!(span["name"], "rpc", "{joined}");
@@ -415,4 +415,79 @@ fn json_logs_carry_the_call_its_job_member_rank_and_generation() {
     assert_eq!(span["member"], "run.3.0", "{joined}");
     assert_eq!(span["rank"], 0, "{joined}");
     assert_eq!(span["generation"], 0, "{joined}");
+}
+
+#[test]
+fn the_coordinator_logs_job_events_at_info_without_colour_codes_into_a_redirected_log() {
+    let data = S3Dataset::start(16, 16);
+    let address = format!("127.0.0.1:{}", tributary_tests::free_port());
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    // No RUST_LOG: the coordinator's own default; stderr is a file.
+    let mut coordinator = std::process::Command::new(tributary_tests::cli::tributary_bin())
+        .args([
+            "coordinator",
+            "--listen",
+            &address,
+            "--s3-endpoint",
+            data.endpoint(),
+        ])
+        .envs(tributary_tests::s3::S3_ENV)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().expect("log"))
+        .spawn()
+        .expect("coordinator");
+    runtime().block_on(async {
+        let mut client = leader_client(&address).await;
+        client
+            .create_job(create_request(
+                "events",
+                job_config(&data.url, v1::Mode::Sync),
+            ))
+            .await
+            .expect("create");
+        let joined = client
+            .join(torchrun_join("events", 0, 1, 0))
+            .await
+            .expect("join")
+            .into_inner();
+        let calls = MemberCalls::own("events", &joined);
+        // Calls made often log nothing each at info.
+        for _ in 0..3 {
+            client.commit(calls.commit(0, 0)).await.expect("commit");
+        }
+        client.leave(calls.member()).await.expect("leave");
+        client
+            .delete_job(v1::JobRequest {
+                job: "events".into(),
+            })
+            .await
+            .expect("delete");
+    });
+    let _ = coordinator.kill();
+    let _ = coordinator.wait();
+    let text = std::fs::read_to_string(log.path()).expect("log");
+    assert!(
+        !text.contains('\u{1b}'),
+        "ANSI escapes in a redirected log:\n{text}"
+    );
+    for event in [
+        "job created",
+        "member joined",
+        "generation started",
+        "member left",
+        "job deleted",
+    ] {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains(" INFO ") && l.contains(event))
+            .collect();
+        assert_eq!(lines.len(), 1, "one `{event}` line at info in\n{text}");
+        assert!(
+            lines[0].contains("job=\"events\"") || lines[0].contains("job=events"),
+            "{}",
+            lines[0]
+        );
+    }
+    assert!(!text.contains("commit"), "a line per commit call:\n{text}");
 }
