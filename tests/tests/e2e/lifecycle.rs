@@ -417,13 +417,14 @@ fn json_logs_carry_the_call_its_job_member_rank_and_generation() {
     assert_eq!(span["generation"], 0, "{joined}");
 }
 
-#[test]
-fn the_coordinator_logs_job_events_at_info_without_colour_codes_into_a_redirected_log() {
-    let data = S3Dataset::start(16, 16);
+/// The `tributary coordinator` binary alone on the in-memory store, with
+/// its own default log filter (no RUST_LOG) and stderr into `log`.
+fn memory_coordinator(
+    data: &S3Dataset,
+    log: &tempfile::NamedTempFile,
+) -> (std::process::Child, String) {
     let address = format!("127.0.0.1:{}", tributary_tests::free_port());
-    let log = tempfile::NamedTempFile::new().expect("log file");
-    // No RUST_LOG: the coordinator's own default; stderr is a file.
-    let mut coordinator = std::process::Command::new(tributary_tests::cli::tributary_bin())
+    let coordinator = std::process::Command::new(tributary_tests::cli::tributary_bin())
         .args([
             "coordinator",
             "--listen",
@@ -437,6 +438,74 @@ fn the_coordinator_logs_job_events_at_info_without_colour_codes_into_a_redirecte
         .stderr(log.reopen().expect("log"))
         .spawn()
         .expect("coordinator");
+    (coordinator, address)
+}
+
+#[test]
+fn a_rank_of_a_deleted_job_hears_it_was_deleted_and_a_conflicting_create_says_how_to_proceed() {
+    let data = S3Dataset::start(16, 16);
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let (mut coordinator, address) = memory_coordinator(&data, &log);
+    runtime().block_on(async {
+        let mut client = leader_client(&address).await;
+        let config = job_config(&data.url, v1::Mode::Sync);
+        client
+            .create_job(create_request("gone", config.clone()))
+            .await
+            .expect("create");
+        let other = v1::JobConfig {
+            seed: config.seed + 1,
+            ..config.clone()
+        };
+        let conflict = client
+            .create_job(create_request("gone", other))
+            .await
+            .expect_err("another config");
+        assert_eq!(conflict.code(), Code::AlreadyExists, "{conflict:?}");
+        assert!(
+            conflict.message().contains("`tributary job delete gone`")
+                && conflict.message().contains("another job name"),
+            "{conflict:?}"
+        );
+        let joined = client
+            .join(torchrun_join("gone", 0, 1, 0))
+            .await
+            .expect("join")
+            .into_inner();
+        let calls = MemberCalls::own("gone", &joined);
+        client
+            .delete_job(v1::JobRequest { job: "gone".into() })
+            .await
+            .expect("delete");
+        let refused = client
+            .keep_alive(calls.member())
+            .await
+            .expect_err("a deleted job's rank");
+        assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
+        assert!(
+            refused.message().contains("job \"gone\" was deleted"),
+            "{refused:?}"
+        );
+        // Created again, the name is the new job's.
+        client
+            .create_job(create_request("gone", config))
+            .await
+            .expect("create again");
+        let unknown = client
+            .keep_alive(calls.member())
+            .await
+            .expect_err("the old member is not the new job's");
+        assert!(!unknown.message().contains("was deleted"), "{unknown:?}");
+    });
+    let _ = coordinator.kill();
+    let _ = coordinator.wait();
+}
+
+#[test]
+fn the_coordinator_logs_job_events_at_info_without_colour_codes_into_a_redirected_log() {
+    let data = S3Dataset::start(16, 16);
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let (mut coordinator, address) = memory_coordinator(&data, &log);
     runtime().block_on(async {
         let mut client = leader_client(&address).await;
         client
