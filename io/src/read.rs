@@ -85,7 +85,9 @@ impl ReadError {
 /// Whether `error` may go away if the request is sent again.
 pub(crate) fn transient(error: &object_store::Error) -> bool {
     if let object_store::Error::Generic { .. } = error {
-        return !client_error(error) && local_error(error).is_none();
+        return !client_error(error)
+            && crate::error::local_error(error).is_none()
+            && !crate::error::no_credentials(error);
     }
     !matches!(
         error,
@@ -100,30 +102,6 @@ pub(crate) fn transient(error: &object_store::Error) -> bool {
             | object_store::Error::Unauthenticated { .. }
             | object_store::Error::UnknownConfigurationKey { .. }
     )
-}
-
-/// The local filesystem's answer inside a store's error, when it is one
-/// that another attempt cannot change: no such file, a path through a file
-/// (`ds/manifest.json/manifest.json`), a directory where a file was
-/// expected, no permission.
-pub(crate) fn local_error(error: &object_store::Error) -> Option<std::io::ErrorKind> {
-    use std::io::ErrorKind;
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(current) = source {
-        if let Some(io) = current.downcast_ref::<std::io::Error>() {
-            return matches!(
-                io.kind(),
-                ErrorKind::NotFound
-                    | ErrorKind::NotADirectory
-                    | ErrorKind::IsADirectory
-                    | ErrorKind::PermissionDenied
-                    | ErrorKind::InvalidInput
-            )
-            .then_some(io.kind());
-        }
-        source = current.source();
-    }
-    None
 }
 
 /// Whether a store's catch-all error is an HTTP client error (4xx, but 408
