@@ -77,3 +77,30 @@ def test_torch_dataloader_without_batch_size_none_raises_instead_of_adding_a_dim
     # batch_size=None (or tributary.torch.DataLoader) yields Tributary's batches.
     images, labels = next(iter(torch.utils.data.DataLoader(ds, batch_size=None)))
     assert images.shape == (8, 3, 32, 32) and labels.shape == (8,)
+
+
+def test_an_unreachable_coordinator_fails_fast_naming_its_address(dataset):
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    started = time.monotonic()
+    with pytest.raises(ConnectionError) as raised:
+        tributary.Loader(dataset, coordinator=address, **SMALL)  # the default timeout_s=60
+    took = time.monotonic() - started
+    assert took < 20, f"gave up after {took:.0f}s"
+    message = str(raised.value)
+    assert f"cannot reach the coordinator at {address}: connection refused" in message, message
+    assert f"is `tributary coordinator` running at {address}?" in message, message
+
+
+def test_a_dataset_url_ending_in_manifest_json_reads_its_directory(dataset, tmp_path):
+    loader = tributary.Loader(dataset + "/manifest.json", shuffle=False, return_ids=True, **SMALL)
+    ids = sorted(int(i) for batch in loader for i in batch.ids)
+    assert ids == list(range(40))
+    # A file that is not a manifest: not found at once, saying what to pass.
+    shard = next(p for p in __import__("os").listdir(dataset) if p.endswith(".tar"))
+    with pytest.raises(FileNotFoundError, match="pass the dataset's directory"):
+        tributary.Loader(f"{dataset}/{shard}", **SMALL)
