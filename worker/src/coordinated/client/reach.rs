@@ -18,7 +18,7 @@ use crate::error::WorkerError;
 
 /// How long a client that never reached a coordinator retries while every
 /// endpoint refuses connections (a coordinator starting at the same time).
-pub const REFUSED_GRACE: Duration = Duration::from_secs(2);
+pub const REFUSED_GRACE: Duration = Duration::from_secs(5);
 
 /// Whether `status` is a connection the remote host refused (nothing
 /// listens on the port), found in its chain of sources.
