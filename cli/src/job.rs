@@ -211,7 +211,7 @@ mod tests {
             [
                 "JOB   MODE       EPOCH  MEMBERS  LEASED  STATE",
                 "a     dynamic   0 of 3        1       4  running",
-                "zeta  sync       2 read        0       0  finished 30.0s ago",
+                "zeta  sync      2 read        0       0  finished 30.0s ago",
             ]
         );
         assert_eq!(

@@ -349,7 +349,7 @@ mod tests {
             fitted.iter().all(|l| l.chars().count() <= 40),
             "{fitted:#?}"
         );
-        assert_eq!(fitted[2], "job train  dynamic  epoch 0 of 2  units 3");
+        assert_eq!(fitted[2], "job train  dynamic  epoch 0 of 2  units ");
         assert_eq!(fitted[1], "");
         // Characters, not bytes: a multi-byte name is cut between characters.
         assert_eq!(fit(vec!["jöb ünits".into()], 4), ["jöb "]);
