@@ -131,6 +131,27 @@ pub fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A job's epoch as `status` and `job list` show it, counted from 0 as the
+/// loader (`loader.epoch`), checkpoints and `--json` count: `epoch 0 of 2`
+/// for the first of two, `2 epochs read` once all are, `epoch 5` for a job
+/// without an end (`epochs` 0). `word`: lead with "epoch" (a heading), or
+/// not (a table's EPOCH column: `0 of 2`, `2 read`, `5`).
+pub fn epoch_phrase(epoch: u64, epochs: u64, word: bool) -> String {
+    let lead = if word { "epoch " } else { "" };
+    if epochs == 0 {
+        format!("{lead}{epoch}")
+    } else if epoch >= epochs {
+        let noun = match (word, epochs) {
+            (false, _) => "",
+            (true, 1) => " epoch",
+            (true, _) => " epochs",
+        };
+        format!("{epochs}{noun} read")
+    } else {
+        format!("{lead}{epoch} of {epochs}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,26 +192,5 @@ mod tests {
             refused.to_string().contains("TRIBUTARY_AUTH_TOKEN"),
             "{refused}"
         );
-    }
-}
-
-/// A job's epoch as `status` and `job list` show it, counted from 0 as the
-/// loader (`loader.epoch`), checkpoints and `--json` count: `epoch 0 of 2`
-/// for the first of two, `2 epochs read` once all are, `epoch 5` for a job
-/// without an end (`epochs` 0). `word`: lead with "epoch" (a heading), or
-/// not (a table's EPOCH column: `0 of 2`, `2 read`, `5`).
-pub fn epoch_phrase(epoch: u64, epochs: u64, word: bool) -> String {
-    let lead = if word { "epoch " } else { "" };
-    if epochs == 0 {
-        format!("{lead}{epoch}")
-    } else if epoch >= epochs {
-        let noun = match (word, epochs) {
-            (false, _) => "",
-            (true, 1) => " epoch",
-            (true, _) => " epochs",
-        };
-        format!("{epochs}{noun} read")
-    } else {
-        format!("{lead}{epoch} of {epochs}")
     }
 }

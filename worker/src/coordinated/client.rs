@@ -519,7 +519,7 @@ mod tests {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             listener.local_addr().expect("addr").to_string()
         };
-        let client = Client::new(&[address.clone()])
+        let client = Client::new(std::slice::from_ref(&address))
             .expect("client")
             .with_refused_grace(Duration::from_millis(300));
         let started = Instant::now();
