@@ -421,9 +421,10 @@ impl SyncModel {
             };
             tracing::info!(
                 job = job.as_str(),
-                generation = meta.record.generation.0,
+                finished = epoch - 1,
                 epoch,
-                "epoch finished; the generation reads the next"
+                generation = meta.record.generation.0,
+                "epoch finished; generation started for the next"
             );
             let key = Key::Generation {
                 job: job.clone(),
