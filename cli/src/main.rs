@@ -183,10 +183,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return parse_error(&error),
     };
-    // A server logs its jobs' events (info); a command, its warnings.
+    // A server logs its jobs' events (info); a command, its warnings, but
+    // not each retry of a coordinator call: its one-line error names the
+    // address (RUST_LOG=warn shows the retries).
     let default_filter = match cli.command {
         Command::Coordinator(_) => "info",
-        _ => "warn",
+        _ => "warn,tributary_worker::coordinated::client=error",
     };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(

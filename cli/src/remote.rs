@@ -90,8 +90,16 @@ impl RemoteArgs {
             return anyhow::Error::new(error).context(format!("coordinator {address}"));
         };
         match (code, job) {
+            // A job the leader deleted lately: it says so.
+            (Code::NotFound, Some(job)) if message.contains("was deleted") => {
+                anyhow::anyhow!("no job {job:?} on the coordinator at {address}: {message}")
+            }
             (Code::NotFound, Some(job)) => {
                 anyhow::anyhow!("no job {job:?} on the coordinator at {address}")
+            }
+            // Nothing listens there: the client said so, naming the address.
+            (Code::Unavailable, _) if message.starts_with("cannot reach the coordinator") => {
+                anyhow::anyhow!("{message}")
             }
             (Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Cancelled, _) => {
                 anyhow::anyhow!(
