@@ -22,7 +22,7 @@
 //! Each retry is logged (a warning naming the address, the attempt and the
 //! delay). A client that never reached a replica, all of whose addresses
 //! refuse connections, fails after [`REFUSED_GRACE`] rather than the
-//! deadline, asking whether `tributary coordinator` runs there ([`reach`]).
+//! deadline, asking whether `tributary coordinator` runs there (`client/reach.rs`).
 
 mod reach;
 
