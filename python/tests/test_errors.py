@@ -1,6 +1,7 @@
 """Errors from Python that name the culprit and say what to do (issue 26, part 3)."""
 
 import inspect
+import os
 
 import pytest
 
@@ -101,6 +102,6 @@ def test_a_dataset_url_ending_in_manifest_json_reads_its_directory(dataset, tmp_
     ids = sorted(int(i) for batch in loader for i in batch.ids)
     assert ids == list(range(40))
     # A file that is not a manifest: not found at once, saying what to pass.
-    shard = next(p for p in __import__("os").listdir(dataset) if p.endswith(".tar"))
+    shard = next(p for p in os.listdir(dataset) if p.endswith(".tar"))
     with pytest.raises(FileNotFoundError, match="pass the dataset's directory"):
         tributary.Loader(f"{dataset}/{shard}", **SMALL)
