@@ -107,17 +107,17 @@ fn state(job: &v1::JobSummary, now_ms: u64) -> String {
     }
 }
 
-/// The epoch as people count it (`1/2` for the first of two).
-fn epoch(job: &v1::JobSummary) -> String {
-    format!("{}/{}", (job.epoch + 1).min(job.epochs.max(1)), job.epochs)
+/// The epoch, counted from 0 ([`remote::epoch_phrase`]).
+fn epoch(job: &v1::JobSummary, word: bool) -> String {
+    remote::epoch_phrase(job.epoch, job.epochs, word)
 }
 
 /// A job in a few words, for `delete`.
 fn describe(job: &v1::JobSummary, now_ms: u64) -> String {
     format!(
-        "{}, epoch {}, {} member{}, {}",
+        "{}, {}, {} member{}, {}",
         mode(job),
-        epoch(job),
+        epoch(job, true),
         job.members,
         if job.members == 1 { "" } else { "s" },
         state(job, now_ms)
@@ -137,7 +137,7 @@ fn table(list: &v1::ListJobsResponse, now_ms: u64) -> Vec<String> {
         lines.push(row(
             &job.job,
             mode(job),
-            &epoch(job),
+            &epoch(job, false),
             &job.members.to_string(),
             &job.leased_units.to_string(),
             &state(job, now_ms),
@@ -210,13 +210,13 @@ mod tests {
             table(&list(), 31_000),
             [
                 "JOB   MODE       EPOCH  MEMBERS  LEASED  STATE",
-                "a     dynamic      1/3        1       4  running",
-                "zeta  sync         2/2        0       0  finished 30.0s ago",
+                "a     dynamic   0 of 3        1       4  running",
+                "zeta  sync      2 read        0       0  finished 30.0s ago",
             ]
         );
         assert_eq!(
             describe(&list().jobs[1], 0),
-            "dynamic, epoch 1/3, 1 member, running"
+            "dynamic, epoch 0 of 3, 1 member, running"
         );
     }
 

@@ -21,6 +21,7 @@
 
 #![allow(clippy::print_stdout, reason = "a command line prints its results")]
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -96,6 +97,17 @@ enum Command {
     /// tree (SRC/CLASS/IMAGE.jpg), a directory of WebDataset-style files
     /// (KEY.EXT; files sharing a key form a sample, any extension a field),
     /// or a .csv/.jsonl listing of `path,label[,caption]`.
+    ///
+    /// A CSV listing starts with a header naming its columns, in any order:
+    /// `path` (required), `label`, `caption`. A JSONL listing (.jsonl,
+    /// .ndjson) holds one object per line with the keys `path` (a string,
+    /// required), `label` (a string, a non-negative integer or null) and
+    /// `caption` (a string or null), e.g. {"path": "imgs/a.jpg", "label":
+    /// "cat", "caption": "a cat"}; other keys are refused. A relative path is
+    /// resolved against the listing's directory; the file becomes the
+    /// jpg/png/webp field by its magic bytes (else its extension), the
+    /// caption a `txt` field, the label a `cls` field (labels that are all
+    /// integers are the class indices; others are class names, sorted).
     Pack {
         src: PathBuf,
         url: String,
@@ -171,10 +183,20 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return parse_error(&error),
     };
+    // A server logs its jobs' events (info); a command, its warnings, but
+    // not each retry of a coordinator call: its one-line error names the
+    // address (RUST_LOG=warn shows the retries).
+    let default_filter = match cli.command {
+        Command::Coordinator(_) => "info",
+        _ => "warn,tributary_worker::coordinated::client=error",
+    };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
         )
+        // Colours for a terminal only: not into a redirected log file.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Text => logs.init(),

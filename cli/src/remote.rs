@@ -90,8 +90,16 @@ impl RemoteArgs {
             return anyhow::Error::new(error).context(format!("coordinator {address}"));
         };
         match (code, job) {
+            // A job the leader deleted lately: it says so.
+            (Code::NotFound, Some(job)) if message.contains("was deleted") => {
+                anyhow::anyhow!("no job {job:?} on the coordinator at {address}: {message}")
+            }
             (Code::NotFound, Some(job)) => {
                 anyhow::anyhow!("no job {job:?} on the coordinator at {address}")
+            }
+            // Nothing listens there: the client said so, naming the address.
+            (Code::Unavailable, _) if message.starts_with("cannot reach the coordinator") => {
+                anyhow::anyhow!("{message}")
             }
             (Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Cancelled, _) => {
                 anyhow::anyhow!(
@@ -129,6 +137,27 @@ pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A job's epoch as `status` and `job list` show it, counted from 0 as the
+/// loader (`loader.epoch`), checkpoints and `--json` count: `epoch 0 of 2`
+/// for the first of two, `2 epochs read` once all are, `epoch 5` for a job
+/// without an end (`epochs` 0). `word`: lead with "epoch" (a heading), or
+/// not (a table's EPOCH column: `0 of 2`, `2 read`, `5`).
+pub fn epoch_phrase(epoch: u64, epochs: u64, word: bool) -> String {
+    let lead = if word { "epoch " } else { "" };
+    if epochs == 0 {
+        format!("{lead}{epoch}")
+    } else if epoch >= epochs {
+        let noun = match (word, epochs) {
+            (false, _) => "",
+            (true, 1) => " epoch",
+            (true, _) => " epochs",
+        };
+        format!("{epochs}{noun} read")
+    } else {
+        format!("{lead}{epoch} of {epochs}")
+    }
 }
 
 #[cfg(test)]

@@ -100,15 +100,14 @@ async fn fetch(client: &Client, remote: &RemoteArgs, only: Option<&str>) -> anyh
         jobs: Vec::new(),
     };
     if let Some(name) = only {
-        let status = job_status(client, name)
+        // A job asked for by name: "no job" (or "it was deleted") is the error.
+        let request = v1::JobRequest {
+            job: name.to_owned(),
+        };
+        let status = client
+            .send(&request, |mut c, r| async move { c.get_status(r).await })
             .await
-            .map_err(|e| explain(e, Some(name)))?
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "no job {name:?} on the coordinator at {}",
-                    remote.coordinator
-                )
-            })?;
+            .map_err(|e| explain(e, Some(name)))?;
         frame.leader = status.leader.clone();
         frame.jobs.push(job(name.to_owned(), None, status));
     } else {

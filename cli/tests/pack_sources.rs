@@ -77,3 +77,50 @@ fn pack_format_picks_the_reading_and_a_bad_one_is_a_one_line_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn pack_of_a_jsonl_listing_documents_its_keys_in_help_and_names_them_on_a_wrong_one() {
+    let output = tributary(&["pack", "--help"]);
+    assert!(output.status.success(), "{output:?}");
+    let help = text(&output.stdout);
+    for needle in [
+        "JSONL listing",
+        "`path` (a string",
+        "`label` (a string, a non-negative integer or null)",
+        "`caption` (a string or null)",
+        "other keys are refused",
+        "`path` (required), `label`, `caption`",
+    ] {
+        assert!(
+            help.contains(needle),
+            "`pack --help` lacks {needle:?}:\n{help}"
+        );
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(&dir.path().join("imgs/a.jpg"), b"\xFF\xD8\xFF\xE0 jpeg");
+    let listing = dir.path().join("train.jsonl");
+    write(
+        &listing,
+        b"{\"path\": \"imgs/a.jpg\", \"label\": \"cat\", \"caption\": \"a cat\"}\n",
+    );
+    let dest = dir.path().join("ds");
+    let output = tributary(&[
+        "pack",
+        &listing.display().to_string(),
+        &dest.display().to_string(),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+
+    let wrong = dir.path().join("wrong.jsonl");
+    write(&wrong, b"{\"image\": \"imgs/a.jpg\"}\n");
+    let output = tributary(&[
+        "pack",
+        &wrong.display().to_string(),
+        &dir.path().join("ds2").display().to_string(),
+    ]);
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("unknown field `image`"), "{stderr}");
+    assert!(stderr.contains("`path`, `label`, `caption`"), "{stderr}");
+}

@@ -23,8 +23,21 @@ pub enum CoordError {
     RankOutOfRange { rank: u32, world: u32 },
     #[error("stale generation: {0}")]
     Stale(String),
-    #[error("job {:?} exists with a different config: {diff}", .job.as_str())]
+    #[error(
+        "job {:?} exists with a different config: {diff}; to proceed, delete it \
+         (`tributary job delete {}`) or pass another job name (job= in Python, --job on the \
+         command line)",
+        .job.as_str(),
+        .job.as_str()
+    )]
     ConflictingConfig { job: JobId, diff: String },
+    /// A job this leader deleted lately (`leader::deleted`).
+    #[error(
+        "job {:?} was deleted {how}: its ranks have nothing left to read; start a new job \
+         (create it again, or pass another job name)",
+        .job.as_str()
+    )]
+    DeletedJob { job: JobId, how: &'static str },
     #[error("{0}")]
     Precondition(String),
     #[error("invalid request: {0}")]
@@ -63,7 +76,9 @@ pub type Result<T> = std::result::Result<T, CoordError>;
 impl From<CoordError> for Status {
     fn from(error: CoordError) -> Self {
         let code = match &error {
-            CoordError::UnknownJob(_) | CoordError::UnknownMember { .. } => Code::NotFound,
+            CoordError::UnknownJob(_)
+            | CoordError::DeletedJob { .. }
+            | CoordError::UnknownMember { .. } => Code::NotFound,
             CoordError::RankOutOfRange { .. } => Code::OutOfRange,
             CoordError::Stale(_) | CoordError::Precondition(_) => Code::FailedPrecondition,
             CoordError::ConflictingConfig { .. } | CoordError::AlreadyJoined { .. } => {

@@ -113,6 +113,8 @@ pub struct Leader {
     metrics: Metrics,
     /// How long a finished job is kept before it is deleted.
     finished_job_ttl: Duration,
+    /// Jobs deleted lately, for "was deleted" answers.
+    deleted: deleted::DeletedJobs,
     _leadership: Leadership,
 }
 
@@ -142,6 +144,7 @@ impl Leader {
             failed,
             metrics: config.metrics,
             finished_job_ttl: config.finished_job_ttl,
+            deleted: deleted::DeletedJobs::default(),
             _leadership: leadership,
         });
         let (kvs, revision) = store.range(keys::ROOT).await?;
@@ -249,7 +252,7 @@ impl Leader {
                     job: name.clone(),
                     reason,
                 }),
-                None => Err(CoordError::UnknownJob(name.clone())),
+                None => Err(self.deleted.unknown(name)),
             };
         }
     }
@@ -312,7 +315,7 @@ impl Leader {
         let room = self.writer.reserve().await?;
         let mut job = handle.job.lock().await;
         if job.deleted {
-            return Err(CoordError::UnknownJob(job.name.clone()));
+            return Err(self.deleted.unknown(&job.name));
         }
         let (answer, mut effects) = change(&mut job);
         if let Some(op) = job.mark_finished(unix_ms()) {
@@ -453,6 +456,7 @@ impl JobWrite {
 }
 
 mod calls;
+mod deleted;
 mod lifecycle;
 mod tasks;
 #[cfg(test)]

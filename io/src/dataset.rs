@@ -21,6 +21,25 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 /// about 8,000 chunks, some tens of microseconds of work).
 const INLINE_DECODE_BYTES: usize = 64 << 10;
 
+/// The dataset a URL names: the URL itself, or, for a manifest's own URL
+/// (`s3://bucket/ds/manifest.json`, `ds/manifest.json`), its directory.
+pub fn dataset_url(url: &str) -> &str {
+    let trimmed = url.trim_end_matches('/');
+    match trimmed.strip_suffix(MANIFEST_NAME) {
+        Some("") => ".",
+        Some(directory) if directory.ends_with('/') => {
+            let directory = directory.trim_end_matches('/');
+            // `file:///manifest.json`, `/manifest.json`: the root.
+            if directory.is_empty() || directory.ends_with(':') {
+                &trimmed[..trimmed.len() - MANIFEST_NAME.len()]
+            } else {
+                directory
+            }
+        }
+        _ => url,
+    }
+}
+
 /// An opened dataset. Clones share the loaded indexes.
 #[derive(Debug, Clone)]
 pub struct Dataset {
@@ -35,9 +54,10 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Opens the dataset at `url` by reading its manifest.
+    /// Opens the dataset at `url` by reading its manifest. The manifest's
+    /// own URL (`.../manifest.json`) names its directory's dataset.
     pub async fn open(url: &str, options: &StoreOptions) -> Result<Self> {
-        Self::from_location(Location::open(url, options, false)?).await
+        Self::from_location(Location::open(dataset_url(url), options, false)?).await
     }
 
     /// Opens the dataset whose shards and manifest are at `location`. Reads
@@ -46,13 +66,17 @@ impl Dataset {
         let manifest_url = location.url_of(MANIFEST_NAME);
         let bytes = location
             .get_at_most(MANIFEST_NAME, MAX_MANIFEST_BYTES)
-            .await.map_err(|e| match e {
-            IoError::NotFound { url, .. } => IoError::NotFound {
-                url,
-                hint: " (no manifest: pack a dataset with `tributary pack`, or index WebDataset shards with `tributary index`)",
-            },
-            other => other,
-        })?;
+            .await
+            .map_err(|e| match e {
+                IoError::NotFound { url, .. } => IoError::NotFound {
+                    url,
+                    hint:
+                        " (no manifest: pass the dataset's directory, which holds manifest.json; \
+                       pack a dataset with `tributary pack`, or index WebDataset shards with \
+                       `tributary index`)",
+                },
+                other => other,
+            })?;
         let manifest = Manifest::from_json(&bytes).map_err(|error| IoError::Manifest {
             url: manifest_url,
             error,
@@ -153,5 +177,62 @@ impl Dataset {
             Some(cache) => cache.read_range(&self.location, meta, range).await,
             None => self.location.get_range(&meta.name, range).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_json_url_names_its_directory_locally_and_on_object_stores() {
+        assert_eq!(
+            dataset_url("s3://bucket/ds/manifest.json"),
+            "s3://bucket/ds"
+        );
+        assert_eq!(dataset_url("gs://b/ds/manifest.json/"), "gs://b/ds");
+        assert_eq!(dataset_url("/data/ds/manifest.json"), "/data/ds");
+        assert_eq!(dataset_url("ds//manifest.json"), "ds");
+        assert_eq!(dataset_url("manifest.json"), ".");
+        assert_eq!(dataset_url("/manifest.json"), "/");
+        assert_eq!(dataset_url("file:///manifest.json"), "file:///");
+        assert_eq!(dataset_url("s3://bucket/ds"), "s3://bucket/ds");
+        assert_eq!(
+            dataset_url("s3://bucket/my-manifest.json"),
+            "s3://bucket/my-manifest.json"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dataset_url_through_a_local_file_is_not_found_at_once_not_retried() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("shard-00000.tar");
+        std::fs::write(&file, b"not a directory").expect("write");
+        let url = file.to_str().expect("utf-8").to_owned();
+        // A retried error would wait an hour before its second attempt.
+        let options = StoreOptions {
+            retry: crate::RetryPolicy {
+                first_backoff: std::time::Duration::from_secs(3600),
+                ..crate::RetryPolicy::default()
+            },
+            ..StoreOptions::default()
+        };
+        let error = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            Dataset::open(&url, &options),
+        )
+        .await
+        .expect("answered at once, not after retries")
+        .expect_err("a file is no dataset");
+        assert!(error.is_not_found(), "{error}");
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("{url}/manifest.json")),
+            "{message}"
+        );
+        assert!(
+            message.contains("pass the dataset's directory"),
+            "{message}"
+        );
     }
 }

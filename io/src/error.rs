@@ -20,6 +20,20 @@ pub enum IoError {
         url: String,
         error: object_store::Error,
     },
+    /// An S3 request with no credentials configured: the store's last
+    /// resort, the EC2 instance-metadata endpoint, failed (off EC2, it
+    /// answers 403 or nothing).
+    #[error(
+        "{url}: no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
+         (and AWS_SESSION_TOKEN for temporary ones), or AWS_WEB_IDENTITY_TOKEN_FILE with \
+         AWS_ROLE_ARN, or AWS_CONTAINER_CREDENTIALS_RELATIVE_URI; a public bucket reads with \
+         AWS_SKIP_SIGNATURE=true (AWS_PROFILE is not read: export the profile's keys). \
+         The instance-metadata endpoint, tried last, said: {error}"
+    )]
+    NoCredentials {
+        url: String,
+        error: object_store::Error,
+    },
     #[error("{url}: gave up after {attempts} attempts: {error}")]
     GaveUp {
         url: String,
@@ -63,8 +77,20 @@ impl IoError {
     /// Maps an object-store error on `url`, keeping "not found" distinct.
     pub fn store(url: impl Into<String>, error: object_store::Error) -> Self {
         let url = url.into();
+        if no_credentials(&error) {
+            return Self::NoCredentials { url, error };
+        }
         match error {
             object_store::Error::NotFound { .. } => Self::NotFound { url, hint: "" },
+            // A local path through a file: nothing is there either.
+            error @ object_store::Error::Generic { .. } => match local_error(&error) {
+                Some(std::io::ErrorKind::NotFound) => Self::NotFound { url, hint: "" },
+                Some(std::io::ErrorKind::NotADirectory) => Self::NotFound {
+                    url,
+                    hint: " (a path in it is a file, not a directory)",
+                },
+                _ => Self::Store { url, error },
+            },
             error => Self::Store { url, error },
         }
     }
@@ -73,6 +99,38 @@ impl IoError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
     }
+}
+
+/// The local filesystem's answer inside a store's error, when it is one
+/// that another attempt cannot change: no such file, a path through a file
+/// (`ds/manifest.json/manifest.json`), a directory where a file was
+/// expected, no permission.
+pub(crate) fn local_error(error: &object_store::Error) -> Option<std::io::ErrorKind> {
+    use std::io::ErrorKind;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ErrorKind::NotFound
+                    | ErrorKind::NotADirectory
+                    | ErrorKind::IsADirectory
+                    | ErrorKind::PermissionDenied
+                    | ErrorKind::InvalidInput
+            )
+            .then_some(io.kind());
+        }
+        source = current.source();
+    }
+    None
+}
+
+/// Whether `error` comes from asking the EC2 instance-metadata endpoint
+/// for credentials (its paths are in the message whatever the endpoint):
+/// the S3 store does that only when no other credentials were given.
+pub(crate) fn no_credentials(error: &object_store::Error) -> bool {
+    let message = error.to_string();
+    message.contains("/latest/api/token") || message.contains("/latest/meta-data/iam/")
 }
 
 /// Why one attempt at a read failed.

@@ -52,7 +52,7 @@ pub mod testing;
 pub mod upload;
 
 pub use cache::{CacheConfig, CacheStats, ShardCache};
-pub use dataset::Dataset;
+pub use dataset::{dataset_url, Dataset};
 pub use error::{IoError, ReadError, Result};
 pub use location::{Location, S3Settings, StoreOptions};
 pub use metrics::MetricsServer;

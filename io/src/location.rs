@@ -403,6 +403,63 @@ mod tests {
         assert!(local.options.is_empty(), "{local:?}");
     }
 
+    /// A server answering every request with 403 and no body, as the EC2
+    /// instance-metadata endpoint does off EC2 (or to IMDSv1 requests).
+    fn forbidden_server() -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("addr");
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        format!("http://{address}")
+    }
+
+    #[tokio::test]
+    async fn s3_without_credentials_says_no_aws_credentials_found_not_the_metadata_403() {
+        // No keys: the S3 store asks the instance-metadata endpoint (here a
+        // local one answering 403, as 169.254.169.254 does off EC2).
+        let metadata = forbidden_server();
+        let options = StoreOptions {
+            options: vec![
+                ("aws_metadata_endpoint".into(), metadata),
+                ("aws_endpoint".into(), "http://127.0.0.1:9".into()),
+                ("aws_allow_http".into(), "true".into()),
+                ("aws_region".into(), "us-east-1".into()),
+            ],
+            retry: RetryPolicy {
+                // Retried, it would wait an hour before its second attempt.
+                first_backoff: std::time::Duration::from_secs(3600),
+                ..RetryPolicy::default()
+            },
+        };
+        let location = Location::open("s3://bucket/ds", &options, false).expect("open");
+        let error = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            location.get("manifest.json"),
+        )
+        .await
+        .expect("answered at once, not retried")
+        .expect_err("no credentials");
+        let message = error.to_string();
+        assert!(matches!(error, IoError::NoCredentials { .. }), "{message}");
+        assert!(
+            message.contains("s3://bucket/ds/manifest.json: no AWS credentials found"),
+            "{message}"
+        );
+        assert!(
+            message.contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn an_object_path_joins_the_prefix_part_by_part() {
         let location = Location::open("memory:///ds/train", &StoreOptions::default(), false)

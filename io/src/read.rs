@@ -85,7 +85,9 @@ impl ReadError {
 /// Whether `error` may go away if the request is sent again.
 pub(crate) fn transient(error: &object_store::Error) -> bool {
     if let object_store::Error::Generic { .. } = error {
-        return !client_error(error);
+        return !client_error(error)
+            && crate::error::local_error(error).is_none()
+            && !crate::error::no_credentials(error);
     }
     !matches!(
         error,

@@ -1,9 +1,11 @@
 //! The loader's errors as Python exceptions: `ValueError`,
-//! `FileNotFoundError`, `ConnectionError`, `OSError` or `RuntimeError`,
+//! `FileNotFoundError`, `ConnectionError`, `PermissionError` (no cloud
+//! credentials), `OSError` or `RuntimeError`,
 //! carrying the Rust message.
 
 use pyo3::exceptions::{
-    PyConnectionError, PyFileNotFoundError, PyOSError, PyRuntimeError, PyValueError,
+    PyConnectionError, PyFileNotFoundError, PyOSError, PyPermissionError, PyRuntimeError,
+    PyValueError,
 };
 use pyo3::PyErr;
 use tributary_io::IoError;
@@ -25,6 +27,8 @@ pub fn to_py(error: WorkerError) -> PyErr {
             "invalid configuration: {}",
             invalid_message(&invalid)
         )),
+        // S3 without credentials: what to set, not the metadata endpoint's 403.
+        WorkerError::Io(IoError::NoCredentials { .. }) => PyPermissionError::new_err(message),
         // A local directory (the shard cache's) that cannot be made.
         WorkerError::Io(IoError::Local { .. }) => PyOSError::new_err(message),
         WorkerError::Listen { .. } => PyOSError::new_err(message),

@@ -51,6 +51,7 @@ fn init_logs() {
     };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match std::env::var("TRIBUTARY_LOG_FORMAT").as_deref() {
         Ok("json") => logs

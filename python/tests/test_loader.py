@@ -117,7 +117,7 @@ def test_bad_arguments_raise_the_right_exception_with_a_useful_message(dataset, 
     missing = str(tmp_path / "no-such-dataset")
     with pytest.raises(FileNotFoundError, match="no-such-dataset"):
         tributary.Loader(missing)
-    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+    with pytest.raises(ValueError, match="batch_size must be an int from 1 to"):
         tributary.Loader(dataset, batch_size=0)
     with pytest.raises(ValueError, match="rank 2 is outside a world of 2 ranks"):
         tributary.Loader(dataset, rank=2, world_size=2)

@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Type, Union
 from . import _tributary
 from ._tributary import __version__
 from .batch import Batch, apply_maps, collate, field_names
-from .options import Source, Transform, dataset_arg, expand_transform
+from .options import Source, Transform, check_numbers, dataset_arg, expand_transform
 
 __all__ = ["Batch", "Loader", "Source", "Transform", "__version__", "collate", "apply_maps"]
 
@@ -71,6 +71,7 @@ class Loader:
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable, not {type(fn).__name__}")
         options = expand_transform(options)
+        check_numbers(options)
         self._native = _tributary.Loader(dataset_arg(dataset), **options)
         extras = [name for name, given in (("ids", options.get("return_ids", False)),
                                            ("sources", options.get("return_sources", False)),

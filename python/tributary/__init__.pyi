@@ -254,7 +254,8 @@ class Loader:
         current epoch; ``"raise"`` raises ``RuntimeError``.
         ``on_error``: what a sample that cannot be decoded does (no image
         field, not a JPEG, PNG or WebP by its bytes, a field that does not parse, over the pixel limit, a
-        decoder failure): ``"raise"`` raises ``RuntimeError`` naming its
+        decoder failure, a truncated JPEG, a chunk whose checksum fails: all
+        its samples): ``"raise"`` raises ``RuntimeError`` naming its
         shard, the byte offset of its chunk and its key; ``"skip"`` leaves it
         out of its batch (which comes out one sample short: every rank still
         yields the same number of batches, in the same order for the same

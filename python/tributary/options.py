@@ -2,6 +2,7 @@
 (:class:`Source`) and what images become (:class:`Transform`)."""
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -115,3 +116,100 @@ def expand_transform(kwargs: Dict[str, Any]) -> Dict[str, Any]:
                              f"both set the {option}: give it once")
         flat[keyword] = value
     return flat
+
+
+_U8, _U32, _U64 = 2**8 - 1, 2**32 - 1, 2**64 - 1
+
+# Every numeric keyword of the native loader: (kind, count, low, high) where
+# kind is "int" or "float", count the number of values (1: a number, n: an
+# n-tuple), and a float's low bound is exclusive when ``low`` is a
+# 1-tuple. None (where the native loader accepts it) is left to it.
+NUMERIC_KEYWORDS: Dict[str, Tuple[str, int, Any, Any]] = {
+    "batch_size": ("int", 1, 1, _U32),
+    "seed": ("int", 1, 0, _U64),
+    "epochs": ("int", 1, 0, _U64),
+    "shuffle_buffer": ("int", 1, 0, _U32),
+    "decode_threads": ("int", 1, 1, _U64),
+    "rank": ("int", 1, 0, _U32),
+    "world_size": ("int", 1, 1, _U32),
+    "restart_count": ("int", 1, 0, _U64),
+    "timeout_s": ("float", 1, (0.0,), math.inf),
+    "worker": ("int", 2, 0, _U64),
+    "epoch": ("int", 1, 0, _U64),
+    "lookahead": ("int", 1, 0, _U64),
+    "max_bad_fraction": ("float", 1, 0.0, 1.0),
+    "scale": ("float", 2, (0.0,), 1.0),
+    "ratio": ("float", 2, (0.0,), math.inf),
+    "crop_fraction": ("float", 1, (0.0,), 1.0),
+    "fill": ("int", 1, 0, _U8),
+    "mean": ("float", 3, -math.inf, math.inf),
+    "std": ("float", 3, (0.0,), math.inf),
+    "epoch_samples": ("int", 1, 0, _U64),
+    "cache_limit": ("int", 1, 0, _U64),
+    "metrics_port": ("int", 1, 0, 65535),
+}
+
+
+def _describe_range(kind: str, count: int, low: Any, high: Any) -> str:
+    """``"an int from 1 to 4294967295"``, ``"a tuple of 2 numbers, each
+    above 0 and at most 1"``, ..."""
+    fmt = (lambda v: f"{v:g}") if kind == "float" else str
+    if isinstance(low, tuple):
+        lower = f"above {fmt(low[0])}"
+    elif low == -math.inf:
+        lower = ""
+    else:
+        lower = f"from {fmt(low)}"
+    if high == math.inf:
+        upper = ""
+    elif lower.startswith("from"):
+        upper = f"to {fmt(high)}"
+    else:
+        upper = f"at most {fmt(high)}"
+    bounds = (" and " if lower.startswith("above") else " ").join(b for b in (lower, upper) if b)
+    noun = "int" if kind == "int" else "finite number"
+    if count == 1:
+        return f"{'an' if kind == 'int' else 'a'} {noun}{' ' if bounds else ''}{bounds}"
+    return f"a tuple of {count} {noun}s{', each ' if bounds else ''}{bounds}"
+
+
+def _in_range(value: Any, kind: str, low: Any, high: Any) -> Optional[str]:
+    """Why ``value`` is not a number of ``kind`` in the range (None: it is)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind == "float" else int):
+        return "type"
+    if kind == "float" and not math.isfinite(value):
+        return "range"
+    if isinstance(low, tuple):
+        if not value > low[0]:
+            return "range"
+    elif value < low:
+        return "range"
+    return "range" if value > high else None
+
+
+def check_numbers(kwargs: Dict[str, Any]) -> None:
+    """Checks every numeric keyword of :class:`tributary.Loader` in
+    ``kwargs``: a ``TypeError`` (not a number) or ``ValueError`` (out of
+    range) that names the keyword and what it takes, instead of the
+    ``OverflowError`` a conversion to Rust's integers raises naming nothing."""
+    for name, (kind, count, low, high) in NUMERIC_KEYWORDS.items():
+        value = kwargs.get(name)
+        if value is None:
+            continue
+        values: Any = (value,)
+        if count > 1:
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != count:
+                raise TypeError(f"{name} must be {_describe_range(kind, count, low, high)}, not {value!r}")
+            values = tuple(value)
+        problems = [_in_range(v, kind, low, high) for v in values]
+        if any(problems):
+            error = TypeError if "type" in problems else ValueError
+            raise error(f"{name} must be {_describe_range(kind, count, low, high)}, not {value!r}")
+    size = kwargs.get("image_size")
+    if size is not None and not isinstance(size, (str, bytes)):
+        sides = (size,) if not hasattr(size, "__len__") else tuple(size)
+        problems = [_in_range(v, "int", 1, _U32) for v in sides] if len(sides) in (1, 2) else ["type"]
+        if any(problems):
+            error = TypeError if "type" in problems else ValueError
+            raise error(f"image_size must be an int or (height, width), each from 1 to {_U32}, "
+                        f"not {size!r}")

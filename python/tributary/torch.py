@@ -138,6 +138,23 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
+def _refuse_to_collate_batches(batch: Sequence[Any], *, collate_fn_map: Any = None) -> Any:
+    """What torch's ``default_collate`` does with a list of Tributary batches:
+    refuse. Such a list means a DataLoader batched batches (its default
+    ``batch_size=1``), which would stack them into a new leading dimension."""
+    raise TypeError(
+        f"a torch DataLoader is collating {len(batch)} Tributary batch(es) into one, which "
+        "adds a dimension: tributary.torch.IterableDataset yields whole batches, so pass "
+        "batch_size=None to torch's DataLoader (DataLoader(ds, batch_size=None)), or use "
+        "tributary.torch.DataLoader(ds); set the batch size on the dataset (batch_size=...)"
+    )
+
+
+# torch's documented extension point of ``default_collate``: a type's entry
+# decides how a list of its values is collated.
+torch.utils.data._utils.collate.default_collate_fn_map[Batch] = _refuse_to_collate_batches
+
+
 class IterableDataset(torch.utils.data.IterableDataset):
     """A rank's Tributary loader as a ``torch.utils.data.IterableDataset``.
 
@@ -151,6 +168,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, dataset: Any, **kwargs: Any) -> None:
         super().__init__()
+        # Wrong numbers fail here, not when a DataLoader first iterates.
+        tributary.options.check_numbers(tributary.options.expand_transform(kwargs))
         self._args = (dataset, kwargs)
         self._sync = kwargs.get("mode", "sync") == "sync"
         # shuffle=False reads a fixed split with no coordinator at all.

@@ -75,11 +75,9 @@ fn state(job: &Job, now_ms: u64) -> String {
     }
 }
 
-/// The epoch as people count it, `1/2` for the first of two; a finished
-/// job shows its last.
+/// The epoch, counted from 0 as in `--json` ([`crate::remote::epoch_phrase`]).
 fn epoch(job: &Job) -> String {
-    let shown = (job.status.epoch + 1).min(job.epochs.max(1));
-    format!("epoch {shown}/{}", job.epochs)
+    crate::remote::epoch_phrase(job.status.epoch, job.epochs, true)
 }
 
 /// The job's heading line.
@@ -329,12 +327,12 @@ mod tests {
         let expected = [
             "coordinator coord:7070  leader 10.0.0.1:7070  3 jobs  01:00:00 UTC",
             "",
-            "job train  dynamic  epoch 1/2  units 3/16 acked, 4 leased  2 members  running",
+            "job train  dynamic  epoch 0 of 2  units 3/16 acked, 4 leased  2 members  running",
             "  MEMBER       RANK     SAMPLES   SAMPLES/S  LEASED  LAST SEEN",
             "  worker-a        -          96       120.5       2  0.4s ago",
             "  b               -           0         0.0       2  not since this leader",
             "",
-            "job pretrain  sync  epoch 3/3  generation 2  committed 512 samples of generation 1  \
+            "job pretrain  sync  3 epochs read  generation 2  committed 512 samples of generation 1  \
              1 member  finished 2m05s ago",
             "  MEMBER     RANK     SAMPLES   SAMPLES/S  LAST SEEN",
             "  run.0       0/4         512       200.0  1m01s ago",
@@ -351,7 +349,7 @@ mod tests {
             fitted.iter().all(|l| l.chars().count() <= 40),
             "{fitted:#?}"
         );
-        assert_eq!(fitted[2], "job train  dynamic  epoch 1/2  units 3/1");
+        assert_eq!(fitted[2], "job train  dynamic  epoch 0 of 2  units ");
         assert_eq!(fitted[1], "");
         // Characters, not bytes: a multi-byte name is cut between characters.
         assert_eq!(fit(vec!["jöb ünits".into()], 4), ["jöb "]);
@@ -386,6 +384,22 @@ mod tests {
         assert_eq!(train["members"][1]["last_seen_ms"], Value::Null);
         assert_eq!(value["jobs"][1]["members"][0]["world"], 4);
         assert_eq!(value["jobs"][2]["failed"], "the manifest changed");
+    }
+
+    #[test]
+    fn status_counts_epochs_from_0_in_text_as_in_json() {
+        let frame = frame();
+        let text = lines(&frame);
+        let value = json(&frame);
+        // The first of two epochs: 0 in both.
+        assert_eq!(value["jobs"][0]["epoch"], 0);
+        assert!(text[2].contains("epoch 0 of 2"), "{}", text[2]);
+        // Every epoch read: the JSON's epoch is the count, the text says so.
+        assert_eq!(value["jobs"][1]["epoch"], 3);
+        assert!(text[7].contains("3 epochs read"), "{}", text[7]);
+        assert_eq!(crate::remote::epoch_phrase(5, 0, true), "epoch 5");
+        assert_eq!(crate::remote::epoch_phrase(1, 1, true), "1 epoch read");
+        assert_eq!(crate::remote::epoch_phrase(1, 3, false), "1 of 3");
     }
 
     #[test]

@@ -149,7 +149,14 @@ impl Leader {
     /// The calling member leaves ([`Job::leave`]).
     pub async fn leave(&self, name: &JobId, caller: &Caller) -> Result<()> {
         let handle = self.job(name).await?;
-        self.change(&handle, |job| outcome(job.leave(caller))).await
+        self.change(&handle, |job| outcome(job.leave(caller)))
+            .await?;
+        tracing::info!(
+            job = name.as_str(),
+            member = caller.member.as_str(),
+            "member left"
+        );
+        Ok(())
     }
 
     /// The job's status, once every write made so far is durable;

@@ -32,6 +32,14 @@ pub enum DeleteReason {
 }
 
 impl DeleteReason {
+    /// How the job went, in words: "was deleted {how}".
+    pub fn how(self) -> &'static str {
+        match self {
+            DeleteReason::Request => "(by `tributary job delete` or a DeleteJob call)",
+            DeleteReason::Expired => "(it had finished, and finished jobs are kept a while only)",
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             DeleteReason::Request => "request",
@@ -139,6 +147,7 @@ impl Leader {
         let handle = self.start_job(job, revision + 1);
         let staged = self.stage(&handle, room, effects);
         jobs.insert(name.clone(), Slot::Ready(Arc::clone(&handle)));
+        self.deleted.forget(&name);
         drop(jobs);
         if let Err(error) = self.apply(staged).await {
             let mut jobs = self.jobs.lock().await;
@@ -147,7 +156,7 @@ impl Leader {
             }
             return Err(error);
         }
-        tracing::info!(job = name.as_str(), samples, shards, "created job");
+        tracing::info!(job = name.as_str(), samples, shards, "job created");
         Ok(CreatedJob {
             config,
             created: true,
@@ -164,8 +173,9 @@ impl Leader {
     pub async fn delete_job(&self, name: &JobId, reason: DeleteReason) -> Result<()> {
         let slot = self.jobs.lock().await.get(name).cloned();
         match slot {
-            None => return Err(CoordError::UnknownJob(name.clone())),
+            None => return Err(self.deleted.unknown(name)),
             Some(Slot::Failed(_)) => {
+                self.deleted.remember(name, reason);
                 // Nothing of it is served: its keys go, and its members'
                 // leases expire by themselves.
                 self.writer
@@ -180,9 +190,11 @@ impl Leader {
                 let room = self.writer.reserve().await?;
                 let mut job = handle.job.lock().await;
                 if job.deleted {
-                    return Err(CoordError::UnknownJob(name.clone()));
+                    return Err(self.deleted.unknown(name));
                 }
                 let effects = job.delete();
+                // Calls refused from now on hear why.
+                self.deleted.remember(name, reason);
                 let staged = self.stage(&handle, room, effects);
                 drop(job);
                 // Forgotten once the delete is durable: until then it is
@@ -197,7 +209,7 @@ impl Leader {
             .jobs_deleted
             .with_label_values(&[reason.label()])
             .inc();
-        tracing::info!(job = name.as_str(), reason = reason.label(), "deleted job");
+        tracing::info!(job = name.as_str(), reason = reason.label(), "job deleted");
         Ok(())
     }
 

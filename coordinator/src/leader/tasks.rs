@@ -127,7 +127,7 @@ pub(super) async fn watch_members(
                 tracing::info!(
                     job = job.as_str(),
                     member = member.as_str(),
-                    "member lease expired; its units return to the pool"
+                    "member expired (its lease ran out); its units return to the pool"
                 );
             }
             expired(store.as_ref(), &metrics, &handle, effects).await;

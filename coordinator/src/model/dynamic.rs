@@ -109,8 +109,9 @@ impl DynModel {
         self.epoch = done.next();
         tracing::info!(
             job = job.as_str(),
-            epoch = self.epoch.get(),
-            "epoch complete; next epoch"
+            epoch = done.get(),
+            next = self.epoch.get(),
+            "epoch finished"
         );
         let mut ops = vec![put(Key::DynEpoch { job: job.clone() }, &self.epoch)?];
         if !self.finished() {

@@ -361,7 +361,7 @@ impl SyncModel {
             epoch,
             world = rank.world,
             ?from,
-            "new generation"
+            "generation started"
         );
         let key = Key::Generation {
             job: job.clone(),
@@ -434,9 +434,10 @@ impl SyncModel {
             };
             tracing::info!(
                 job = job.as_str(),
-                generation = meta.record.generation.0,
+                finished = epoch - 1,
                 epoch,
-                "next epoch"
+                generation = meta.record.generation.0,
+                "epoch finished; generation started for the next"
             );
             let key = Key::Generation {
                 job: job.clone(),

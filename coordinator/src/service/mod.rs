@@ -107,8 +107,9 @@ impl Service {
         tracing::info!(
             job = job.as_str(),
             member = joined.member.as_str(),
+            rank = joined.rank,
             generation = joined.generation,
-            "joined"
+            "member joined"
         );
         Ok(Response::new(joined.into()))
     }
@@ -188,7 +189,7 @@ impl Service {
         leader
             .commit(&call.job, &call.caller, generation, samples)
             .await?;
-        tracing::info!(
+        tracing::debug!(
             job = call.job.as_str(),
             generation = generation.get(),
             samples,

@@ -406,7 +406,7 @@ fn json_logs_carry_the_call_its_job_member_rank_and_generation() {
         .collect();
     let joined = lines
         .iter()
-        .find(|l| l["fields"]["message"] == "joined")
+        .find(|l| l["fields"]["message"] == "member joined")
         .unwrap_or_else(|| panic!("no 'joined' line in\n{text}"));
     let span = &joined["span"];
     assert_eq!(span["name"], "rpc", "{joined}");
@@ -415,4 +415,148 @@ fn json_logs_carry_the_call_its_job_member_rank_and_generation() {
     assert_eq!(span["member"], "run.3.0", "{joined}");
     assert_eq!(span["rank"], 0, "{joined}");
     assert_eq!(span["generation"], 0, "{joined}");
+}
+
+/// The `tributary coordinator` binary alone on the in-memory store, with
+/// its own default log filter (no RUST_LOG) and stderr into `log`.
+fn memory_coordinator(
+    data: &S3Dataset,
+    log: &tempfile::NamedTempFile,
+) -> (std::process::Child, String) {
+    let address = format!("127.0.0.1:{}", tributary_tests::free_port());
+    let coordinator = std::process::Command::new(tributary_tests::cli::tributary_bin())
+        .args([
+            "coordinator",
+            "--listen",
+            &address,
+            "--s3-endpoint",
+            data.endpoint(),
+        ])
+        .envs(tributary_tests::s3::S3_ENV)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().expect("log"))
+        .spawn()
+        .expect("coordinator");
+    (coordinator, address)
+}
+
+#[test]
+fn a_rank_of_a_deleted_job_hears_it_was_deleted_and_a_conflicting_create_says_how_to_proceed() {
+    let data = S3Dataset::start(16, 16);
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let (mut coordinator, address) = memory_coordinator(&data, &log);
+    runtime().block_on(async {
+        let mut client = leader_client(&address).await;
+        let config = job_config(&data.url, v1::Mode::Sync);
+        client
+            .create_job(create_request("gone", config.clone()))
+            .await
+            .expect("create");
+        let other = v1::JobConfig {
+            seed: config.seed + 1,
+            ..config.clone()
+        };
+        let conflict = client
+            .create_job(create_request("gone", other))
+            .await
+            .expect_err("another config");
+        assert_eq!(conflict.code(), Code::AlreadyExists, "{conflict:?}");
+        assert!(
+            conflict.message().contains("`tributary job delete gone`")
+                && conflict.message().contains("another job name"),
+            "{conflict:?}"
+        );
+        let joined = client
+            .join(torchrun_join("gone", 0, 1, 0))
+            .await
+            .expect("join")
+            .into_inner();
+        let calls = MemberCalls::own("gone", &joined);
+        client
+            .delete_job(v1::JobRequest { job: "gone".into() })
+            .await
+            .expect("delete");
+        let refused = client
+            .keep_alive(calls.member())
+            .await
+            .expect_err("a deleted job's rank");
+        assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
+        assert!(
+            refused.message().contains("job \"gone\" was deleted"),
+            "{refused:?}"
+        );
+        // Created again, the name is the new job's.
+        client
+            .create_job(create_request("gone", config))
+            .await
+            .expect("create again");
+        let unknown = client
+            .keep_alive(calls.member())
+            .await
+            .expect_err("the old member is not the new job's");
+        assert!(!unknown.message().contains("was deleted"), "{unknown:?}");
+    });
+    let _ = coordinator.kill();
+    let _ = coordinator.wait();
+}
+
+#[test]
+fn the_coordinator_logs_job_events_at_info_without_colour_codes_into_a_redirected_log() {
+    let data = S3Dataset::start(16, 16);
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let (mut coordinator, address) = memory_coordinator(&data, &log);
+    runtime().block_on(async {
+        let mut client = leader_client(&address).await;
+        client
+            .create_job(create_request(
+                "events",
+                job_config(&data.url, v1::Mode::Sync),
+            ))
+            .await
+            .expect("create");
+        let joined = client
+            .join(torchrun_join("events", 0, 1, 0))
+            .await
+            .expect("join")
+            .into_inner();
+        let calls = MemberCalls::own("events", &joined);
+        // Calls made often log nothing each at info.
+        for _ in 0..3 {
+            client.commit(calls.commit(0, 0)).await.expect("commit");
+        }
+        client.leave(calls.member()).await.expect("leave");
+        client
+            .delete_job(v1::JobRequest {
+                job: "events".into(),
+            })
+            .await
+            .expect("delete");
+    });
+    let _ = coordinator.kill();
+    let _ = coordinator.wait();
+    let text = std::fs::read_to_string(log.path()).expect("log");
+    assert!(
+        !text.contains('\u{1b}'),
+        "ANSI escapes in a redirected log:\n{text}"
+    );
+    for event in [
+        "job created",
+        "member joined",
+        "generation started",
+        "member left",
+        "job deleted",
+    ] {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains(" INFO ") && l.contains(event))
+            .collect();
+        assert_eq!(lines.len(), 1, "one `{event}` line at info in\n{text}");
+        assert!(
+            lines[0].contains("job=\"events\"") || lines[0].contains("job=events"),
+            "{}",
+            lines[0]
+        );
+    }
+    assert!(!text.contains("commit"), "a line per commit call:\n{text}");
 }

@@ -251,7 +251,7 @@ fn status_watch_redraws_in_a_terminal_and_ends_on_ctrl_c() {
 
     let leader = format!("leader {}", bed.address);
     let first = tmux.wait_for("a frame with the job, its member and the leader", |pane| {
-        pane.contains("job watched  dynamic  epoch 1/2  units 1/8 acked, 1 leased  1 member")
+        pane.contains("job watched  dynamic  epoch 0 of 2  units 1/8 acked, 1 leased  1 member")
             && member_line(pane, "m0").is_some_and(|row| row.contains(" ago"))
             && pane.contains(&leader)
     });
@@ -312,7 +312,7 @@ fn jobs_are_listed_and_a_deleted_one_is_gone() {
     );
     assert_eq!(
         lines[1].split_whitespace().collect::<Vec<_>>(),
-        ["gone", "dynamic", "1/2", "1", "1", "running"]
+        ["gone", "dynamic", "0", "of", "2", "1", "1", "running"]
     );
     assert!(lines[2].starts_with("keep "), "{list}");
 
@@ -327,7 +327,7 @@ fn jobs_are_listed_and_a_deleted_one_is_gone() {
     assert_eq!(
         deleted.trim(),
         format!(
-            "deleted job gone (dynamic, epoch 1/2, 1 member, running) on the coordinator at {}",
+            "deleted job gone (dynamic, epoch 0 of 2, 1 member, running) on the coordinator at {}",
             bed.address
         )
     );
@@ -340,7 +340,13 @@ fn jobs_are_listed_and_a_deleted_one_is_gone() {
         let output = tributary(&args, &[]);
         assert!(!output.status.success(), "tributary {args:?} succeeded");
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(stderr.trim(), format!("error: {missing}"), "{args:?}");
+        // The leader that deleted it remembers: "job "gone" was deleted".
+        assert!(
+            stderr
+                .trim()
+                .starts_with(&format!("error: {missing}: job \"gone\" was deleted")),
+            "{args:?}: {stderr}"
+        );
     }
     let list = tributary_ok(&with(&["job", "list", "--output", "json"]), &[]);
     let value: serde_json::Value = serde_json::from_str(&list).expect("json");

@@ -18,9 +18,17 @@
 //! against one name ([`ClientTls`]): replicas advertise pod addresses, but
 //! share the certificate of the name clients were given (a Service's). With
 //! an [`AuthToken`], every call carries `authorization: Bearer <token>`.
+//!
+//! Each retry is logged (a warning naming the address, the attempt and the
+//! delay). A client that never reached a replica, all of whose addresses
+//! refuse connections, fails after [`REFUSED_GRACE`] rather than the
+//! deadline, asking whether `tributary coordinator` runs there (`client/reach.rs`).
+
+mod reach;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
@@ -31,6 +39,8 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use tonic::{Code, Status};
 use tributary_common::proto::v1::coordinator_client::CoordinatorClient;
 use tributary_common::proto::LEADER_METADATA;
+
+pub use reach::REFUSED_GRACE;
 
 pub use super::credentials::{
     AuthToken, ClientCredentials, ClientIdentity, ClientTls, AUTH_TOKEN_FILE_VAR, AUTH_TOKEN_VAR,
@@ -106,6 +116,11 @@ pub struct Client {
     auth: Auth,
     /// The scheme given to bare `host:port` addresses (a leader's).
     scheme: &'static str,
+    /// Set once any replica answered a call (even "not the leader").
+    reached: AtomicBool,
+    /// How long refusals from every endpoint are retried before a replica
+    /// was ever reached.
+    refused_grace: Duration,
 }
 
 fn url(scheme: &str, address: &str) -> String {
@@ -175,6 +190,8 @@ impl Client {
             tls: None,
             auth: Auth::default(),
             scheme,
+            reached: AtomicBool::new(false),
+            refused_grace: REFUSED_GRACE,
         };
         Ok(if tls {
             client.with_tls(&ClientTls::default())
@@ -233,6 +250,15 @@ impl Client {
     #[must_use]
     pub fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
+        self
+    }
+
+    /// How long a client that never reached a replica retries while every
+    /// address refuses connections ([`REFUSED_GRACE`] by default; at most
+    /// the deadline): longer where ranks may start before their coordinator.
+    #[must_use]
+    pub fn with_refused_grace(mut self, grace: Duration) -> Self {
+        self.refused_grace = grace;
         self
     }
 
@@ -347,19 +373,25 @@ impl Client {
     {
         let deadline = Instant::now() + self.deadline;
         let mut backoff = Duration::from_millis(50);
+        let mut attempts = reach::Attempts::new();
         // The last answer a replica gave, for when the deadline cuts the
         // attempt after it short.
-        let mut answered: Option<Status> = None;
+        let mut answered: Option<(String, Status)> = None;
         loop {
             let (address, stub) = self.stub().await?;
             // The last attempt ends with the failover deadline.
             let left = deadline.saturating_duration_since(Instant::now());
             let attempt = timeout.min(left).max(Duration::from_millis(1));
             let status = match tokio::time::timeout(attempt, call(stub)).await {
-                Ok(Ok(response)) => return Ok(response.into_inner()),
+                Ok(Ok(response)) => {
+                    self.reached.store(true, Ordering::Relaxed);
+                    return Ok(response.into_inner());
+                }
                 Ok(Err(status)) => status,
                 Err(_elapsed) if attempt < timeout && answered.is_some() => {
-                    return Err(coordinator_error(&answered.expect("checked")));
+                    let (address, status) = answered.expect("checked");
+                    let reached = self.reached.load(Ordering::Relaxed);
+                    return Err(attempts.final_error(&self.endpoints, &address, &status, reached));
                 }
                 Err(_elapsed) => Status::deadline_exceeded(format!(
                     "coordinator {address} did not answer within {attempt:?}"
@@ -369,18 +401,34 @@ impl Client {
                 status.code(),
                 Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded
             );
-            if !retry || Instant::now() >= deadline {
-                return Err(coordinator_error(&status));
-            }
-            if status.code() != Code::DeadlineExceeded {
-                answered = Some(status.clone());
-            }
             // A replica's "not the leader" carries the leader (maybe none
             // yet); a call without it did not reach a working replica.
             let leader = status
                 .metadata()
                 .get(LEADER_METADATA)
                 .map(|v| v.to_str().unwrap_or_default().to_owned());
+            if !retry || leader.is_some() {
+                self.reached.store(true, Ordering::Relaxed);
+            }
+            if !retry {
+                return Err(coordinator_error(&status));
+            }
+            let number = attempts.failed(&address, &status);
+            let reached = self.reached.load(Ordering::Relaxed);
+            if Instant::now() >= deadline {
+                return Err(if leader.is_some() {
+                    coordinator_error(&status)
+                } else {
+                    attempts.final_error(&self.endpoints, &address, &status, reached)
+                });
+            }
+            let grace = self.refused_grace.min(self.deadline);
+            if let Some(error) = attempts.give_up(&self.endpoints, reached, grace) {
+                return Err(error);
+            }
+            if status.code() != Code::DeadlineExceeded {
+                answered = Some((address.clone(), status.clone()));
+            }
             if leader.is_none() {
                 self.mark_suspect(&address);
             }
@@ -389,17 +437,20 @@ impl Client {
                     && url(self.scheme, l) != address
                     && !self.suspect(&url(self.scheme, l))
             });
-            tracing::debug!(
-                address,
-                ?leader,
-                code = ?status.code(),
-                message = status.message(),
-                "retrying on another replica"
-            );
-            self.switch(&address, leader).await;
-            if !redirected {
-                tokio::time::sleep(backoff.min(deadline.saturating_duration_since(Instant::now())))
-                    .await;
+            self.switch(&address, leader.clone()).await;
+            if redirected {
+                tracing::debug!(address, ?leader, attempt = number, "following the leader");
+            } else {
+                let delay = backoff.min(deadline.saturating_duration_since(Instant::now()));
+                tracing::warn!(
+                    address,
+                    attempt = number,
+                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    code = ?status.code(),
+                    message = status.message(),
+                    "coordinator call failed; retrying"
+                );
+                tokio::time::sleep(delay).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
@@ -459,6 +510,40 @@ mod tests {
         );
         assert!(error.to_string().contains("DeadlineExceeded"), "{error}");
         drop(listener);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_coordinator_fails_fast_naming_its_address_and_asking_if_it_runs() {
+        // A port nothing listens on: the kernel refuses the connection.
+        let address = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            listener.local_addr().expect("addr").to_string()
+        };
+        let client = Client::new(std::slice::from_ref(&address))
+            .expect("client")
+            .with_refused_grace(Duration::from_millis(300));
+        let started = Instant::now();
+        let request = tributary_common::proto::v1::JobRequest { job: "j".into() };
+        let error = client
+            .send(&request, |mut c, r| async move { c.get_status(r).await })
+            .await
+            .expect_err("nothing listens");
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "gave up after {took:?}, not the 60s failover deadline"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!(
+                "cannot reach the coordinator at {address}: connection refused"
+            )),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("is `tributary coordinator` running at {address}?")),
+            "{message}"
+        );
     }
 
     #[tokio::test]

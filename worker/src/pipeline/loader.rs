@@ -29,6 +29,7 @@ use super::config::{LoaderConfig, Tail};
 use super::cut::{cut, WholeSamples};
 use super::datasets::Datasets;
 use super::decode::bad_samples::BadTally;
+use super::decode::bad_samples::OnError;
 use super::decode::pixels::PixelBudget;
 use super::decode::{decode, DecodeSetup};
 use super::fetch::{fetch, FetchConfig, Input};
@@ -223,7 +224,13 @@ fn chain(
         &config.decode.fetch,
         Arc::clone(metrics),
     );
-    let samples = parse(dataset, reads, &config.decode.fetch, Arc::clone(metrics));
+    let samples = parse(
+        dataset,
+        reads,
+        &config.decode.fetch,
+        config.decode.on_error,
+        Arc::clone(metrics),
+    );
     // Unshuffled (evaluation) reading: no shuffle buffer either.
     let capacity = if config.plan.shuffle {
         config.plan.shuffle_buffer
@@ -283,7 +290,7 @@ pub fn span_samples(
     let dataset = dataset.into();
     let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
     let reads = fetch(dataset.clone(), input, config, Arc::clone(&metrics));
-    parse(dataset, reads, config, metrics).filter_map(|out| async move {
+    parse(dataset, reads, config, OnError::Raise, metrics).filter_map(|out| async move {
         match out {
             Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
             Ok(Output::Flush) => None,

@@ -2,6 +2,15 @@
 //! into samples (zstd blocks decompressed within their recorded sizes,
 //! labels checked against the classes), on the blocking pool, as many at
 //! once as reads are in flight, in input order.
+//!
+//! A damaged chunk (its checksum fails, its tar or zstd block does not
+//! parse, it holds other than its samples) ends the epoch, unless the
+//! loader skips bad samples ([`OnError::Skip`]): then each wanted sample of
+//! that chunk comes out as a placeholder holding only a [`DAMAGED_FIELD`]
+//! with the reason, which the decode stage skips as a bad sample naming
+//! its shard, chunk offset and URL. The placeholders take their samples'
+//! places, so batches, progress and the bad-fraction cap count them as
+//! any other bad sample (a rank's batch count does not change).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,10 +18,13 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::stream::{Stream, StreamExt};
 use tokio::sync::OwnedSemaphorePermit;
-use tributary_common::format::shard::decode_chunks;
+use tributary_common::format::shard::{decode_chunks, ChunkRange};
+use tributary_common::manifest::ShardMeta;
 use tributary_common::sample::{check_labels, Field, Sample};
+use tributary_common::FormatError;
 
 use super::datasets::Datasets;
+use super::decode::bad_samples::OnError;
 use super::fetch::{Fetch, FetchConfig, Raw, Read};
 use super::metrics::Metrics;
 use crate::error::{Result, WorkerError};
@@ -40,6 +52,7 @@ pub fn parse(
     dataset: Datasets,
     reads: impl Stream<Item = Result<Fetch>> + Send + 'static,
     config: &FetchConfig,
+    on_error: OnError,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Output>> + Send + 'static {
     reads
@@ -52,10 +65,11 @@ pub fn parse(
                     Fetch::Flush => return Ok(Output::Flush),
                 };
                 let started = Instant::now();
-                let samples =
-                    tokio::task::spawn_blocking(move || parse_read(&dataset, &read, &data))
-                        .await
-                        .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
+                let samples = tokio::task::spawn_blocking(move || {
+                    parse_read(&dataset, &read, &data, on_error)
+                })
+                .await
+                .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
                 metrics.record_parse(started.elapsed(), samples.len());
                 Ok(Output::Samples(Fetched {
                     samples,
@@ -69,7 +83,12 @@ pub fn parse(
 /// Verifies and parses one read, then copies each sample into one compact
 /// allocation of its own, so a sample waiting in the shuffle buffer does not
 /// pin the whole read (or decompressed block) it came from.
-fn parse_read(datasets: &Datasets, read: &Read, data: &Bytes) -> Result<Vec<Sample>> {
+fn parse_read(
+    datasets: &Datasets,
+    read: &Read,
+    data: &Bytes,
+    on_error: OnError,
+) -> Result<Vec<Sample>> {
     let shard = datasets
         .shard(read.shard)
         .expect("reads are planned for shards inside the layout");
@@ -77,7 +96,7 @@ fn parse_read(datasets: &Datasets, read: &Read, data: &Bytes) -> Result<Vec<Samp
     // A hint only: the samples a read holds are bounded by its bytes (the
     // manifest was validated), not by a number that sizes memory up front.
     let mut samples = Vec::with_capacity(read.want.len().min(4096));
-    decode_chunks(
+    let parsed = decode_chunks(
         meta,
         manifest.compression,
         &read.range,
@@ -85,9 +104,103 @@ fn parse_read(datasets: &Datasets, read: &Read, data: &Bytes) -> Result<Vec<Samp
         first_id,
         read.want.clone(),
         &mut samples,
-    )?;
+    );
+    match parsed {
+        Ok(()) => {}
+        Err(error) if on_error == OnError::Skip && damaged(&error) => {
+            samples.clear();
+            let url = shard.dataset.location.url_of(&meta.name);
+            chunk_by_chunk(
+                read,
+                meta,
+                data,
+                first_id,
+                &url,
+                manifest.compression,
+                &mut samples,
+            )?;
+        }
+        Err(error) => return Err(error.into()),
+    }
     check_labels(&meta.name, &samples, manifest.classes.len())?;
     Ok(samples.into_iter().map(compact).collect())
+}
+
+/// The field a damaged chunk's placeholder samples hold: the reason, in
+/// UTF-8. Not a WebDataset extension (it has a space), so no shard's
+/// sample holds one.
+pub const DAMAGED_FIELD: &str = "damaged chunk";
+
+/// Whether `error` is about one chunk's bytes (its checksum, its tar or
+/// zstd block, its samples), so that the chunk's samples may be skipped.
+fn damaged(error: &FormatError) -> bool {
+    matches!(
+        error,
+        FormatError::Checksum { .. }
+            | FormatError::Tar { .. }
+            | FormatError::SampleCount { .. }
+            | FormatError::Decompress { .. }
+    )
+}
+
+/// [`parse_read`] of a read with a damaged chunk: each chunk alone, the
+/// damaged ones' wanted samples as placeholders (see the module docs).
+fn chunk_by_chunk(
+    read: &Read,
+    meta: &ShardMeta,
+    data: &Bytes,
+    first_id: u64,
+    url: &str,
+    compression: tributary_common::manifest::CompressionKind,
+    out: &mut Vec<Sample>,
+) -> Result<()> {
+    let start = read.range.bytes.start;
+    let mut first_sample = read.range.first_sample;
+    for chunk in read.range.chunks.clone() {
+        let bytes = meta.chunk_offsets[chunk]..meta.chunk_offsets[chunk + 1];
+        let count = meta.samples_in_chunk(chunk);
+        let range = ChunkRange {
+            chunks: chunk..chunk + 1,
+            bytes: bytes.clone(),
+            first_sample,
+        };
+        let slice = data.slice((bytes.start - start) as usize..(bytes.end - start) as usize);
+        let before = out.len();
+        match decode_chunks(
+            meta,
+            compression,
+            &range,
+            &slice,
+            first_id,
+            read.want.clone(),
+            out,
+        ) {
+            Ok(()) => {}
+            Err(error) if damaged(&error) => {
+                out.truncate(before);
+                let reason = format!("{error} (shard {url}, chunk at byte {})", bytes.start);
+                tracing::warn!(
+                    shard = url,
+                    offset = bytes.start,
+                    %error,
+                    "a damaged chunk: its samples are skipped"
+                );
+                let wanted =
+                    (first_sample..first_sample + count).filter(|index| read.want.contains(index));
+                out.extend(wanted.map(|index| Sample {
+                    id: first_id + u64::from(index),
+                    key: format!("{}#{index}", meta.name),
+                    fields: vec![Field {
+                        ext: DAMAGED_FIELD.to_owned(),
+                        data: Bytes::from(reason.clone()),
+                    }],
+                }));
+            }
+            Err(error) => return Err(error.into()),
+        }
+        first_sample += count;
+    }
+    Ok(())
 }
 
 fn compact(sample: Sample) -> Sample {

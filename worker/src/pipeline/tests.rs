@@ -435,3 +435,60 @@ async fn a_mix_takes_its_counts_and_each_sample_names_its_dataset() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn on_error_skip_skips_a_chunk_whose_checksum_fails_and_counts_its_samples() {
+    let data = dataset(samples_with(&[])).await;
+    // Damage the chunk of sample 5 (one sample per chunk) in the store.
+    let meta = data.shard_meta(0).await.expect("meta");
+    let name = data.manifest.shards[0].name.clone();
+    let mut bytes = data.location.get(&name).await.expect("get").to_vec();
+    let at = usize::try_from(meta.chunk_offsets[5]).expect("offset") + 600;
+    bytes[at] ^= 0x40;
+    data.location
+        .put(&name, Bytes::from(bytes))
+        .await
+        .expect("put");
+    let data = Dataset::from_location(data.location.clone())
+        .await
+        .expect("reopen");
+
+    let (_, error) = read(data.clone(), config(OnError::Raise, 0.5)).await;
+    let text = error
+        .expect("raise: the damaged chunk ends the epoch")
+        .to_string();
+    assert!(text.contains("checksum mismatch"), "{text}");
+
+    let (batches, error) = read(data.clone(), config(OnError::Skip, 0.1)).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(batches.len(), 4, "the rank's batch count does not change");
+    let ids: Vec<u64> = batches.iter().flat_map(|b| b.ids.iter().copied()).collect();
+    assert_eq!(ids.len(), 15);
+    assert!(!ids.contains(&5), "{ids:?}");
+
+    // The bad-fraction cap still applies: 1 of 16 is over 5%.
+    let (_, error) = read(data, config(OnError::Skip, 0.05)).await;
+    let error = error.expect("over the cap");
+    let text = error.to_string();
+    assert!(
+        matches!(error, WorkerError::TooManyBadSamples { .. }),
+        "{text}"
+    );
+    assert!(text.contains("checksum mismatch"), "{text}");
+    assert!(text.contains("memory:///ds/shard-000000.tar"), "{text}");
+}
+
+#[tokio::test]
+async fn a_truncated_jpeg_is_a_bad_sample_under_the_policy() {
+    let mut cut = jpeg(40, 30);
+    cut.truncate(cut.len() / 2);
+    let data = dataset(samples_with(&[(3, "jpg", cut)])).await;
+    let (_, error) = read(data.clone(), config(OnError::Raise, 0.0)).await;
+    let error = error.expect("raise: the truncated JPEG ends the epoch");
+    let text = error.to_string();
+    assert!(matches!(error, WorkerError::BadSample { .. }), "{text}");
+    assert!(text.contains("premature end"), "{text}");
+    let (batches, error) = read(data, config(OnError::Skip, 0.1)).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(batches.iter().map(Batch::len).sum::<usize>(), 15);
+}

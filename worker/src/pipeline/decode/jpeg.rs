@@ -221,13 +221,13 @@ thread_local! {
 }
 
 /// Runs `f` with this thread's decompressor and pixel buffer.
-fn with_decoder<T>(
-    f: impl FnOnce(&mut Decompressor, &mut Vec<u8>) -> Result<T, String>,
-) -> Result<T, String> {
+fn with_decoder<T, E: From<String>>(
+    f: impl FnOnce(&mut Decompressor, &mut Vec<u8>) -> Result<T, E>,
+) -> Result<T, E> {
     DECODER.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.is_none() {
-            *cell = Some((Decompressor::new()?, Vec::new()));
+            *cell = Some((Decompressor::new().map_err(E::from)?, Vec::new()));
         }
         let (decoder, pixels) = cell.as_mut().expect("set above");
         f(decoder, pixels)
@@ -245,9 +245,12 @@ pub fn decode_for<T>(
     dct_scaling: bool,
     plan_for: impl FnOnce(u32, u32) -> Plan,
     then: impl FnOnce((u32, u32, &[u8]), &Plan) -> Result<T, String>,
-) -> Result<T, String> {
+) -> Result<T, Failure> {
     with_decoder(|decoder, pixels| {
-        let header = decoder.header(bytes)?;
+        let header = decoder.header(bytes).map_err(Failure::Unsupported)?;
+        // A crop may end before the bytes do: the decoder would not read
+        // far enough to warn that they end early.
+        complete(bytes).map_err(Failure::Corrupt)?;
         let plan = plan_for(header.width, header.height);
         let (_, _, dw, dh) = plan.dst;
         let denom = if dct_scaling {
@@ -259,14 +262,18 @@ pub fn decode_for<T>(
         let footprint = (plan.src.width / f64::from(denom.max(1)) / f64::from(dw.max(1)))
             .max(plan.src.height / f64::from(denom.max(1)) / f64::from(dh.max(1)))
             .max(1.0);
-        let region = decoder.decode(
-            bytes,
-            header,
-            plan.src,
-            denom,
-            footprint.ceil() + 1.0,
-            pixels,
-        )?;
+        // An error here, a warning included ("Premature end of JPEG
+        // file"), is the data's: no other decoder is to guess the rest.
+        let region = decoder
+            .decode(
+                bytes,
+                header,
+                plan.src,
+                denom,
+                footprint.ceil() + 1.0,
+                pixels,
+            )
+            .map_err(Failure::Corrupt)?;
         let view = (region.width, region.height, pixels.as_slice());
         then(
             view,
@@ -275,7 +282,41 @@ pub fn decode_for<T>(
                 ..plan
             },
         )
+        .map_err(Failure::Unsupported)
     })
+}
+
+/// Why [`decode_for`] did not give an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// libjpeg-turbo does not take this JPEG (CMYK, its header): another
+    /// decoder may.
+    Unsupported(String),
+    /// The JPEG's data is damaged (truncated, corrupt): a bad sample.
+    Corrupt(String),
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Self {
+        Self::Unsupported(reason)
+    }
+}
+
+/// Whether `jpeg` ends as a whole JPEG does: an end-of-image marker after
+/// its last scan. (Entropy-coded data stuffs every 0xFF, so neither marker
+/// appears inside a scan; a thumbnail's markers come before the image's.)
+pub fn complete(jpeg: &[u8]) -> Result<(), String> {
+    let marker = |code: u8| jpeg.windows(2).rposition(|w| w == [0xFF, code]);
+    match (marker(0xDA), marker(0xD9)) {
+        (Some(scan), Some(end)) if end > scan => Ok(()),
+        (Some(_), _) => Err(
+            "premature end of JPEG data: no end-of-image marker after the last scan \
+             (a truncated file)"
+                .into(),
+        ),
+        // No scan at all: the decoder says what is wrong.
+        (None, _) => Ok(()),
+    }
 }
 
 /// Decodes the whole JPEG at full size, and nothing else: the decode-only
@@ -414,5 +455,31 @@ mod tests {
         };
         // libjpeg-turbo warns on a truncated stream; either way, no crash.
         let _ = decoder.decode(&bytes, header, whole, 1, 0.0, &mut Vec::new());
+    }
+
+    #[test]
+    fn a_truncated_jpeg_is_a_bad_sample_even_when_the_crop_ends_before_the_cut() {
+        let whole = jpeg(64, 48);
+        assert_eq!(complete(&whole), Ok(()));
+        let mut cut = whole.clone();
+        cut.truncate(whole.len() - 40);
+        let top_left = |_w, _h| Plan {
+            src: Rect {
+                x: 0.0,
+                y: 0.0,
+                width: 16.0,
+                height: 8.0,
+            },
+            dst: (0, 0, 16, 8),
+            out: (16, 8),
+            flip: false,
+        };
+        let render = |_view: (u32, u32, &[u8]), _plan: &Plan| Ok(());
+        assert_eq!(decode_for(&whole, false, top_left, render), Ok(()));
+        let error = decode_for(&cut, false, top_left, render).expect_err("truncated");
+        let Failure::Corrupt(reason) = error else {
+            panic!("{error:?} would fall back to another decoder")
+        };
+        assert!(reason.contains("premature end"), "{reason}");
     }
 }

@@ -118,8 +118,12 @@ impl BatchDecoder {
             // Reduced-DCT decoding for random training crops only: eval and
             // resize match a full decode, as torchvision's pipelines see it.
             let dct_scaling = config.preset == transform::Preset::Train;
-            if let Ok(done) = jpeg::decode_for(bytes, dct_scaling, plan_for, &mut *then) {
-                return Ok(done);
+            match jpeg::decode_for(bytes, dct_scaling, plan_for, &mut *then) {
+                Ok(done) => return Ok(done),
+                // A damaged JPEG is a bad sample: the image crate would
+                // fill in what is missing and say nothing.
+                Err(jpeg::Failure::Corrupt(reason)) => return Err(reason),
+                Err(jpeg::Failure::Unsupported(_)) => {}
             }
         }
         // PNG, WebP, and JPEGs libjpeg-turbo does not take (CMYK): the
@@ -158,6 +162,10 @@ impl BatchDecoder {
         #[cfg(test)]
         if sample.key == PANIC_KEY {
             panic!("injected decode panic");
+        }
+        // A damaged chunk's placeholder (see `parse`): its reason.
+        if let Some(reason) = sample.field(crate::pipeline::parse::DAMAGED_FIELD) {
+            return Err(String::from_utf8_lossy(reason).into_owned());
         }
         let mut slots = slots.iter_mut();
         let mut values = Vec::with_capacity(self.fields.0.len());
