@@ -399,7 +399,7 @@ impl SyncModel {
         let gen = if epoch == current.record.epoch.0 {
             current
         } else if epoch == current.record.epoch.0 + 1 {
-            if epoch >= config.epochs {
+            if config.is_past_end(epoch) {
                 self.finished = true;
                 return Ok((
                     Assignment {
@@ -439,7 +439,7 @@ impl SyncModel {
                 current.record.generation.0, current.record.epoch.0
             )));
         };
-        if gen.record.epoch.0 >= config.epochs {
+        if config.is_past_end(gen.record.epoch.0) {
             return Ok((
                 Assignment {
                     epoch: gen.record.epoch.0,
@@ -527,28 +527,74 @@ impl SyncModel {
     /// Progress of one rank (kept for status; stored as one key per job, so
     /// the writer's window bounds its writes however many ranks report). A rank of
     /// an older restart is told it is stale, and its report is not stored.
+    /// The report that completes the last epoch finishes the job
+    /// (see [`SyncModel::read_to_the_end`]).
     pub fn report(
         &mut self,
         job: &JobId,
+        config: &JobSpec,
+        dataset: &Dataset,
         identity: &Identity,
         generation: Generation,
         samples: u64,
     ) -> Result<Vec<Op>> {
         let rank = Rank::of(identity)?;
         self.check_generation(rank, generation)?;
+        let part = self.part(config, dataset, generation.get(), rank.rank)?.len();
+        if samples > part {
+            return Err(CoordError::Invalid(format!(
+                "report of {samples} samples exceeds generation {generation}'s {part} samples per rank"
+            )));
+        }
         self.progress.insert(rank.rank, (generation, samples));
+        if !self.finished && self.read_to_the_end(config, dataset)? {
+            tracing::info!(
+                job = job.as_str(),
+                generation = generation.get(),
+                "every rank read its part of the last epoch: job finished"
+            );
+            self.finished = true;
+        }
         Ok(vec![put(
             Key::Progress { job: job.clone() },
             &self.progress,
         )?])
     }
 
-    /// The sync part of a job's status (of `epochs` epochs).
-    pub fn status(&self, epochs: u64) -> ModeStatus {
+    /// Whether the job's last epoch is read: the current generation plans
+    /// the last epoch of a finite job and every one of its ranks reported
+    /// its whole part of it. (A generation resumed from a commit plans what
+    /// was left of the epoch: its parts are that remainder.)
+    fn read_to_the_end(&mut self, config: &JobSpec, dataset: &Dataset) -> Result<bool> {
+        let Some(current) = self.current().map(|g| g.record) else {
+            return Ok(false);
+        };
+        if !config.is_last_epoch(current.epoch.0) {
+            return Ok(false);
+        }
+        for rank in 0..current.world {
+            let Some(&(generation, samples)) = self.progress.get(&rank) else {
+                return Ok(false);
+            };
+            if generation != current.generation {
+                return Ok(false);
+            }
+            let part = self
+                .part(config, dataset, current.generation.0, rank)?
+                .len();
+            if samples < part {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The sync part of a job's status.
+    pub fn status(&self) -> ModeStatus {
         let epoch = self.current().map_or(0, |g| g.record.epoch.0);
         ModeStatus {
             epoch,
-            finished: self.finished || epoch >= epochs,
+            finished: self.finished,
             generation: self.current().map(|g| g.record.generation.0),
             generations: self.gens.clone(),
             commit_generation: self.commit.map(|c| c.generation.0),

@@ -56,6 +56,8 @@ pub struct SyncLoader {
     metrics: Arc<Metrics>,
     emitted: u64,
     reported: Instant,
+    /// The end of the part reached the coordinator (see [`SyncLoader::next`]).
+    end_reported: bool,
 }
 
 #[derive(Debug)]
@@ -102,6 +104,7 @@ impl SyncLoader {
             metrics: Arc::default(),
             emitted: 0,
             reported: Instant::now(),
+            end_reported: false,
         };
         loader.begin(epoch).await?;
         Ok(loader)
@@ -127,6 +130,7 @@ impl SyncLoader {
             )
             .await?;
         self.emitted = 0;
+        self.end_reported = false;
         self.pipeline = Pipeline::None;
         if !assignment.finished {
             let job = self.session.spec()?;
@@ -191,7 +195,11 @@ impl SyncLoader {
     }
 
     /// The next batch of the epoch; `None` at its end (then call
-    /// [`SyncLoader::next_epoch`]).
+    /// [`SyncLoader::next_epoch`]). Before the end is answered, the report
+    /// of the whole part has reached the coordinator (retried as every call
+    /// is): the job finishes on the reports of its last epoch, so the end is
+    /// not left to a best-effort report. An error there is answered instead
+    /// of the end (the next call tries again).
     pub async fn next(&mut self) -> Option<Result<Batch>> {
         if self.session.is_lost() {
             return Some(Err(WorkerError::Stopped(
@@ -229,6 +237,14 @@ impl SyncLoader {
         let item = loader.next().await;
         // A stripe's count is not the rank's: only whole readers report.
         let whole = self.stripe.count == 1;
+        if item.is_none() && whole && !self.end_reported {
+            // Cancel-safe: nothing is consumed here, a retry reports again.
+            if let Err(error) = self.send_report().await {
+                return Some(Err(error));
+            }
+            self.end_reported = true;
+            return None;
+        }
         if let Some(Ok(batch)) = &item {
             // Skipped bad samples were read too: the coordinator counts
             // the part's samples in order, whatever became of them.
@@ -242,7 +258,22 @@ impl SyncLoader {
         item
     }
 
-    /// Sends progress without waiting (best effort; commits are what count).
+    /// Sends progress and waits for the coordinator's answer.
+    async fn send_report(&self) -> Result<()> {
+        let request = v1::ReportRequest {
+            job: self.session.job.clone(),
+            generation: self.assignment.generation,
+            samples: self.emitted,
+            ..v1::ReportRequest::default()
+        };
+        self.session
+            .send(&request, |mut c, r| async move { c.report(r).await })
+            .await?;
+        Ok(())
+    }
+
+    /// Sends progress without waiting (best effort, for status; the end of
+    /// the part is reported and waited for by [`SyncLoader::next`]).
     fn report(&self) {
         let session = Arc::clone(&self.session);
         let request = v1::ReportRequest {

@@ -30,6 +30,7 @@
 mod config;
 mod metrics;
 mod ordered;
+mod rank_zero;
 #[cfg(test)]
 mod tests;
 
@@ -41,6 +42,9 @@ use tributary_io::MetricsServer;
 
 pub use config::{Coordinator, Credentials, InProcess, RankConfig, StartInProcess};
 pub use ordered::OrderedReader;
+pub use rank_zero::{
+    rank_zero_address, wait_for_rank_zero, HostOptions, StartHost, COORDINATOR_PORT_VAR,
+};
 pub use tributary_common::job::{Field, JobSpec, Mode, Source, SpecError};
 
 use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
@@ -154,18 +158,45 @@ impl Rank {
             ..
         } = config;
         let (addresses, credentials, in_process) = match coordinator {
-            Coordinator::Shared(addresses) => (addresses, Some(credentials), None),
+            Coordinator::Shared(addresses) => (addresses, credentials.resolve()?, None),
+            // An in-process coordinator asks for nothing.
             Coordinator::InProcess(start) => {
                 let started = start(store).await?;
-                (vec![started.address], None, Some(started.guard))
+                (
+                    vec![started.address],
+                    coordinated::ClientCredentials::default(),
+                    Some(started.guard),
+                )
+            }
+            Coordinator::RankZero { address, host } => {
+                let credentials = credentials.resolve()?;
+                let guard = match host {
+                    Some(start) => {
+                        let options = HostOptions {
+                            listen: address.clone(),
+                            store,
+                            auth_token: credentials
+                                .auth_token
+                                .as_ref()
+                                .map(|t| t.secret().to_owned()),
+                        };
+                        let started = start(options).await?;
+                        tracing::info!(address = started.address, "rank 0 hosts the coordinator");
+                        Some(started.guard)
+                    }
+                    None => {
+                        let who = match &identity {
+                            Identity::Torchrun { rank, .. } => format!("rank {rank}"),
+                            Identity::Name(name) => format!("member {name:?}"),
+                        };
+                        wait_for_rank_zero(&address, &who, deadline).await?;
+                        None
+                    }
+                };
+                (vec![address], credentials, guard)
             }
         };
         let client = Client::new(&addresses)?;
-        // An in-process coordinator asks for nothing.
-        let credentials = match credentials {
-            Some(credentials) => credentials.resolve()?,
-            None => coordinated::ClientCredentials::default(),
-        };
         let client = Arc::new(
             client
                 .with_credentials(&credentials)?
