@@ -109,7 +109,17 @@ fn state(job: &v1::JobSummary, now_ms: u64) -> String {
 
 /// The epoch as people count it (`1/2` for the first of two).
 fn epoch(job: &v1::JobSummary) -> String {
-    format!("{}/{}", (job.epoch + 1).min(job.epochs.max(1)), job.epochs)
+    epoch_of(job.epoch, job.epochs)
+}
+
+/// Epoch `epoch` (from 0) of `epochs` as people count it: `1/2` for the
+/// first of two, the last for a finished job; `3/unbounded` for the third
+/// of a job of as many epochs as its ranks ask for (`epochs` 0).
+pub fn epoch_of(epoch: u64, epochs: u64) -> String {
+    if epochs == 0 {
+        return format!("{}/unbounded", epoch.saturating_add(1));
+    }
+    format!("{}/{epochs}", epoch.saturating_add(1).min(epochs))
 }
 
 /// A job in a few words, for `delete`.
@@ -160,7 +170,7 @@ fn json(list: &v1::ListJobsResponse) -> serde_json::Value {
                 "job": j.job,
                 "mode": mode(j),
                 "epoch": j.epoch,
-                "epochs": j.epochs,
+                "epochs": (j.epochs > 0).then_some(j.epochs), // null: unbounded
                 "members": j.members,
                 "leased_units": j.leased_units,
                 "finished": j.finished,
@@ -176,6 +186,14 @@ fn json(list: &v1::ListJobsResponse) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unbounded_job_shows_its_epoch_of_unbounded() {
+        assert_eq!(epoch_of(2, 0), "3/unbounded");
+        assert_eq!(epoch_of(0, 2), "1/2");
+        // A finished job shows its last epoch.
+        assert_eq!(epoch_of(2, 2), "2/2");
+    }
 
     fn list() -> v1::ListJobsResponse {
         v1::ListJobsResponse {

@@ -76,10 +76,9 @@ fn state(job: &Job, now_ms: u64) -> String {
 }
 
 /// The epoch as people count it, `1/2` for the first of two; a finished
-/// job shows its last.
+/// job shows its last; an unbounded job (`epochs` 0) `3/unbounded`.
 fn epoch(job: &Job) -> String {
-    let shown = (job.status.epoch + 1).min(job.epochs.max(1));
-    format!("epoch {shown}/{}", job.epochs)
+    format!("epoch {}", crate::job::epoch_of(job.status.epoch, job.epochs))
 }
 
 /// The job's heading line.
@@ -226,7 +225,7 @@ pub fn json(frame: &Frame) -> Value {
                 "mode": mode_name(job.mode),
                 "loading": job.loading,
                 "epoch": s.epoch,
-                "epochs": job.epochs,
+                "epochs": (job.epochs > 0).then_some(job.epochs), // null: unbounded
                 "generation": s.generation,
                 "commit_generation": s.commit_generation,
                 "commit_samples": s.commit_samples,

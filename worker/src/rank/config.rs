@@ -324,7 +324,8 @@ mod tests {
         assert_eq!(job.manifest_url, "/data");
         assert_eq!(
             (job.batch_size, job.epochs, job.shuffle_buffer),
-            (64, 1, 1024)
+            // Epochs: unbounded (0 in the protocol), as many as asked for.
+            (64, 0, 1024)
         );
         assert_eq!(job.mode, v1::Mode::Sync as i32);
         assert_eq!(job.remainder, v1::RemainderPolicy::RemainderDrop as i32);
