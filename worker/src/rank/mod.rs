@@ -119,6 +119,20 @@ fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Da
     }
 }
 
+/// The spec's local dataset paths (its URL, or each source's) made
+/// absolute against `cwd` ([`tributary_io::location::absolute_url`]).
+fn absolute_urls(spec: &mut JobSpec, cwd: &std::path::Path) {
+    let absolute = |url: &mut String| {
+        if !url.is_empty() {
+            *url = tributary_io::location::absolute_url(url, cwd);
+        }
+    };
+    absolute(&mut spec.manifest_url);
+    for source in &mut spec.sources {
+        absolute(&mut source.manifest_url);
+    }
+}
+
 impl Rank {
     /// Validates `config`, opens the dataset, reaches the coordinator,
     /// creates the job (or checks it against `config`), joins it and starts
@@ -140,7 +154,14 @@ impl Rank {
         Ok(rank)
     }
 
-    async fn start_coordinated(config: RankConfig) -> Result<Self> {
+    async fn start_coordinated(mut config: RankConfig) -> Result<Self> {
+        // The job's URLs reach the coordinator, which would resolve a
+        // relative local path in its own working directory: resolve them
+        // in the rank's.
+        let cwd = std::env::current_dir().map_err(|e| {
+            WorkerError::Config(format!("cannot read the working directory: {e}"))
+        })?;
+        absolute_urls(&mut config.spec, &cwd);
         let dataset = open_data(&config).await?;
         let RankConfig {
             spec,
