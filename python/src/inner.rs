@@ -293,6 +293,15 @@ impl Rank {
         self.rank.finished()
     }
 
+    pub fn hosts_coordinator(&self) -> bool {
+        self.rank.hosts_coordinator()
+    }
+
+    /// See [`rank::Rank::linger`].
+    pub async fn linger(&self, within: std::time::Duration) -> Result<()> {
+        self.rank.linger(within).await
+    }
+
     /// Samples of this rank's part of the current generation (sync).
     pub fn samples(&self) -> Result<u64> {
         self.rank.samples().ok_or_else(|| {

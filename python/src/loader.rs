@@ -373,6 +373,24 @@ impl Loader {
         &self.address
     }
 
+    /// Whether this process is rank 0 hosting its torchrun world's
+    /// coordinator (no `coordinator=` given).
+    #[getter]
+    fn hosts_coordinator(&mut self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.rank.hosts_coordinator())
+    }
+
+    /// Rank 0 hosting the coordinator, at exit: waits (at most `timeout_s`)
+    /// until the job is finished or the other ranks are gone.
+    #[pyo3(signature = (timeout_s=60.0))]
+    fn linger(&mut self, py: Python<'_>, timeout_s: f64) -> PyResult<()> {
+        let within = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
+            PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
+        })?;
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.linger(within))?.map_err(to_py)
+    }
+
     #[getter]
     fn member(&mut self, py: Python<'_>) -> PyResult<String> {
         Ok(self.inner(py)?.rank.member())

@@ -28,6 +28,7 @@ passed. With ``coordinator=None`` the loader runs a coordinator in-process on
 the in-memory store (one rank). ``tributary.torch`` adapts it to PyTorch.
 """
 
+import atexit
 import inspect
 from typing import Any, Callable, Dict, Optional, Sequence, Type, Union
 
@@ -72,6 +73,11 @@ class Loader:
                 raise TypeError(f"{name} must be callable, not {type(fn).__name__}")
         options = expand_transform(options)
         self._native = _tributary.Loader(dataset_arg(dataset), **options)
+        if self._native.hosts_coordinator:
+            # Rank 0 hosts its world's coordinator: at exit it waits for the
+            # other ranks to be done with it (bounded), rather than take it
+            # away while they report their last batches.
+            atexit.register(self._native.linger)
         extras = [name for name, given in (("ids", options.get("return_ids", False)),
                                            ("sources", options.get("return_sources", False)),
                                            ("valid", options.get("tail", "uneven") == "pad"))

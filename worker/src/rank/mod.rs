@@ -76,6 +76,8 @@ pub struct Rank {
     /// The membership (none for an ordered reader).
     session: Option<Arc<Session>>,
     _in_process: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// This rank is rank 0 hosting its world's coordinator.
+    hosts: bool,
     address: String,
     /// Counted into by every loader of the rank.
     metrics: Arc<Metrics>,
@@ -178,6 +180,7 @@ impl Rank {
             stripe,
             ..
         } = config;
+        let hosts = matches!(&coordinator, Coordinator::RankZero { host: Some(_), .. });
         let (addresses, credentials, in_process) = match coordinator {
             Coordinator::Shared(addresses) => (addresses, credentials.resolve()?, None),
             // An in-process coordinator asks for nothing.
@@ -238,12 +241,9 @@ impl Rank {
                 )
             }
         };
-        Ok(Self::new(
-            reader,
-            Some(session),
-            in_process,
-            addresses.join(","),
-        ))
+        let mut rank = Self::new(reader, Some(session), in_process, addresses.join(","));
+        rank.hosts = hosts;
+        Ok(rank)
     }
 
     async fn start_ordered(config: RankConfig) -> Result<Self> {
@@ -284,6 +284,7 @@ impl Rank {
             reader,
             session,
             _in_process: in_process,
+            hosts: false,
             address,
             metrics,
             metrics_server: None,
@@ -430,6 +431,44 @@ impl Rank {
     /// generation this rank reads must have resumed from it (sync).
     pub async fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
         self.sync("load_state_dict()")?.load_state_dict(state).await
+    }
+
+    /// Whether this rank is rank 0 hosting its world's coordinator
+    /// ([`Coordinator::RankZero`]).
+    pub fn hosts_coordinator(&self) -> bool {
+        self.hosts
+    }
+
+    /// For rank 0 hosting its world's coordinator, before its process
+    /// exits: waits, at most `within`, until the other ranks are done with
+    /// it (the job finished, or no other member left: their leases expire
+    /// once they exit), so that a rank 0 that ends first does not take the
+    /// coordinator from ranks still reporting their last batches. Returns
+    /// at once for any other rank.
+    pub async fn linger(&self, within: std::time::Duration) -> Result<()> {
+        let Some(session) = self.session.as_ref().filter(|_| self.hosts) else {
+            return Ok(());
+        };
+        let until = tokio::time::Instant::now() + within;
+        let me = session.member();
+        let request = v1::JobRequest {
+            job: session.job.clone(),
+        };
+        while tokio::time::Instant::now() < until {
+            let status = session
+                .client
+                .send(&request, |mut c, r| async move { c.get_status(r).await })
+                .await?;
+            if status.finished || status.members.iter().all(|m| *m == me) {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        tracing::warn!(
+            job = session.job.as_str(),
+            "rank 0 exits while other ranks may still use the coordinator it hosts"
+        );
+        Ok(())
     }
 
     /// Leaves the job: a dynamic member's unacked units return to the pool.
