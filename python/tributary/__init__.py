@@ -25,7 +25,11 @@ One call per rank::
 Rank, world size, run id and restart count come from torchrun's environment
 (RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT) unless
 passed. With ``coordinator=None`` the loader runs a coordinator in-process on
-the in-memory store (one rank). ``tributary.torch`` adapts it to PyTorch.
+the in-memory store (one rank); under torchrun rank 0 hosts one for its world
+(on ``MASTER_ADDR``, port ``MASTER_PORT + 1`` or ``TRIBUTARY_COORDINATOR_PORT``).
+``epochs=None`` (the default) gives as many epochs as the loop asks for;
+``epochs=N`` a finite job, past which iterating raises ``RuntimeError``.
+``tributary.torch`` adapts it to PyTorch.
 """
 
 import atexit
@@ -159,7 +163,8 @@ class Loader:
     @property
     def coordinator(self) -> str:
         """The coordinator's address; with ``coordinator=None`` the
-        in-process coordinator's (loopback), which forked processes use."""
+        in-process coordinator's (loopback), which forked processes use, or
+        under torchrun the one rank 0 hosts."""
         return self._native.coordinator
 
     @property

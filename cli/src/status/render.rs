@@ -78,7 +78,10 @@ fn state(job: &Job, now_ms: u64) -> String {
 /// The epoch as people count it, `1/2` for the first of two; a finished
 /// job shows its last; an unbounded job (`epochs` 0) `3/unbounded`.
 fn epoch(job: &Job) -> String {
-    format!("epoch {}", crate::job::epoch_of(job.status.epoch, job.epochs))
+    format!(
+        "epoch {}",
+        crate::job::epoch_of(job.status.epoch, job.epochs)
+    )
 }
 
 /// The job's heading line.

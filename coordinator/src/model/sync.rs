@@ -540,7 +540,9 @@ impl SyncModel {
     ) -> Result<Vec<Op>> {
         let rank = Rank::of(identity)?;
         self.check_generation(rank, generation)?;
-        let part = self.part(config, dataset, generation.get(), rank.rank)?.len();
+        let part = self
+            .part(config, dataset, generation.get(), rank.rank)?
+            .len();
         if samples > part {
             return Err(CoordError::Invalid(format!(
                 "report of {samples} samples exceeds generation {generation}'s {part} samples per rank"

@@ -13,7 +13,7 @@
 //! let env: HashMap<String, String> = std::env::vars().collect();
 //! let identity = Identity::from_torchrun_env(&env)?.expect("run under torchrun");
 //! let coordinator = Coordinator::Shared(vec!["coord-0:7070".into(), "coord-1:7070".into()]);
-//! let spec = JobSpec { batch_size: 256, epochs: 90, seed: 42, ..JobSpec::new("s3://bucket/imagenet") };
+//! let spec = JobSpec { batch_size: 256, epochs: Some(90), seed: 42, ..JobSpec::new("s3://bucket/imagenet") };
 //! let mut rank = Rank::start(RankConfig {
 //!     credentials: Credentials::Env { env, auth_token: None }, // TRIBUTARY_AUTH_TOKEN, TRIBUTARY_TLS_*
 //!     ..RankConfig::new(spec, coordinator, "resnet", identity)
@@ -160,9 +160,8 @@ impl Rank {
         // The job's URLs reach the coordinator, which would resolve a
         // relative local path in its own working directory: resolve them
         // in the rank's.
-        let cwd = std::env::current_dir().map_err(|e| {
-            WorkerError::Config(format!("cannot read the working directory: {e}"))
-        })?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| WorkerError::Config(format!("cannot read the working directory: {e}")))?;
         absolute_urls(&mut config.spec, &cwd);
         let dataset = open_data(&config).await?;
         let RankConfig {

@@ -38,7 +38,8 @@ pub struct HostOptions {
 /// Starts rank 0's coordinator. The worker does not link the coordinator:
 /// its caller passes this (e.g. one that starts
 /// `tributary_coordinator::LocalCoordinator::start_on`).
-pub type StartHost = Arc<dyn Fn(HostOptions) -> BoxFuture<'static, Result<InProcess>> + Send + Sync>;
+pub type StartHost =
+    Arc<dyn Fn(HostOptions) -> BoxFuture<'static, Result<InProcess>> + Send + Sync>;
 
 /// Where rank 0 of the torchrun world in `env` hosts the coordinator:
 /// `MASTER_ADDR:(MASTER_PORT + 1)`, or `MASTER_ADDR:$TRIBUTARY_COORDINATOR_PORT`.
@@ -47,9 +48,8 @@ pub fn rank_zero_address(env: &HashMap<String, String>) -> Result<String> {
     let var = |name: &str| env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
     let hint = "rank 0 hosts the coordinator of a torchrun world given no coordinator=; \
                 run under torchrun, or pass coordinator=\"host:port\" of a running `tributary coordinator`";
-    let host = var("MASTER_ADDR").ok_or_else(|| {
-        WorkerError::Config(format!("MASTER_ADDR is not set ({hint})"))
-    })?;
+    let host = var("MASTER_ADDR")
+        .ok_or_else(|| WorkerError::Config(format!("MASTER_ADDR is not set ({hint})")))?;
     let port = match var(COORDINATOR_PORT_VAR) {
         Some(port) => port
             .parse::<u16>()
@@ -61,9 +61,8 @@ pub fn rank_zero_address(env: &HashMap<String, String>) -> Result<String> {
                 ))
             })?,
         None => {
-            let master = var("MASTER_PORT").ok_or_else(|| {
-                WorkerError::Config(format!("MASTER_PORT is not set ({hint})"))
-            })?;
+            let master = var("MASTER_PORT")
+                .ok_or_else(|| WorkerError::Config(format!("MASTER_PORT is not set ({hint})")))?;
             let master = master.parse::<u16>().map_err(|_| {
                 WorkerError::Config(format!("MASTER_PORT={master:?} is not a port"))
             })?;
@@ -96,13 +95,12 @@ pub async fn wait_for_rank_zero(address: &str, who: &str, deadline: Duration) ->
     let mut attempts = 0u32;
     loop {
         attempts += 1;
-        let error = match tokio::time::timeout_at(until, tokio::net::TcpStream::connect(address))
-            .await
-        {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err(error)) => error.to_string(),
-            Err(_) => "timed out".to_owned(),
-        };
+        let error =
+            match tokio::time::timeout_at(until, tokio::net::TcpStream::connect(address)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(error)) => error.to_string(),
+                Err(_) => "timed out".to_owned(),
+            };
         if Instant::now() + backoff >= until {
             return Err(WorkerError::Coordinator {
                 code: tonic::Code::Unavailable,
@@ -133,12 +131,19 @@ mod tests {
     #[test]
     fn rank_zero_hosts_on_master_addr_one_port_above_master_port_or_the_override() {
         let base = [("MASTER_ADDR", "10.0.0.7"), ("MASTER_PORT", "29500")];
-        assert_eq!(rank_zero_address(&env(&base)).unwrap(), "10.0.0.7:29501");
+        assert_eq!(
+            rank_zero_address(&env(&base)).expect("ok"),
+            "10.0.0.7:29501"
+        );
         let over = [base[0], base[1], (COORDINATOR_PORT_VAR, "7070")];
-        assert_eq!(rank_zero_address(&env(&over)).unwrap(), "10.0.0.7:7070");
+        assert_eq!(rank_zero_address(&env(&over)).expect("ok"), "10.0.0.7:7070");
         let v6 = [("MASTER_ADDR", "::1"), ("MASTER_PORT", "1")];
-        assert_eq!(rank_zero_address(&env(&v6)).unwrap(), "[::1]:2");
-        let message = |vars: &[(&str, &str)]| rank_zero_address(&env(vars)).unwrap_err().to_string();
+        assert_eq!(rank_zero_address(&env(&v6)).expect("ok"), "[::1]:2");
+        let message = |vars: &[(&str, &str)]| {
+            rank_zero_address(&env(vars))
+                .expect_err("an error")
+                .to_string()
+        };
         assert!(message(&[("MASTER_PORT", "1")]).contains("MASTER_ADDR is not set"));
         assert!(message(&[base[0]]).contains("MASTER_PORT is not set"));
         assert!(message(&[base[0], ("MASTER_PORT", "65535")]).contains(COORDINATOR_PORT_VAR));
@@ -149,18 +154,21 @@ mod tests {
     async fn a_rank_waits_for_rank_zero_and_names_the_address_when_it_never_comes() {
         // A port nothing listens on: bound, then released.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
+            .expect("ok")
             .local_addr()
-            .unwrap()
+            .expect("ok")
             .port();
         let address = format!("127.0.0.1:{port}");
         let error = wait_for_rank_zero(&address, "rank 1", Duration::from_millis(300))
             .await
-            .unwrap_err()
+            .expect_err("an error")
             .to_string();
-        assert!(error.contains(&address) && error.contains("rank 1"), "{error}");
+        assert!(
+            error.contains(&address) && error.contains("rank 1"),
+            "{error}"
+        );
         // Once it is up, the rank reaches it.
-        let listener = tokio::net::TcpListener::bind(&address).await.unwrap();
+        let listener = tokio::net::TcpListener::bind(&address).await.expect("ok");
         wait_for_rank_zero(&address, "rank 1", Duration::from_secs(5))
             .await
             .expect("reached");

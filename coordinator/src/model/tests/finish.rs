@@ -55,7 +55,10 @@ fn jobs_driven_by_the_readme_loop_finish_once_every_rank_read_the_last_epoch() {
     let ranks = two_ranks(&mut job, &mut kv);
     assert!(!read_epoch(&mut job, &mut kv, &ranks, 0));
     assert!(!job.is_finished(), "epoch 0 of 2 read: not finished");
-    assert!(!read_epoch(&mut job, &mut kv, &ranks, 1), "finished before rank 1 read its part");
+    assert!(
+        !read_epoch(&mut job, &mut kv, &ranks, 1),
+        "finished before rank 1 read its part"
+    );
     // Nobody asked for epoch 2: the last reports finished the job.
     assert!(job.is_finished());
     assert!(job.status().mode.finished && job.summary().finished);
