@@ -239,8 +239,22 @@ impl SyncLoader {
         let whole = self.stripe.count == 1;
         if item.is_none() && whole && !self.end_reported {
             // Cancel-safe: nothing is consumed here, a retry reports again.
-            if let Err(error) = self.send_report().await {
-                return Some(Err(error));
+            match self.send_report().await {
+                Ok(()) => {}
+                // A newer restart replaced this rank's generation: what it
+                // read no longer decides the job's end (its next call says
+                // it is stale).
+                Err(WorkerError::Coordinator {
+                    code: tonic::Code::FailedPrecondition,
+                    message,
+                }) => {
+                    tracing::warn!(
+                        generation = self.assignment.generation,
+                        %message,
+                        "the end of the part was not recorded"
+                    );
+                }
+                Err(error) => return Some(Err(error)),
             }
             self.end_reported = true;
             return None;
