@@ -109,17 +109,7 @@ fn state(job: &v1::JobSummary, now_ms: u64) -> String {
 
 /// The epoch as people count it (`1/2` for the first of two).
 fn epoch(job: &v1::JobSummary) -> String {
-    epoch_of(job.epoch, job.epochs)
-}
-
-/// Epoch `epoch` (from 0) of `epochs` as people count it: `1/2` for the
-/// first of two, the last for a finished job; `3/unbounded` for the third
-/// of a job of as many epochs as its ranks ask for (`epochs` 0).
-pub fn epoch_of(epoch: u64, epochs: u64) -> String {
-    if epochs == 0 {
-        return format!("{}/unbounded", epoch.saturating_add(1));
-    }
-    format!("{}/{epochs}", epoch.saturating_add(1).min(epochs))
+    crate::status::render::epoch_of(job.epoch, job.epochs)
 }
 
 /// A job in a few words, for `delete`.
@@ -189,6 +179,7 @@ mod tests {
 
     #[test]
     fn an_unbounded_job_shows_its_epoch_of_unbounded() {
+        use crate::status::render::epoch_of;
         assert_eq!(epoch_of(2, 0), "3/unbounded");
         assert_eq!(epoch_of(0, 2), "1/2");
         // A finished job shows its last epoch.

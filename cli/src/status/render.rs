@@ -78,10 +78,17 @@ fn state(job: &Job, now_ms: u64) -> String {
 /// The epoch as people count it, `1/2` for the first of two; a finished
 /// job shows its last; an unbounded job (`epochs` 0) `3/unbounded`.
 fn epoch(job: &Job) -> String {
-    format!(
-        "epoch {}",
-        crate::job::epoch_of(job.status.epoch, job.epochs)
-    )
+    format!("epoch {}", epoch_of(job.status.epoch, job.epochs))
+}
+
+/// Epoch `epoch` (from 0) of `epochs` as people count it: `1/2` for the
+/// first of two, the last for a finished job; `3/unbounded` for the third
+/// of a job of as many epochs as its ranks ask for (`epochs` 0).
+pub fn epoch_of(epoch: u64, epochs: u64) -> String {
+    if epochs == 0 {
+        return format!("{}/unbounded", epoch.saturating_add(1));
+    }
+    format!("{}/{epochs}", epoch.saturating_add(1).min(epochs))
 }
 
 /// The job's heading line.
