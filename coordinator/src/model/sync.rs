@@ -8,6 +8,8 @@
 //! generation asks for the next epoch, a generation over the whole next
 //! epoch begins with the same world.
 
+mod finish;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -528,7 +530,7 @@ impl SyncModel {
     /// the writer's window bounds its writes however many ranks report). A rank of
     /// an older restart is told it is stale, and its report is not stored.
     /// The report that completes the last epoch finishes the job
-    /// (see [`SyncModel::read_to_the_end`]).
+    /// (every rank of the last epoch's generation read its whole part).
     pub fn report(
         &mut self,
         job: &JobId,
@@ -561,34 +563,6 @@ impl SyncModel {
             Key::Progress { job: job.clone() },
             &self.progress,
         )?])
-    }
-
-    /// Whether the job's last epoch is read: the current generation plans
-    /// the last epoch of a finite job and every one of its ranks reported
-    /// its whole part of it. (A generation resumed from a commit plans what
-    /// was left of the epoch: its parts are that remainder.)
-    fn read_to_the_end(&mut self, config: &JobSpec, dataset: &Dataset) -> Result<bool> {
-        let Some(current) = self.current().map(|g| g.record) else {
-            return Ok(false);
-        };
-        if !config.is_last_epoch(current.epoch.0) {
-            return Ok(false);
-        }
-        for rank in 0..current.world {
-            let Some(&(generation, samples)) = self.progress.get(&rank) else {
-                return Ok(false);
-            };
-            if generation != current.generation {
-                return Ok(false);
-            }
-            let part = self
-                .part(config, dataset, current.generation.0, rank)?
-                .len();
-            if samples < part {
-                return Ok(false);
-            }
-        }
-        Ok(true)
     }
 
     /// The sync part of a job's status.
