@@ -324,6 +324,10 @@ impl Rank {
         self.rank.state_dict()
     }
 
+    pub async fn report(&self, state: &LoaderState) -> Result<()> {
+        self.rank.report(state).await
+    }
+
     pub async fn commit(&self, state: &LoaderState) -> Result<()> {
         self.rank.commit(state).await
     }

@@ -338,6 +338,15 @@ impl Loader {
         block(py, runtime, rank.commit(&state))?.map_err(to_py)
     }
 
+    /// Reports that the trainer consumed `state` (sync), waiting for the
+    /// answer: `tributary.torch.DataLoader` sends it at the end of a pass
+    /// its worker processes read, so that the job's end is known.
+    fn report(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let state = state_from(state)?;
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.report(&state))?.map_err(to_py)
+    }
+
     /// Checks a restored checkpoint's state against the job: the generation
     /// this loader reads must have resumed from it.
     fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {

@@ -117,3 +117,28 @@ def test_jobs_driven_by_the_readme_loop_finish(dataset, tmp_path):
                for line in (tmp_path / f"rank{r}.txt").read_text().splitlines()
                if line.split()[0] == str(epoch) for i in line.split()[1:]]
         assert len(ids) == len(set(ids)) == SAMPLES, f"epoch {epoch}"
+
+
+def test_a_job_read_by_dataloader_workers_finishes(dataset, tmp_path):
+    """With worker processes (each a stripe, reporting nothing) the
+    DataLoader reports the pass's end from the main process."""
+    torch = pytest.importorskip("torch")
+    import tributary.torch as ttorch
+
+    address = f"127.0.0.1:{free_port()}"
+    coordinator = subprocess.Popen([tributary_bin(), "coordinator", "--listen", address],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(address, coordinator)
+        ds = ttorch.IterableDataset(dataset, coordinator=address, job="workers", batch_size=4,
+                                    image_size=8, epochs=1)
+        loader = ttorch.DataLoader(ds, num_workers=2)
+        assert sum(len(labels) for _, labels in loader) == SAMPLES
+        status = subprocess.run([tributary_bin(), "status", "--coordinator", address,
+                                 "--job", "workers", "--output", "json"],
+                                check=True, capture_output=True, text=True)
+    finally:
+        coordinator.kill()
+        coordinator.wait()
+    (job,) = json.loads(status.stdout.splitlines()[0])["jobs"]
+    assert job["finished"], job

@@ -274,10 +274,23 @@ impl SyncLoader {
 
     /// Sends progress and waits for the coordinator's answer.
     async fn send_report(&self) -> Result<()> {
-        let request = v1::ReportRequest {
-            job: self.session.job.clone(),
+        self.report_state(&LoaderState {
+            epoch: self.assignment.epoch,
             generation: self.assignment.generation,
             samples: self.emitted,
+        })
+        .await
+    }
+
+    /// Reports that the rank's trainer consumed `state.samples` of
+    /// `state.generation`, and waits for the answer: what a process whose
+    /// batches other processes read (DataLoader workers, each a stripe)
+    /// sends at the end of a pass, so that the job's end is known.
+    pub async fn report_state(&self, state: &LoaderState) -> Result<()> {
+        let request = v1::ReportRequest {
+            job: self.session.job.clone(),
+            generation: state.generation,
+            samples: state.samples,
             ..v1::ReportRequest::default()
         };
         self.session

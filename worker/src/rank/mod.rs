@@ -426,6 +426,12 @@ impl Rank {
         self.sync("commit()")?.commit(state).await
     }
 
+    /// Reports what the trainer consumed (`state`) and waits for the
+    /// answer (sync): for a rank whose batches other processes read.
+    pub async fn report(&self, state: &LoaderState) -> Result<()> {
+        self.sync("report()")?.report_state(state).await
+    }
+
     /// Checks a restored checkpoint's state against the job: the
     /// generation this rank reads must have resumed from it (sync).
     pub async fn load_state_dict(&self, state: &LoaderState) -> Result<()> {
