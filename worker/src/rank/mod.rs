@@ -181,15 +181,12 @@ impl Rank {
         } = config;
         let hosts = matches!(&coordinator, Coordinator::RankZero { host: Some(_), .. });
         let (addresses, credentials, in_process) = match coordinator {
-            Coordinator::Shared(addresses) => (addresses, credentials.resolve()?, None),
+            // Resolved once the addresses are checked (below).
+            Coordinator::Shared(addresses) => (addresses, Some(credentials), None),
             // An in-process coordinator asks for nothing.
             Coordinator::InProcess(start) => {
                 let started = start(store).await?;
-                (
-                    vec![started.address],
-                    coordinated::ClientCredentials::default(),
-                    Some(started.guard),
-                )
+                (vec![started.address], None, Some(started.guard))
             }
             Coordinator::RankZero { address, host } => {
                 let credentials = credentials.resolve()?;
@@ -216,10 +213,14 @@ impl Rank {
                         None
                     }
                 };
-                (vec![address], credentials, guard)
+                (vec![address], Some(Credentials::Given(credentials)), guard)
             }
         };
         let client = Client::new(&addresses)?;
+        let credentials = match credentials {
+            Some(credentials) => credentials.resolve()?,
+            None => coordinated::ClientCredentials::default(),
+        };
         let client = Arc::new(
             client
                 .with_credentials(&credentials)?
