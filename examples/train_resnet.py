@@ -200,15 +200,17 @@ def main():
           f"{len(loader)} batches to read, from step {step}", flush=True)
 
     started, samples = time.time(), 0
-    while True:
-        batches = 0
+    # A restarted group resumes inside its generation's epoch; each pass
+    # over the loader is the next epoch, up to the job's last (a pass past
+    # it would raise).
+    for _ in range(loader.epoch, args.epochs):
         for images, labels, ids in loader:
             images = torch.from_numpy(images).contiguous(memory_format=torch.channels_last)
             loss = F.cross_entropy(model(images), torch.from_numpy(labels))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            step, batches, samples = step + 1, batches + 1, samples + len(ids)
+            step, samples = step + 1, samples + len(ids)
             state = loader.state_dict()
             emit(f"train {group} {rank} {state['generation']} {state['samples']} "
                  + " ".join(str(i) for i in ids.tolist()))
@@ -227,8 +229,6 @@ def main():
                 elapsed = time.time() - started
                 print(f"rank {rank}: step {step} loss {loss.item():.3f} "
                       f"{samples * world / elapsed:.0f} samples/s (all ranks)", flush=True)
-        if batches == 0:
-            break  # no epoch left
         if val is not None:
             correct, total = val_accuracy(model, val)
             if val_expected is not None:

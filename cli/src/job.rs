@@ -160,7 +160,7 @@ fn json(list: &v1::ListJobsResponse) -> serde_json::Value {
                 "job": j.job,
                 "mode": mode(j),
                 "epoch": j.epoch,
-                "epochs": j.epochs,
+                "epochs": (j.epochs > 0).then_some(j.epochs), // null: unbounded
                 "members": j.members,
                 "leased_units": j.leased_units,
                 "finished": j.finished,
@@ -176,6 +176,16 @@ fn json(list: &v1::ListJobsResponse) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unbounded_job_shows_its_epoch_of_unbounded() {
+        use crate::remote::epoch_phrase;
+        assert_eq!(epoch_phrase(2, 0, true), "epoch 2 of unbounded");
+        assert_eq!(epoch_phrase(2, 0, false), "2 of unbounded");
+        assert_eq!(epoch_phrase(0, 2, true), "epoch 0 of 2");
+        // A finished job says all its epochs were read.
+        assert_eq!(epoch_phrase(2, 2, true), "2 epochs read");
+    }
 
     fn list() -> v1::ListJobsResponse {
         v1::ListJobsResponse {

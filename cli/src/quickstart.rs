@@ -112,7 +112,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let spec = JobSpec {
             seed: args.seed,
             batch_size: args.batch_size as u32,
-            epochs: 1,
+            epochs: Some(1),
             mode: Mode::Sync,
             shuffle_buffer: SHUFFLE_BUFFER as u32,
             ..JobSpec::new(shards_dir.display().to_string())

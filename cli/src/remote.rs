@@ -141,13 +141,14 @@ pub fn unix_ms() -> u64 {
 
 /// A job's epoch as `status` and `job list` show it, counted from 0 as the
 /// loader (`loader.epoch`), checkpoints and `--json` count: `epoch 0 of 2`
-/// for the first of two, `2 epochs read` once all are, `epoch 5` for a job
-/// without an end (`epochs` 0). `word`: lead with "epoch" (a heading), or
-/// not (a table's EPOCH column: `0 of 2`, `2 read`, `5`).
+/// for the first of two, `2 epochs read` once all are, `epoch 5 of
+/// unbounded` for a job without an end (`epochs` 0). `word`: lead with
+/// "epoch" (a heading), or not (a table's EPOCH column: `0 of 2`, `2 read`,
+/// `5 of unbounded`).
 pub fn epoch_phrase(epoch: u64, epochs: u64, word: bool) -> String {
     let lead = if word { "epoch " } else { "" };
     if epochs == 0 {
-        format!("{lead}{epoch}")
+        format!("{lead}{epoch} of unbounded")
     } else if epoch >= epochs {
         let noun = match (word, epochs) {
             (false, _) => "",

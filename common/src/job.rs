@@ -35,7 +35,11 @@ pub struct JobSpec {
     pub manifest_url: String,
     pub seed: u64,
     pub batch_size: u32,
-    pub epochs: u64,
+    /// How many epochs the job has: `Some(n)`, a finite job of `n` epochs
+    /// (it finishes once every rank has read the last one); `None`, as many
+    /// as the ranks ask for (it never finishes; the protocol's `epochs = 0`).
+    #[serde(default)]
+    pub epochs: Option<u64>,
     pub remainder: Remainder,
     pub mode: Mode,
     pub shuffle_buffer: u32,
@@ -207,14 +211,15 @@ impl SpecError {
 }
 
 impl JobSpec {
-    /// A sync job reading `manifest_url`: one epoch, batches of 64, seed 0,
-    /// drop-last, and the defaults of the other fields.
+    /// A sync job reading `manifest_url`: as many epochs as its ranks ask
+    /// for (`epochs: None`), batches of 64, seed 0, drop-last, and the
+    /// defaults of the other fields.
     pub fn new(manifest_url: impl Into<String>) -> Self {
         Self {
             manifest_url: manifest_url.into(),
             seed: 0,
             batch_size: 64,
-            epochs: 1,
+            epochs: None,
             remainder: Remainder::Drop,
             mode: Mode::Sync,
             shuffle_buffer: DEFAULT_SHUFFLE_BUFFER,
@@ -274,7 +279,9 @@ impl JobSpec {
         let u32_in_range =
             |field, value: u32, max: u32| in_range(field, value.into(), 1, max.into());
         u32_in_range(Field::BatchSize, self.batch_size, MAX_BATCH_SIZE)?;
-        in_range(Field::Epochs, self.epochs, 1, MAX_EPOCHS)?;
+        if let Some(epochs) = self.epochs {
+            in_range(Field::Epochs, epochs, 1, MAX_EPOCHS)?;
+        }
         u32_in_range(
             Field::ShuffleBuffer,
             self.shuffle_buffer,
@@ -282,6 +289,24 @@ impl JobSpec {
         )?;
         u32_in_range(Field::UnitSamples, self.unit_samples, MAX_UNIT_SAMPLES)?;
         u32_in_range(Field::MemberTtlS, self.member_ttl_s, MAX_MEMBER_TTL_S)
+    }
+
+    /// Whether `epoch` (counted from 0) is past the job's last epoch: never
+    /// for an unbounded job.
+    pub fn is_past_end(&self, epoch: u64) -> bool {
+        self.epochs.is_some_and(|epochs| epoch >= epochs)
+    }
+
+    /// Whether `epoch` (counted from 0) is the job's last: never for an
+    /// unbounded job.
+    pub fn is_last_epoch(&self, epoch: u64) -> bool {
+        self.epochs == Some(epoch + 1)
+    }
+
+    /// The number of epochs for messages: `N`, or `unbounded`.
+    pub fn describe_epochs(&self) -> String {
+        self.epochs
+            .map_or_else(|| "unbounded".to_owned(), |n| n.to_string())
     }
 
     /// The datasets' manifest URLs: `manifest_url`, or each source's.
@@ -390,7 +415,8 @@ impl TryFrom<v1::JobConfig> for JobSpec {
             manifest_url: raw.manifest_url,
             seed: raw.seed,
             batch_size: raw.batch_size,
-            epochs: raw.epochs,
+            // 0: unbounded (see `JobConfig.epochs` in the .proto).
+            epochs: (raw.epochs != 0).then_some(raw.epochs),
             remainder,
             mode,
             shuffle_buffer: raw.shuffle_buffer,
@@ -427,7 +453,7 @@ impl From<&JobSpec> for v1::JobConfig {
             manifest_url: spec.manifest_url.clone(),
             seed: spec.seed,
             batch_size: spec.batch_size,
-            epochs: spec.epochs,
+            epochs: spec.epochs.unwrap_or(0),
             remainder: v1::RemainderPolicy::from(spec.remainder) as i32,
             mode: v1::Mode::from(spec.mode) as i32,
             shuffle_buffer: spec.shuffle_buffer,

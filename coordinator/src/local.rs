@@ -36,20 +36,50 @@ impl LocalCoordinator {
     pub async fn start(store_options: StoreOptions) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?.to_string();
+        Ok(Self::serve(listener, address, store_options, None))
+    }
+
+    /// Starts one listening on `listen` (`host:port`, the host resolved),
+    /// asking every call for `auth_token` when given: the coordinator a
+    /// torchrun world's rank 0 hosts for its ranks. [`LocalCoordinator::address`]
+    /// is then `listen` as given, the address the other ranks dial.
+    pub async fn start_on(
+        listen: &str,
+        store_options: StoreOptions,
+        auth_token: Option<String>,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(listen).await.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}"))
+        })?;
+        Ok(Self::serve(
+            listener,
+            listen.to_owned(),
+            store_options,
+            auth_token,
+        ))
+    }
+
+    fn serve(
+        listener: TcpListener,
+        address: String,
+        store_options: StoreOptions,
+        auth_token: Option<String>,
+    ) -> Self {
         let (store, election) = memory_store();
         let mut config = ServerConfig::new(address.clone());
         config.store_options = store_options;
+        config.auth_token = auth_token;
         // Writes to memory cost nothing: no reason to hold them for a batch.
         config.flush_interval = Duration::ZERO;
         let (shutdown, stop) = oneshot::channel::<()>();
         let task = tokio::spawn(run(listener, store, election, config, async {
             let _ = stop.await;
         }));
-        Ok(Self {
+        Self {
             address,
             shutdown: Some(shutdown),
             task,
-        })
+        }
     }
 
     /// `host:port` the service listens on.

@@ -124,6 +124,37 @@ impl fmt::Debug for Location {
     }
 }
 
+/// `url` with a relative local path made absolute against `cwd`: a path
+/// without a scheme (`data/ds`, `./ds`, `../ds`) becomes the absolute path,
+/// a `file:` URL whose path is relative (`file:ds`, `file://./ds`,
+/// `file://ds`) becomes `file:///abs/...`. Anything else (an absolute path,
+/// `file:///abs`, `s3://`, `memory://`, ...) is returned as it is.
+///
+/// A rank calls it before a URL leaves the process (to a coordinator, which
+/// would resolve a relative path in its own working directory).
+pub fn absolute_url(url: &str, cwd: &std::path::Path) -> String {
+    let local = |path: &str| {
+        let path = std::path::Path::new(path);
+        let joined = cwd.join(path);
+        // Lexically: `.` and `..` resolved, nothing read from the disk.
+        std::path::absolute(&joined).unwrap_or(joined)
+    };
+    if let Some(rest) = url
+        .strip_prefix("file://")
+        .or_else(|| url.strip_prefix("file:"))
+    {
+        if rest.starts_with('/') || rest.is_empty() {
+            return url.to_owned();
+        }
+        return format!("file://{}", local(rest).display());
+    }
+    match Url::parse(url) {
+        Ok(parsed) if parsed.scheme().len() > 1 => url.to_owned(),
+        _ if url.is_empty() || std::path::Path::new(url).is_absolute() => url.to_owned(),
+        _ => local(url).display().to_string(),
+    }
+}
+
 impl Location {
     /// Opens `url`. A URL without a scheme is a local directory; with
     /// `create`, a missing local directory is created.
@@ -368,6 +399,28 @@ fn build(url: &Url, options: &[(String, String)]) -> object_store::Result<Built>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_local_path_is_made_absolute_and_other_urls_kept() {
+        let cwd = std::path::Path::new("/work/run");
+        let cases = [
+            ("data/ds", "/work/run/data/ds"),
+            ("./ds/", "/work/run/ds/"),
+            ("file:ds", "file:///work/run/ds"),
+            ("file://./ds", "file:///work/run/ds"),
+            ("file://ds", "file:///work/run/ds"),
+            ("/abs/ds", "/abs/ds"),
+            ("file:///abs/ds", "file:///abs/ds"),
+            ("s3://bucket/ds", "s3://bucket/ds"),
+            ("memory:///ds", "memory:///ds"),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(absolute_url(url, cwd), expected, "{url}");
+        }
+        // `..` resolved lexically.
+        let up = absolute_url("../ds", cwd);
+        assert!(up == "/work/ds" || up == "/work/run/../ds", "{up}");
+    }
 
     fn get<'a>(options: &'a StoreOptions, key: &str) -> Option<&'a str> {
         options

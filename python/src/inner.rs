@@ -32,6 +32,55 @@ pub fn in_process() -> Coordinator {
     }))
 }
 
+/// The coordinator of a loader given none (`coordinator=None`): under a
+/// torchrun world of several ranks (`WORLD_SIZE` > 1 in `env`, or the sync
+/// `identity`'s world), the one its rank 0 hosts at
+/// [`rank::rank_zero_address`] (this process starts it when it is rank 0);
+/// else one in this process for this rank alone.
+pub fn no_coordinator_given(
+    identity: &Identity,
+    env: &HashMap<String, String>,
+) -> Result<Coordinator> {
+    let from_env = match Identity::from_torchrun_env(env)? {
+        Some(Identity::Torchrun { rank, world, .. }) => Some((rank, world)),
+        _ => None,
+    };
+    let (rank, world) = match identity {
+        Identity::Torchrun { rank, world, .. } => (*rank, *world),
+        Identity::Name(_) => from_env.unwrap_or((0, 1)),
+    };
+    // A world of several ranks without torchrun's rendezvous (world_size=
+    // passed by hand) has nowhere to meet: the rank's check says so.
+    if world <= 1 || from_env.is_none() {
+        return Ok(in_process());
+    }
+    let address = rank::rank_zero_address(env)?;
+    let host = (rank == 0).then(rank_zero_host);
+    Ok(Coordinator::RankZero { address, host })
+}
+
+/// Starts the coordinator rank 0 hosts for its world, on the in-memory store.
+fn rank_zero_host() -> rank::StartHost {
+    Arc::new(|options: rank::HostOptions| {
+        Box::pin(async move {
+            let listen = options.listen.clone();
+            let local = LocalCoordinator::start_on(&listen, options.store, options.auth_token)
+                .await
+                .map_err(|e| {
+                    WorkerError::Stopped(format!(
+                        "rank 0 cannot start the coordinator of its world: {e} (set {} to a free \
+                         port on every rank, or pass coordinator=\"host:port\")",
+                        rank::COORDINATOR_PORT_VAR
+                    ))
+                })?;
+            Ok(InProcess {
+                address: local.address().to_owned(),
+                guard: Box::new(local),
+            })
+        })
+    })
+}
+
 /// Who joins: a dynamic member's `name`, or the torchrun rank (explicit
 /// parts over the environment's, else rank 0 of 1).
 pub struct Joiner {
@@ -89,6 +138,18 @@ impl Joiner {
 pub fn default_member(env: &HashMap<String, String>) -> String {
     let host = env.get("HOSTNAME").map_or("host", String::as_str);
     format!("{host}-{}", std::process::id())
+}
+
+/// The error of iterating a loader whose job's epochs are all read: a new
+/// pass would be an empty epoch, which a training loop would take for a
+/// real one.
+pub fn exhausted(job: &str, epochs: Option<u64>) -> pyo3::PyErr {
+    let epochs = epochs.map_or_else(|| "every epoch".to_owned(), |n| format!("epochs={n}"));
+    pyo3::exceptions::PyRuntimeError::new_err(format!(
+        "job {job:?} is finished: all its epochs were read ({epochs}), so this pass would \
+         yield nothing. Pass a larger epochs= to the Loader (or epochs=None: as many epochs as \
+         the training loop asks for), or another job= to train again"
+    ))
 }
 
 /// What the loader reads, for `repr`: the URL, or the mix.
@@ -232,6 +293,15 @@ impl Rank {
         self.rank.finished()
     }
 
+    pub fn hosts_coordinator(&self) -> bool {
+        self.rank.hosts_coordinator()
+    }
+
+    /// See [`rank::Rank::linger`].
+    pub async fn linger(&self, within: std::time::Duration) -> Result<()> {
+        self.rank.linger(within).await
+    }
+
     /// Samples of this rank's part of the current generation (sync).
     pub fn samples(&self) -> Result<u64> {
         self.rank.samples().ok_or_else(|| {
@@ -252,6 +322,10 @@ impl Rank {
 
     pub fn state_dict(&self) -> Result<LoaderState> {
         self.rank.state_dict()
+    }
+
+    pub async fn report(&self, state: &LoaderState) -> Result<()> {
+        self.rank.report(state).await
     }
 
     pub async fn commit(&self, state: &LoaderState) -> Result<()> {

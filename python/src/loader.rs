@@ -64,8 +64,12 @@ impl Loader {
                 std::mem::forget(stale);
             }
             self.pid = std::process::id();
-            // The parent still serves its metrics on that port.
+            // The parent still serves its metrics on that port, and hosts
+            // rank 0's coordinator: the child reaches the parent's.
             self.config.metrics_listen = None;
+            if let Coordinator::RankZero { host, .. } = &mut self.config.coordinator {
+                *host = None;
+            }
             if let Some(env) = &self.default_name {
                 self.config.identity =
                     tributary_worker::coordinated::Identity::Name(inner::default_member(env));
@@ -85,7 +89,7 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         dataset, *, coordinator=None, job="default".to_owned(), batch_size=64,
-        image_size=None, seed=0, mode="sync", epochs=1, shuffle_buffer=1024,
+        image_size=None, seed=0, mode="sync", epochs=None, shuffle_buffer=1024,
         decode_threads=None, rank=None, world_size=None, run_id=None,
         restart_count=None, name=None, storage_options=None, timeout_s=60.0,
         return_ids=false, worker=None, epoch=None, auth_token=None, lookahead=None,
@@ -106,7 +110,7 @@ impl Loader {
         image_size: Option<&Bound<'_, PyAny>>,
         seed: u64,
         mode: &str,
-        epochs: u64,
+        epochs: Option<u64>,
         shuffle_buffer: u32,
         decode_threads: Option<usize>,
         rank: Option<u32>,
@@ -229,7 +233,8 @@ impl Loader {
         }
         let coordinator = match coordinator {
             Some(address) => Coordinator::Shared(vec![address]),
-            None => inner::in_process(),
+            None if !shuffle => inner::in_process(),
+            None => inner::no_coordinator_given(&identity, &env).map_err(to_py)?,
         };
         let config = RankConfig {
             store,
@@ -262,14 +267,24 @@ impl Loader {
         })
     }
 
-    /// Starts the next epoch when the current one has been read to its end.
+    /// Starts the next epoch when the current one has been read to its end;
+    /// raises when the job's epochs are all read (never an empty epoch).
     fn __iter__<'py>(
         mut slf: PyRefMut<'py, Self>,
         py: Python<'py>,
     ) -> PyResult<PyRefMut<'py, Self>> {
+        let epochs = slf.config.spec.epochs;
+        let job = slf.config.job.clone();
         let Inner { runtime, rank } = slf.inner(py)?;
-        if rank.exhausted && !rank.finished() {
-            block(py, runtime, rank.next_epoch())?.map_err(to_py)?;
+        let more = if rank.finished() {
+            false
+        } else if rank.exhausted {
+            block(py, runtime, rank.next_epoch())?.map_err(to_py)?
+        } else {
+            true
+        };
+        if !more {
+            return Err(inner::exhausted(&job, epochs));
         }
         Ok(slf)
     }
@@ -319,6 +334,15 @@ impl Loader {
         block(py, runtime, rank.commit(&state))?.map_err(to_py)
     }
 
+    /// Reports that the trainer consumed `state` (sync), waiting for the
+    /// answer: `tributary.torch.DataLoader` sends it at the end of a pass
+    /// its worker processes read, so that the job's end is known.
+    fn report(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let state = state_from(state)?;
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.report(&state))?.map_err(to_py)
+    }
+
     /// Resumes from a restored checkpoint's state, before reading: the
     /// loader reads on from it, or raises saying why it cannot.
     fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
@@ -358,6 +382,24 @@ impl Loader {
     #[getter]
     fn coordinator(&self) -> &str {
         &self.address
+    }
+
+    /// Whether this process is rank 0 hosting its torchrun world's
+    /// coordinator (no `coordinator=` given).
+    #[getter]
+    fn hosts_coordinator(&mut self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.rank.hosts_coordinator())
+    }
+
+    /// Rank 0 hosting the coordinator, at exit: waits (at most `timeout_s`)
+    /// until the job is finished or the other ranks are gone.
+    #[pyo3(signature = (timeout_s=60.0))]
+    fn linger(&mut self, py: Python<'_>, timeout_s: f64) -> PyResult<()> {
+        let within = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
+            PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
+        })?;
+        let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.linger(within))?.map_err(to_py)
     }
 
     #[getter]

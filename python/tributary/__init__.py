@@ -25,9 +25,14 @@ One call per rank::
 Rank, world size, run id and restart count come from torchrun's environment
 (RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT) unless
 passed. With ``coordinator=None`` the loader runs a coordinator in-process on
-the in-memory store (one rank). ``tributary.torch`` adapts it to PyTorch.
+the in-memory store (one rank); under torchrun rank 0 hosts one for its world
+(on ``MASTER_ADDR``, port ``MASTER_PORT + 1`` or ``TRIBUTARY_COORDINATOR_PORT``).
+``epochs=None`` (the default) gives as many epochs as the loop asks for;
+``epochs=N`` a finite job, past which iterating raises ``RuntimeError``.
+``tributary.torch`` adapts it to PyTorch.
 """
 
+import atexit
 import inspect
 from typing import Any, Callable, Dict, Optional, Sequence, Type, Union
 
@@ -73,6 +78,11 @@ class Loader:
         options = expand_transform(options)
         check_numbers(options)
         self._native = _tributary.Loader(dataset_arg(dataset), **options)
+        if self._native.hosts_coordinator:
+            # Rank 0 hosts its world's coordinator: at exit it waits for the
+            # other ranks to be done with it (bounded), rather than take it
+            # away while they report their last batches.
+            atexit.register(self._native.linger)
         extras = [name for name, given in (("ids", options.get("return_ids", False)),
                                            ("sources", options.get("return_sources", False)),
                                            ("valid", options.get("tail", "uneven") == "pad"))
@@ -165,7 +175,8 @@ class Loader:
     @property
     def coordinator(self) -> str:
         """The coordinator's address; with ``coordinator=None`` the
-        in-process coordinator's (loopback), which forked processes use."""
+        in-process coordinator's (loopback), which forked processes use, or
+        under torchrun the one rank 0 hosts."""
         return self._native.coordinator
 
     @property

@@ -148,8 +148,11 @@ class Loader:
     sample's dataset (int32 positions in the mix) with
     ``return_sources=True``, then a bool validity mask with ``tail="pad"``. Arrays own the Rust buffers they
     were decoded into: nothing is copied. Iterating again after an epoch ends
-    starts the next epoch; iteration ends at once when the job's epochs are
-    done (an unshuffled loader reads its split again on every pass).
+    starts the next epoch. ``epochs=None`` (the default) gives as many
+    epochs as the loop asks for; with ``epochs=N`` the job is finished once
+    every rank read epoch N-1, and iterating again raises ``RuntimeError``
+    naming ``epochs=N`` (never an empty epoch). An unshuffled loader reads
+    its split again on every pass.
 
     Fields, by extension: images (``jpg``, ``jpeg``, ``png``, ``webp``,
     ``image`` for any of them; the format is read from the bytes) become one
@@ -175,7 +178,7 @@ class Loader:
         image_size: Union[int, Tuple[int, int]] = 224,
         seed: int = 0,
         mode: str = "sync",
-        epochs: int = 1,
+        epochs: Optional[int] = None,
         shuffle_buffer: int = 1024,
         decode_threads: Optional[int] = None,
         rank: Optional[int] = None,
@@ -216,8 +219,12 @@ class Loader:
         map: Optional[Callable[[tuple], Any]] = None,
         batch_map: Optional[Callable[[Any], Any]] = None,
     ) -> None:
-        """``coordinator``: "host:port[,host:port...]" of the replicas, or None
-        for an in-process one (one rank); "https://host:port" speaks TLS,
+        """``coordinator``: "host:port[,host:port...]" of the replicas, or None:
+        an in-process one for one rank; under torchrun (``WORLD_SIZE`` > 1)
+        the one rank 0 hosts on ``MASTER_ADDR``, port ``MASTER_PORT + 1``
+        (or ``TRIBUTARY_COORDINATOR_PORT``), which the other ranks wait for
+        up to ``timeout_s`` and which dies with rank 0 (a shared coordinator
+        is the choice for restarts and preemption); "https://host:port" speaks TLS,
         trusting the CA file in ``TRIBUTARY_TLS_CA`` (else the system's roots)
         and checking every replica's certificate for the first address's host
         (or ``TRIBUTARY_TLS_DOMAIN``). ``storage_options``: object-store
@@ -337,7 +344,7 @@ class Loader:
     @property
     def coordinator(self) -> str:
         """The coordinator's address; with ``coordinator=None`` the in-process
-        coordinator's, on loopback."""
+        coordinator's, on loopback, or under torchrun the one rank 0 hosts."""
     @property
     def epoch(self) -> int: ...
     @property

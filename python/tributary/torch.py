@@ -325,6 +325,10 @@ class DataLoader(torch.utils.data.DataLoader):
         for batch in super().__iter__():
             position[1] += _batch_len(batch)
             yield batch
+        if self.dataset._sync and not self.dataset._ordered:
+            # The workers read stripes and report nothing: the pass's end
+            # reaches the coordinator from here (a finite job finishes on it).
+            self.dataset.loader._native.report(self.dataset._state_at(*position))
 
     def state_dict(self) -> Dict[str, int]:
         """Where the rank stands: save it with a checkpoint."""

@@ -224,7 +224,7 @@ pub fn json(frame: &Frame) -> Value {
                 "mode": mode_name(job.mode),
                 "loading": job.loading,
                 "epoch": s.epoch,
-                "epochs": job.epochs,
+                "epochs": (job.epochs > 0).then_some(job.epochs), // null: unbounded
                 "generation": s.generation,
                 "commit_generation": s.commit_generation,
                 "commit_samples": s.commit_samples,
@@ -397,7 +397,10 @@ mod tests {
         // Every epoch read: the JSON's epoch is the count, the text says so.
         assert_eq!(value["jobs"][1]["epoch"], 3);
         assert!(text[7].contains("3 epochs read"), "{}", text[7]);
-        assert_eq!(crate::remote::epoch_phrase(5, 0, true), "epoch 5");
+        assert_eq!(
+            crate::remote::epoch_phrase(5, 0, true),
+            "epoch 5 of unbounded"
+        );
         assert_eq!(crate::remote::epoch_phrase(1, 1, true), "1 epoch read");
         assert_eq!(crate::remote::epoch_phrase(1, 3, false), "1 of 3");
     }

@@ -79,7 +79,7 @@ fn unknown_enum_values_are_named() {
 #[test]
 fn errors_name_the_field_as_the_caller_calls_it() {
     let error = JobSpec {
-        epochs: 0,
+        epochs: Some(0),
         ..JobSpec::new("s3://b/d")
     }
     .validate()
@@ -159,4 +159,29 @@ fn a_source_parses_from_url_and_take() {
     assert_eq!(source.take, Take::Weight(0.5));
     assert!("=weight:1".parse::<Source>().is_err());
     assert!("s3://b/a=weight:x".parse::<Source>().is_err());
+}
+
+#[test]
+fn epochs_default_unbounded_and_zero_in_the_protocol_means_unbounded() {
+    // Rust's default: as many epochs as the ranks ask for.
+    let spec = JobSpec::new("s3://b/d");
+    assert_eq!(spec.epochs, None);
+    spec.validate().expect("unbounded is valid");
+    assert!(!spec.is_past_end(u64::MAX - 1) && !spec.is_last_epoch(0));
+    // It crosses the protocol as 0 and comes back unbounded.
+    let raw = v1::JobConfig::from(&spec);
+    assert_eq!(raw.epochs, 0);
+    assert_eq!(JobSpec::try_from(raw).expect("valid").epochs, None);
+    // A finite job keeps its count, and knows its last epoch.
+    let mut finite = self::raw();
+    finite.epochs = 2;
+    let finite = JobSpec::try_from(finite).expect("valid");
+    assert_eq!(finite.epochs, Some(2));
+    assert!(finite.is_last_epoch(1) && !finite.is_last_epoch(0));
+    assert!(finite.is_past_end(2) && !finite.is_past_end(1));
+    // A record stored before `epochs` could be unbounded still reads.
+    let stored = serde_json::to_value(&finite).expect("json");
+    assert_eq!(stored["epochs"], 2);
+    let back: JobSpec = serde_json::from_value(stored).expect("reads");
+    assert_eq!(back.epochs, Some(2));
 }

@@ -359,7 +359,14 @@ impl Job {
         let job = self.checked(caller)?;
         match job.state {
             State::Sync(model) => {
-                let ops = model.report(job.name, &job.record.identity, generation, samples)?;
+                let ops = model.report(
+                    job.name,
+                    job.config,
+                    job.dataset,
+                    &job.record.identity,
+                    generation,
+                    samples,
+                )?;
                 Ok((None, Effects::ops(ops)))
             }
             State::Dynamic(model) => {

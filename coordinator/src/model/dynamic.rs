@@ -22,7 +22,8 @@ use crate::store::{LeaseId, Op};
 #[derive(Debug)]
 pub struct DynModel {
     epoch: Epoch,
-    epochs: u64,
+    /// `None`: unbounded (never finished).
+    epochs: Option<u64>,
     seed: u64,
     unit_samples: u32,
     units: Vec<Span>,
@@ -68,7 +69,7 @@ impl DynModel {
     }
 
     pub fn finished(&self) -> bool {
-        self.epoch.get() >= self.epochs
+        self.epochs.is_some_and(|epochs| self.epoch.get() >= epochs)
     }
 
     /// Records a stored ack of the open epoch; an error (the unit does not

@@ -66,7 +66,8 @@ pub struct JobSummary {
     pub job: JobId,
     pub mode: Mode,
     pub epoch: u64,
-    pub epochs: u64,
+    /// `None`: unbounded.
+    pub epochs: Option<u64>,
     pub members: u32,
     pub finished: bool,
     /// When the job finished (Unix ms); 0 until then.
@@ -89,7 +90,7 @@ impl Job {
     /// finished): what a job's one-line summary needs.
     fn mode_status(&self) -> ModeStatus {
         match &self.state {
-            State::Sync(model) => model.status(self.stored.config.epochs),
+            State::Sync(model) => model.status(),
             State::Dynamic(model) => model.status(),
         }
     }

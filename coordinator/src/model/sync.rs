@@ -18,6 +18,8 @@
 mod place;
 mod resume;
 
+mod finish;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -412,7 +414,7 @@ impl SyncModel {
         let gen = if epoch == current.record.epoch.0 {
             current
         } else if epoch == current.record.epoch.0 + 1 {
-            if epoch >= config.epochs {
+            if config.is_past_end(epoch) {
                 self.finished = true;
                 return Ok((
                     Assignment {
@@ -453,7 +455,7 @@ impl SyncModel {
                 current.record.generation.0, current.record.epoch.0
             )));
         };
-        if gen.record.epoch.0 >= config.epochs {
+        if config.is_past_end(gen.record.epoch.0) {
             return Ok((
                 Assignment {
                     epoch: gen.record.epoch.0,
@@ -510,28 +512,48 @@ impl SyncModel {
     /// Progress of one rank (kept for status; stored as one key per job, so
     /// the writer's window bounds its writes however many ranks report). A rank of
     /// an older restart is told it is stale, and its report is not stored.
+    /// The report that completes the last epoch finishes the job
+    /// (every rank of the last epoch's generation read its whole part).
     pub fn report(
         &mut self,
         job: &JobId,
+        config: &JobSpec,
+        dataset: &Dataset,
         identity: &Identity,
         generation: Generation,
         samples: u64,
     ) -> Result<Vec<Op>> {
         let rank = Rank::of(identity)?;
         self.check_generation(rank, generation)?;
+        let part = self
+            .part(config, dataset, generation.get(), rank.rank)?
+            .len();
+        if samples > part {
+            return Err(CoordError::Invalid(format!(
+                "report of {samples} samples exceeds generation {generation}'s {part} samples per rank"
+            )));
+        }
         self.progress.insert(rank.rank, (generation, samples));
+        if !self.finished && self.read_to_the_end(config, dataset)? {
+            tracing::info!(
+                job = job.as_str(),
+                generation = generation.get(),
+                "every rank read its part of the last epoch: job finished"
+            );
+            self.finished = true;
+        }
         Ok(vec![put(
             Key::Progress { job: job.clone() },
             &self.progress,
         )?])
     }
 
-    /// The sync part of a job's status (of `epochs` epochs).
-    pub fn status(&self, epochs: u64) -> ModeStatus {
+    /// The sync part of a job's status.
+    pub fn status(&self) -> ModeStatus {
         let epoch = self.current().map_or(0, |g| g.record.epoch.0);
         ModeStatus {
             epoch,
-            finished: self.finished || epoch >= epochs,
+            finished: self.finished,
             generation: self.current().map(|g| g.record.generation.0),
             generations: self.gens.clone(),
             commit_generation: self.commit.map(|c| c.generation.0),

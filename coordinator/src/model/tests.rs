@@ -400,3 +400,5 @@ fn a_finished_job_records_when_once_and_a_deleted_one_leaves_no_key() {
     kv.apply(&effects);
     assert!(kv.0.is_empty(), "{:?}", kv.0.keys());
 }
+
+mod finish;

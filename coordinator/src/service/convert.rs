@@ -460,7 +460,7 @@ impl From<JobLine> for v1::JobSummary {
                 job: s.job.to_string(),
                 mode: v1::Mode::from(s.mode) as i32,
                 epoch: s.epoch,
-                epochs: s.epochs,
+                epochs: s.epochs.unwrap_or(0),
                 members: s.members,
                 finished: s.finished,
                 finished_at_ms: s.finished_at_ms,

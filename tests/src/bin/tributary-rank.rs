@@ -177,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
     let spec = JobSpec {
         seed: args.seed,
         batch_size: args.batch_size,
-        epochs: args.epochs,
+        epochs: Some(args.epochs),
         mode,
         shuffle_buffer: args.shuffle_buffer,
         unit_samples: args.unit_samples,

@@ -191,6 +191,12 @@ impl AuthToken {
         }
     }
 
+    /// The token itself (for a coordinator this process hosts, which asks
+    /// for the same token its ranks send).
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+
     /// The `authorization` metadata value.
     pub(crate) fn header(&self) -> MetadataValue<Ascii> {
         MetadataValue::try_from(format!("Bearer {}", self.0))

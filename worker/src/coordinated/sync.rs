@@ -123,6 +123,8 @@ pub struct SyncLoader {
     /// The job's commit a new process must resume from before reading
     /// (the group committed past the start of the generation it joined).
     must_resume: Option<CommitPoint>,
+    /// The end of the part reached the coordinator (see [`SyncLoader::next`]).
+    end_reported: bool,
 }
 
 #[derive(Debug)]
@@ -171,6 +173,7 @@ impl SyncLoader {
             reported: Instant::now(),
             delivered: false,
             must_resume: None,
+            end_reported: false,
         };
         loader.begin(epoch).await?;
         Ok(loader)
@@ -208,6 +211,7 @@ impl SyncLoader {
             )
             .await?;
         self.emitted = 0;
+        self.end_reported = false;
         self.pipeline = Pipeline::None;
         if !assignment.finished {
             let job = self.session.spec()?;
@@ -272,7 +276,11 @@ impl SyncLoader {
     }
 
     /// The next batch of the epoch; `None` at its end (then call
-    /// [`SyncLoader::next_epoch`]).
+    /// [`SyncLoader::next_epoch`]). Before the end is answered, the report
+    /// of the whole part has reached the coordinator (retried as every call
+    /// is): the job finishes on the reports of its last epoch, so the end is
+    /// not left to a best-effort report. An error there is answered instead
+    /// of the end (the next call tries again).
     pub async fn next(&mut self) -> Option<Result<Batch>> {
         if self.session.is_lost() {
             return Some(Err(WorkerError::Stopped(
@@ -313,6 +321,28 @@ impl SyncLoader {
         let item = loader.next().await;
         // A stripe's count is not the rank's: only whole readers report.
         let whole = self.stripe.count == 1;
+        if item.is_none() && whole && !self.end_reported {
+            // Cancel-safe: nothing is consumed here, a retry reports again.
+            match self.send_report().await {
+                Ok(()) => {}
+                // A newer restart replaced this rank's generation: what it
+                // read no longer decides the job's end (its next call says
+                // it is stale).
+                Err(WorkerError::Coordinator {
+                    code: tonic::Code::FailedPrecondition,
+                    message,
+                }) => {
+                    tracing::warn!(
+                        generation = self.assignment.generation,
+                        %message,
+                        "the end of the part was not recorded"
+                    );
+                }
+                Err(error) => return Some(Err(error)),
+            }
+            self.end_reported = true;
+            return None;
+        }
         if let Some(Ok(batch)) = &item {
             // Skipped bad samples were read too: the coordinator counts
             // the part's samples in order, whatever became of them.
@@ -348,6 +378,36 @@ impl SyncLoader {
     }
 
     /// Sends progress without waiting (best effort; commits are what count).
+    /// Sends progress and waits for the coordinator's answer.
+    async fn send_report(&self) -> Result<()> {
+        self.report_state(&LoaderState {
+            epoch: self.assignment.epoch,
+            generation: self.assignment.generation,
+            samples: self.emitted,
+            history: Vec::new(),
+        })
+        .await
+    }
+
+    /// Reports that the rank's trainer consumed `state.samples` of
+    /// `state.generation`, and waits for the answer: what a process whose
+    /// batches other processes read (DataLoader workers, each a stripe)
+    /// sends at the end of a pass, so that the job's end is known.
+    pub async fn report_state(&self, state: &LoaderState) -> Result<()> {
+        let request = v1::ReportRequest {
+            job: self.session.job.clone(),
+            generation: state.generation,
+            samples: state.samples,
+            ..v1::ReportRequest::default()
+        };
+        self.session
+            .send(&request, |mut c, r| async move { c.report(r).await })
+            .await?;
+        Ok(())
+    }
+
+    /// Sends progress without waiting (best effort, for status; the end of
+    /// the part is reported and waited for by [`SyncLoader::next`]).
     fn report(&self) {
         let session = Arc::clone(&self.session);
         let request = v1::ReportRequest {

@@ -49,6 +49,15 @@ pub enum Coordinator {
     /// store: it asks for no credentials, and serves a world of one rank
     /// (a dynamic job: one process).
     InProcess(StartInProcess),
+    /// A torchrun world's coordinator, hosted by its rank 0 at `address`
+    /// ([`super::rank_zero_address`]): rank 0 starts it with `host`, every
+    /// other rank (`host: None`) waits until it is up. Every rank proves
+    /// itself with [`RankConfig::credentials`], whose token rank 0's
+    /// coordinator asks for. It dies with rank 0.
+    RankZero {
+        address: String,
+        host: Option<super::StartHost>,
+    },
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -56,6 +65,11 @@ impl std::fmt::Debug for Coordinator {
         match self {
             Self::Shared(addresses) => f.debug_tuple("Shared").field(addresses).finish(),
             Self::InProcess(_) => f.write_str("InProcess"),
+            Self::RankZero { address, host } => f
+                .debug_struct("RankZero")
+                .field("address", address)
+                .field("hosts", &host.is_some())
+                .finish(),
         }
     }
 }
@@ -310,7 +324,8 @@ mod tests {
         assert_eq!(job.manifest_url, "/data");
         assert_eq!(
             (job.batch_size, job.epochs, job.shuffle_buffer),
-            (64, 1, 1024)
+            // Epochs: unbounded (0 in the protocol), as many as asked for.
+            (64, 0, 1024)
         );
         assert_eq!(job.mode, v1::Mode::Sync as i32);
         assert_eq!(job.remainder, v1::RemainderPolicy::RemainderDrop as i32);
@@ -325,7 +340,7 @@ mod tests {
         config.decode.transform.size = crate::Size::square(0);
         assert!(error(&config).contains("image_size 0 must be at least 1"));
         let mut config = shared(torchrun(0, 1));
-        config.spec.epochs = 0;
+        config.spec.epochs = Some(0);
         assert!(error(&config).contains("epochs must be at least 1"));
         let mut config = shared(torchrun(0, 1));
         config.decode.decode_threads = 0;

@@ -13,7 +13,7 @@
 //! let env: HashMap<String, String> = std::env::vars().collect();
 //! let identity = Identity::from_torchrun_env(&env)?.expect("run under torchrun");
 //! let coordinator = Coordinator::Shared(vec!["coord-0:7070".into(), "coord-1:7070".into()]);
-//! let spec = JobSpec { batch_size: 256, epochs: 90, seed: 42, ..JobSpec::new("s3://bucket/imagenet") };
+//! let spec = JobSpec { batch_size: 256, epochs: Some(90), seed: 42, ..JobSpec::new("s3://bucket/imagenet") };
 //! let mut rank = Rank::start(RankConfig {
 //!     credentials: Credentials::Env { env, auth_token: None }, // TRIBUTARY_AUTH_TOKEN, TRIBUTARY_TLS_*
 //!     ..RankConfig::new(spec, coordinator, "resnet", identity)
@@ -30,6 +30,7 @@
 mod config;
 mod metrics;
 mod ordered;
+mod rank_zero;
 #[cfg(test)]
 mod tests;
 
@@ -41,6 +42,9 @@ use tributary_io::MetricsServer;
 
 pub use config::{Coordinator, Credentials, InProcess, RankConfig, StartInProcess};
 pub use ordered::OrderedReader;
+pub use rank_zero::{
+    rank_zero_address, wait_for_rank_zero, HostOptions, StartHost, COORDINATOR_PORT_VAR,
+};
 pub use tributary_common::job::{Field, JobSpec, Mode, Source, SpecError};
 
 use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
@@ -72,6 +76,8 @@ pub struct Rank {
     /// The membership (none for an ordered reader).
     session: Option<Arc<Session>>,
     _in_process: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// This rank is rank 0 hosting its world's coordinator.
+    hosts: bool,
     address: String,
     /// Counted into by every loader of the rank.
     metrics: Arc<Metrics>,
@@ -115,6 +121,24 @@ fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Da
     }
 }
 
+/// The spec's dataset URLs (its URL, or each source's) in one form before
+/// they cross to the coordinator: a trailing `/manifest.json` dropped
+/// ([`tributary_io::dataset_url`], so that `ds` and `ds/manifest.json` name
+/// one job), local paths made absolute against `cwd`
+/// ([`tributary_io::location::absolute_url`]).
+fn absolute_urls(spec: &mut JobSpec, cwd: &std::path::Path) {
+    let absolute = |url: &mut String| {
+        if !url.is_empty() {
+            let directory = tributary_io::dataset_url(url).to_owned();
+            *url = tributary_io::location::absolute_url(&directory, cwd);
+        }
+    };
+    absolute(&mut spec.manifest_url);
+    for source in &mut spec.sources {
+        absolute(&mut source.manifest_url);
+    }
+}
+
 impl Rank {
     /// Validates `config`, opens the dataset, reaches the coordinator,
     /// creates the job (or checks it against `config`), joins it and starts
@@ -136,7 +160,13 @@ impl Rank {
         Ok(rank)
     }
 
-    async fn start_coordinated(config: RankConfig) -> Result<Self> {
+    async fn start_coordinated(mut config: RankConfig) -> Result<Self> {
+        // The job's URLs reach the coordinator, which would resolve a
+        // relative local path in its own working directory: resolve them
+        // in the rank's.
+        let cwd = std::env::current_dir()
+            .map_err(|e| WorkerError::Config(format!("cannot read the working directory: {e}")))?;
+        absolute_urls(&mut config.spec, &cwd);
         let dataset = open_data(&config).await?;
         let RankConfig {
             spec,
@@ -153,15 +183,44 @@ impl Rank {
             stripe,
             ..
         } = config;
+        let hosts = matches!(&coordinator, Coordinator::RankZero { host: Some(_), .. });
         let (addresses, credentials, in_process) = match coordinator {
+            // Resolved once the addresses are checked (below).
             Coordinator::Shared(addresses) => (addresses, Some(credentials), None),
+            // An in-process coordinator asks for nothing.
             Coordinator::InProcess(start) => {
                 let started = start(store).await?;
                 (vec![started.address], None, Some(started.guard))
             }
+            Coordinator::RankZero { address, host } => {
+                let credentials = credentials.resolve()?;
+                let guard = match host {
+                    Some(start) => {
+                        let options = HostOptions {
+                            listen: address.clone(),
+                            store,
+                            auth_token: credentials
+                                .auth_token
+                                .as_ref()
+                                .map(|t| t.secret().to_owned()),
+                        };
+                        let started = start(options).await?;
+                        tracing::info!(address = started.address, "rank 0 hosts the coordinator");
+                        Some(started.guard)
+                    }
+                    None => {
+                        let who = match &identity {
+                            Identity::Torchrun { rank, .. } => format!("rank {rank}"),
+                            Identity::Name(name) => format!("member {name:?}"),
+                        };
+                        wait_for_rank_zero(&address, &who, deadline).await?;
+                        None
+                    }
+                };
+                (vec![address], Some(Credentials::Given(credentials)), guard)
+            }
         };
         let client = Client::new(&addresses)?;
-        // An in-process coordinator asks for nothing.
         let credentials = match credentials {
             Some(credentials) => credentials.resolve()?,
             None => coordinated::ClientCredentials::default(),
@@ -191,12 +250,9 @@ impl Rank {
                 })
             }
         };
-        Ok(Self::new(
-            reader,
-            Some(session),
-            in_process,
-            addresses.join(","),
-        ))
+        let mut rank = Self::new(reader, Some(session), in_process, addresses.join(","));
+        rank.hosts = hosts;
+        Ok(rank)
     }
 
     async fn start_ordered(config: RankConfig) -> Result<Self> {
@@ -237,6 +293,7 @@ impl Rank {
             reader,
             session,
             _in_process: in_process,
+            hosts: false,
             address,
             metrics,
             metrics_server: None,
@@ -379,6 +436,12 @@ impl Rank {
         self.sync("commit()")?.commit(state).await
     }
 
+    /// Reports what the trainer consumed (`state`) and waits for the
+    /// answer (sync): for a rank whose batches other processes read.
+    pub async fn report(&self, state: &LoaderState) -> Result<()> {
+        self.sync("report()")?.report_state(state).await
+    }
+
     /// Resumes from a restored checkpoint's state (sync): the rank reads
     /// on from it, or gets an error saying why it cannot (see
     /// [`SyncLoader::load_state_dict`]). Call it before reading.
@@ -396,6 +459,44 @@ impl Rank {
             Reader::Sync(l) => l.check_resumed(),
             _ => Ok(()),
         }
+    }
+
+    /// Whether this rank is rank 0 hosting its world's coordinator
+    /// ([`Coordinator::RankZero`]).
+    pub fn hosts_coordinator(&self) -> bool {
+        self.hosts
+    }
+
+    /// For rank 0 hosting its world's coordinator, before its process
+    /// exits: waits, at most `within`, until the other ranks are done with
+    /// it (the job finished, or no other member left: their leases expire
+    /// once they exit), so that a rank 0 that ends first does not take the
+    /// coordinator from ranks still reporting their last batches. Returns
+    /// at once for any other rank.
+    pub async fn linger(&self, within: std::time::Duration) -> Result<()> {
+        let Some(session) = self.session.as_ref().filter(|_| self.hosts) else {
+            return Ok(());
+        };
+        let until = tokio::time::Instant::now() + within;
+        let me = session.member();
+        let request = v1::JobRequest {
+            job: session.job.clone(),
+        };
+        while tokio::time::Instant::now() < until {
+            let status = session
+                .client
+                .send(&request, |mut c, r| async move { c.get_status(r).await })
+                .await?;
+            if status.finished || status.members.iter().all(|m| *m == me) {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        tracing::warn!(
+            job = session.job.as_str(),
+            "rank 0 exits while other ranks may still use the coordinator it hosts"
+        );
+        Ok(())
     }
 
     /// Leaves the job: a dynamic member's unacked units return to the pool.

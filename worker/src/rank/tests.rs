@@ -34,3 +34,25 @@ fn the_readme_shows_the_rank_example_that_compiles() {
     assert!(doc.contains("Rank::start(RankConfig {"), "{doc}");
     assert_eq!(readme_example(), doc);
 }
+
+#[test]
+fn a_relative_dataset_path_or_its_manifest_names_one_absolute_directory() {
+    use super::absolute_urls;
+    use tributary_common::job::{JobSpec, Source};
+    let cwd = std::path::Path::new("/work/runs");
+    let mut spec = JobSpec::new("ds/manifest.json");
+    absolute_urls(&mut spec, cwd);
+    assert_eq!(spec.manifest_url, "/work/runs/ds");
+    let mut same = JobSpec::new("./ds");
+    absolute_urls(&mut same, cwd);
+    assert_eq!(same.manifest_url, spec.manifest_url);
+    let mut mixed = JobSpec::new("");
+    mixed.sources = vec![
+        "../other/manifest.json=weight:1".parse::<Source>().unwrap(),
+        "s3://bucket/ds=weight:1".parse::<Source>().unwrap(),
+    ];
+    absolute_urls(&mut mixed, cwd);
+    // Absolute, not canonical: `..` stays (nothing is read from the disk).
+    assert_eq!(mixed.sources[0].manifest_url, "/work/runs/../other");
+    assert_eq!(mixed.sources[1].manifest_url, "s3://bucket/ds");
+}

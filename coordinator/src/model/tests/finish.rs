@@ -1,0 +1,109 @@
+//! When a job is finished: a finite sync job once every rank of its last
+//! epoch's generation read its whole part (the README's loop never asks for
+//! the epoch after the last), an unbounded one never.
+
+use super::*;
+
+/// Joins ranks 0 and 1 of a world of 2; returns their callers.
+fn two_ranks(job: &mut Job, kv: &mut Kv) -> Vec<Caller> {
+    (0..2)
+        .map(|r| {
+            let member = MemberId::from(format!("run.0.{r}"));
+            let (joined, effects) = job.join(
+                joiner(rank(r), member.clone(), ""),
+                format!("{r}").repeat(32),
+                i64::from(r) + 1,
+            );
+            kv.apply(&effects);
+            Caller {
+                member,
+                secret: joined.expect("join").secret,
+            }
+        })
+        .collect()
+}
+
+/// Each rank takes its part of `epoch` and reports it read to its end, as
+/// `for batch in loader` does; returns whether the job was finished before
+/// the last report.
+fn read_epoch(job: &mut Job, kv: &mut Kv, ranks: &[Caller], epoch: u64) -> bool {
+    let mut finished_early = false;
+    for (i, caller) in ranks.iter().enumerate() {
+        let (part, effects) = job.assignment(caller, Epoch(epoch)).expect("assignment");
+        assert!(!part.finished, "epoch {epoch} is not past the end");
+        kv.apply(&effects);
+        let generation = Generation(part.generation);
+        // Halfway first: not the end of anything.
+        let (answer, effects) = job.report(caller, generation, part.spans.len() / 2, &[]);
+        answer.expect("report");
+        kv.apply(&effects);
+        finished_early |= job.is_finished();
+        let (answer, effects) = job.report(caller, generation, part.spans.len(), &[]);
+        answer.expect("report");
+        kv.apply(&effects);
+        if i + 1 < ranks.len() {
+            finished_early |= job.is_finished();
+        }
+    }
+    finished_early
+}
+
+#[test]
+fn jobs_driven_by_the_readme_loop_finish_once_every_rank_read_the_last_epoch() {
+    let (mut job, mut kv) = created(v1::Mode::Sync);
+    assert_eq!(job.stored.config.epochs, Some(2));
+    let ranks = two_ranks(&mut job, &mut kv);
+    assert!(!read_epoch(&mut job, &mut kv, &ranks, 0));
+    assert!(!job.is_finished(), "epoch 0 of 2 read: not finished");
+    assert!(
+        !read_epoch(&mut job, &mut kv, &ranks, 1),
+        "finished before rank 1 read its part"
+    );
+    // Nobody asked for epoch 2: the last reports finished the job.
+    assert!(job.is_finished());
+    assert!(job.status().mode.finished && job.summary().finished);
+    // The leader records it, so the retention applies and a new leader
+    // loads it finished.
+    let op = job.mark_finished(77).expect("recorded");
+    kv.apply(&Effects::ops(vec![op]));
+    let loaded = kv.load(&job.name).expect("load");
+    assert!(loaded.is_finished());
+    assert_eq!(loaded.summary().finished_at_ms, 77);
+}
+
+#[test]
+fn a_report_past_a_ranks_part_is_refused_and_finishes_nothing() {
+    let (mut job, mut kv) = created(v1::Mode::Sync);
+    let ranks = two_ranks(&mut job, &mut kv);
+    let (part, effects) = job.assignment(&ranks[0], Epoch(0)).expect("assignment");
+    kv.apply(&effects);
+    let (answer, _) = job.report(
+        &ranks[0],
+        Generation(part.generation),
+        part.spans.len() + 1,
+        &[],
+    );
+    let message = answer.expect_err("past the part").to_string();
+    assert!(message.contains("exceeds"), "{message}");
+}
+
+#[test]
+fn an_unbounded_job_is_never_finished() {
+    let mut stored = stored(v1::Mode::Sync);
+    stored.config.epochs = None;
+    let (mut job, effects) = Job::create(JobId::from("u"), stored, dataset()).expect("create");
+    let mut kv = Kv::default();
+    kv.apply(&effects);
+    let ranks = two_ranks(&mut job, &mut kv);
+    for epoch in 0..4 {
+        read_epoch(&mut job, &mut kv, &ranks, epoch);
+        assert!(!job.is_finished(), "epoch {epoch}");
+        assert_eq!(job.summary().epochs, None);
+    }
+    assert_eq!(job.mark_finished(1), None);
+
+    let mut stored = super::stored(v1::Mode::Dynamic);
+    stored.config.epochs = None;
+    let (job, _) = Job::create(JobId::from("d"), stored, dataset()).expect("create");
+    assert!(!job.is_finished());
+}
