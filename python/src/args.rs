@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_common::ids::{Epoch, Generation};
 use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
-use tributary_worker::coordinated::sync::MAX_HISTORY;
+use tributary_worker::coordinated::state::MAX_HISTORY;
 use tributary_worker::coordinated::LoaderState;
 use tributary_worker::rank::Source;
 use tributary_worker::{Fields, Size, Transform};
@@ -81,8 +81,10 @@ pub fn fields_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Fields> {
 /// generation, each `[generation, epoch, world]` or `[generation, epoch,
 /// world, from_generation, from_samples]`. A state without `history`
 /// (saved by an older tributary) resumes only a job whose coordinator
-/// still holds its commit. Checked as untrusted input: every field named
-/// when it is missing or wrong.
+/// still holds its commit. `plan`, when present, is the digest of the job's
+/// plan the state was saved under (a state of another plan is refused).
+/// Checked as untrusted input: every field named when it is missing or
+/// wrong.
 pub fn state_from(dict: &Bound<'_, PyDict>) -> PyResult<LoaderState> {
     let field = |name: &str| -> PyResult<u64> {
         dict.get_item(name)?
@@ -98,11 +100,20 @@ pub fn state_from(dict: &Bound<'_, PyDict>) -> PyResult<LoaderState> {
         None => Vec::new(),
         Some(value) => history_from(&value)?,
     };
+    let plan = match dict.get_item("plan")? {
+        None => None,
+        Some(value) => Some(value.extract::<u32>().map_err(|_| {
+            PyValueError::new_err(
+                "loader state `plan` must be an int in 0..2**32 (a dict from Loader.state_dict())",
+            )
+        })?),
+    };
     let state = LoaderState {
         epoch: field("epoch")?,
         generation: field("generation")?,
         samples: field("samples")?,
         history,
+        plan,
     };
     state
         .validate()
@@ -168,5 +179,8 @@ pub fn state_to_py<'py>(py: Python<'py>, state: &LoaderState) -> PyResult<Bound<
         })
         .collect();
     dict.set_item("history", history)?;
+    if let Some(plan) = state.plan {
+        dict.set_item("plan", plan)?;
+    }
     Ok(dict)
 }

@@ -94,8 +94,12 @@ def test_state_dict_round_trip(dataset):
     next(batches)
     next(batches)
     state = loader.state_dict()
-    # The epoch's plan records travel with the state: [generation, epoch, world].
-    assert state == {"epoch": 0, "generation": 0, "samples": 16, "history": [[0, 0, 1]]}
+    # The epoch's plan records travel with the state: [generation, epoch, world],
+    # and the digest of the plan it belongs to.
+    assert isinstance(state["plan"], int)
+    assert {k: v for k, v in state.items() if k != "plan"} == {
+        "epoch": 0, "generation": 0, "samples": 16, "history": [[0, 0, 1]]
+    }
     loader.commit(state)
     # Never accepted and ignored: this loader already read past it.
     with pytest.raises(ValueError, match="after this loader handed out batches"):
@@ -107,6 +111,9 @@ def test_state_dict_round_trip(dataset):
         fresh().load_state_dict({**state, "history": 3})
     with pytest.raises(ValueError, match="world of 0"):
         fresh().load_state_dict({**state, "history": [[0, 0, 0]]})
+    # A state of another plan (here another seed) is refused, not resumed.
+    with pytest.raises(ValueError, match="saved under another plan"):
+        tributary.Loader(dataset, seed=4, **SMALL).load_state_dict(state)
     # A new loader, on its own fresh in-process coordinator, resumes from
     # the state alone: the 24 samples the first one had not read.
     resumed = fresh()

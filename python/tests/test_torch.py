@@ -11,6 +11,12 @@ import tributary.torch as ttorch  # noqa: E402
 SMALL = dict(batch_size=8, image_size=32, decode_threads=2)
 
 
+def without_plan(state):
+    """A loader state without its plan digest (an int that names the plan)."""
+    assert isinstance(state["plan"], int)
+    return {k: v for k, v in state.items() if k != "plan"}
+
+
 def test_tensors_share_memory_with_the_numpy_batch(dataset):
     images, labels = next(iter(tributary.Loader(dataset, seed=1, **SMALL)))
     timages, tlabels = ttorch.tensors((images, labels))
@@ -70,7 +76,9 @@ def test_dataloader_state_with_workers_counts_what_the_trainer_took(dataset):
     for _ in range(3):
         next(batches)
     state = loader.state_dict()
-    assert state == {"epoch": 0, "generation": 0, "samples": 24, "history": [[0, 0, 1]]}
+    assert without_plan(state) == {
+        "epoch": 0, "generation": 0, "samples": 24, "history": [[0, 0, 1]]
+    }
     loader.commit(state)
     # It resumes nothing once the trainer has taken batches: refused.
     with pytest.raises(ValueError, match="handed out batches"):
@@ -79,11 +87,11 @@ def test_dataloader_state_with_workers_counts_what_the_trainer_took(dataset):
     with pytest.raises(RuntimeError, match="only the DataLoader knows"):
         ds.state_dict()
     assert len(list(batches)) == 2
-    assert loader.state_dict() == {
+    assert without_plan(loader.state_dict()) == {
         "epoch": 0, "generation": 0, "samples": 40, "history": [[0, 0, 1]]
     }
     assert sum(len(labels) for _, labels in loader) == 40
-    assert loader.state_dict() == {
+    assert without_plan(loader.state_dict()) == {
         "epoch": 1, "generation": 1, "samples": 40, "history": [[1, 1, 1]]
     }
     with pytest.raises(ValueError, match="batch_size=None"):

@@ -119,8 +119,8 @@ class Loader:
 
     def state_dict(self) -> Dict[str, Any]:
         """Where this rank stands (``epoch``, ``generation``, ``samples``,
-        and ``history``, the epoch's plan records): save it with a
-        checkpoint. A dict of ints and lists of ints, ``torch.save``-able."""
+        ``history``, the epoch's plan records, and ``plan``, the digest of
+        the plan they belong to): save it with a checkpoint. A dict of ints and lists of ints, ``torch.save``-able."""
         return self._native.state_dict()
 
     def commit(self, state: Dict[str, int]) -> None:

@@ -17,6 +17,10 @@ class LoaderState(TypedDict, total=False):
     # or [generation, epoch, world, from_generation, from_samples]. Absent in
     # states saved by older versions.
     history: List[List[int]]
+    # The digest of the job's plan (seed, batch size, shuffle buffer, mix,
+    # dataset layout) the state was saved under: a state of another plan is
+    # refused by load_state_dict.
+    plan: int
 
 class FetchLatency(TypedDict):
     p50: Optional[float]

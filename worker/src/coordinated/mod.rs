@@ -14,6 +14,7 @@ pub mod client;
 pub mod credentials;
 pub mod dynamic;
 mod session;
+pub mod state;
 pub mod sync;
 
 pub use tributary_common::identity::{EnvError, Identity};
@@ -24,7 +25,8 @@ pub use client::{Client, Stub};
 pub use credentials::{AuthToken, ClientCredentials, ClientIdentity, ClientTls};
 pub use dynamic::{DynamicLoader, DynamicOptions, OnLeaseLost};
 pub use session::{MemberScoped, Session};
-pub use sync::{LoaderState, SyncLoader};
+pub use state::LoaderState;
+pub use sync::SyncLoader;
 /// The gRPC status code a [`crate::WorkerError::Coordinator`] carries.
 pub use tonic::Code;
 

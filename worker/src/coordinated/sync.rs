@@ -15,84 +15,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rayon::ThreadPool;
-use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
 use tributary_common::plan::span::SpanSet;
 use tributary_common::proto::{spans_from_proto, v1};
 
+use super::state::{plan_digest, LoaderState};
 use super::Session;
 use crate::error::{Result, WorkerError};
 use crate::pipeline::metrics::Metrics;
 use crate::pipeline::output::Batch;
 use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, DecodeConfig, Loader, LoaderConfig, Stripe};
-
-/// Where a rank stands: saved with a checkpoint, committed once durable.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct LoaderState {
-    pub epoch: u64,
-    pub generation: u64,
-    /// Samples this rank's loader has handed to the trainer in the
-    /// generation (equal on every rank in sync mode).
-    pub samples: u64,
-    /// The plan records of the epoch, from its first generation to
-    /// `generation`: with them a job that has no commit (a fresh in-process
-    /// coordinator) resumes from this state alone. Empty in states saved
-    /// before they were recorded.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<GenerationRecord>,
-}
-
-/// The most plan records a state may carry (the coordinator's bound).
-pub const MAX_HISTORY: usize = 4096;
-
-impl LoaderState {
-    /// Checks what a checkpoint's state claims before it reaches the
-    /// coordinator: a bounded history, ordered, of one epoch (the state's),
-    /// ending at the state's generation.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |why: String| Err(WorkerError::Config(format!("loader state: {why}")));
-        if self.history.len() > MAX_HISTORY {
-            return bad(format!(
-                "`history` has {} records (at most {MAX_HISTORY})",
-                self.history.len()
-            ));
-        }
-        if let Some(pair) = self
-            .history
-            .windows(2)
-            .find(|p| p[0].generation >= p[1].generation)
-        {
-            return bad(format!(
-                "`history` is out of order at generation {}",
-                pair[1].generation
-            ));
-        }
-        if let Some(record) = self.history.iter().find(|r| r.epoch.get() != self.epoch) {
-            return bad(format!(
-                "`history` generation {} is of epoch {}, the state's `epoch` is {}",
-                record.generation, record.epoch, self.epoch
-            ));
-        }
-        match self.history.last() {
-            Some(last) if last.generation.get() != self.generation => bad(format!(
-                "`history` ends at generation {}, the state's `generation` is {}",
-                last.generation, self.generation
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// The state as a Join's resume point.
-    fn to_resume(&self) -> v1::Resume {
-        v1::Resume {
-            generation: self.generation,
-            samples: self.samples,
-            history: self.history.iter().map(v1::PlanRecord::from).collect(),
-        }
-    }
-}
 
 /// Progress reaches the coordinator at most this often.
 const REPORT_EVERY: Duration = Duration::from_secs(1);
@@ -106,6 +40,9 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 pub struct SyncLoader {
     session: Arc<Session>,
     dataset: Datasets,
+    /// [`plan_digest`] of the job and its dataset, stamped on every state
+    /// and checked against every state loaded.
+    plan: u32,
     /// How the rank decodes, and which of the epoch's batches it reads.
     decode: DecodeConfig,
     stripe: Stripe,
@@ -160,9 +97,12 @@ impl SyncLoader {
         stripe: Stripe,
         epoch: u64,
     ) -> Result<Self> {
+        let dataset = dataset.into();
+        let plan = plan_digest(&session.spec()?, dataset.layout());
         let mut loader = Self {
             session,
-            dataset: dataset.into(),
+            plan,
+            dataset,
             decode,
             stripe,
             assignment: v1::Assignment::default(),
@@ -385,6 +325,7 @@ impl SyncLoader {
             generation: self.assignment.generation,
             samples: self.emitted,
             history: Vec::new(),
+            plan: None,
         })
         .await
     }
@@ -453,6 +394,7 @@ impl SyncLoader {
                 .cloned()
                 .map(GenerationRecord::from)
                 .collect(),
+            plan: Some(self.plan),
         }
     }
 
@@ -488,6 +430,15 @@ impl SyncLoader {
             )));
         }
         state.validate()?;
+        if let Some(plan) = state.plan.filter(|p| *p != self.plan) {
+            return Err(WorkerError::Config(format!(
+                "the loader state was saved under another plan (plan {plan:08x}, job {:?} plans \
+                 as {:08x}): its seed, batch size, shuffle buffer, mix or dataset differ, so its \
+                 counts would resume other samples. Load a checkpoint of this job, or start this \
+                 job with the settings and dataset the state was saved with",
+                self.session.job, self.plan
+            )));
+        }
         let joined = self.session.resume(state.to_resume()).await?;
         self.must_resume = None;
         self.begin(joined.epoch).await?;

@@ -48,8 +48,12 @@ fn a_relative_dataset_path_or_its_manifest_names_one_absolute_directory() {
     assert_eq!(same.manifest_url, spec.manifest_url);
     let mut mixed = JobSpec::new("");
     mixed.sources = vec![
-        "../other/manifest.json=weight:1".parse::<Source>().unwrap(),
-        "s3://bucket/ds=weight:1".parse::<Source>().unwrap(),
+        "../other/manifest.json=weight:1"
+            .parse::<Source>()
+            .expect("a source"),
+        "s3://bucket/ds=weight:1"
+            .parse::<Source>()
+            .expect("a source"),
     ];
     absolute_urls(&mut mixed, cwd);
     // Absolute, not canonical: `..` stays (nothing is read from the disk).
