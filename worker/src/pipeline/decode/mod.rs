@@ -91,6 +91,12 @@ pub struct BatchDecoder {
 #[cfg(test)]
 pub(crate) const PANIC_KEY: &str = "test/panic-in-decode";
 
+/// The largest output image at its own size (preset `none`), in bytes:
+/// float32 makes 12 bytes of a pixel, so without it an image within
+/// [`DecodeLimits::max_image_pixels`] could ask for gigabytes. Every other
+/// preset renders to a bounded target size.
+pub const MAX_OWN_IMAGE_BYTES: usize = 1 << 30;
+
 impl BatchDecoder {
     pub fn new(transform: &Transform, fields: &Fields, setup: DecodeSetup) -> Self {
         let images = fields.images().max(1);
@@ -140,6 +146,18 @@ impl BatchDecoder {
             let (w, h) = plan.out;
             let shape = config.image_shape(h as usize, w as usize);
             let len = 3 * w as usize * h as usize;
+            let bytes = len.saturating_mul(match config.dtype {
+                Dtype::U8 => 1,
+                Dtype::F32 => 4,
+            });
+            if bytes > MAX_OWN_IMAGE_BYTES {
+                return Err(format!(
+                    "the image is {w}x{h}: at its own size (preset none) as {:?} it would take \
+                     {bytes} bytes, over the limit of {MAX_OWN_IMAGE_BYTES} bytes per image; pass \
+                     dtype=uint8 or resize it (preset resize, image_size=...)",
+                    config.dtype
+                ));
+            }
             let images = match config.dtype {
                 Dtype::U8 => {
                     let mut out = vec![0u8; len];
