@@ -71,11 +71,17 @@ def wait_for_port(address, proc, timeout=30.0):
 
 
 README_RANK = textwrap.dedent("""
-    import sys, tributary
+    import os, sys, time, tributary
     dataset, address, rank, out = sys.argv[1:5]
     loader = tributary.Loader(dataset, coordinator=address, job="readme", batch_size=4,
                               image_size=8, epochs=2, rank=int(rank), world_size=2,
                               return_ids=True)
+    # Both ranks joined before either reads, as DDP's init_process_group
+    # holds them (a rank may not start an epoch its group has left).
+    open(out + ".ready", "w").close()
+    others = [out.replace(f"rank{rank}.", f"rank{r}.") + ".ready" for r in range(2)]
+    while not all(os.path.exists(path) for path in others):
+        time.sleep(0.01)
     with open(out, "w") as f:
         for epoch in range(2):
             for images, labels, ids in loader:

@@ -152,7 +152,7 @@ def test_bad_transform_arguments_are_value_errors_naming_them(dataset):
         (dict(transform="crop"), "train, eval, resize, none"),
         (dict(dtype="int16"), "dtype"),
         (dict(layout="CHW"), "layout"),
-        (dict(image_size=(0, 10)), "image size"),
+        (dict(image_size=(0, 10)), "image_size must be"),
         (dict(image_size="big"), "image_size"),
         (dict(crop_fraction=1.5), "crop_fraction"),
         (dict(scale=(0.5, 0.1)), "crop scale"),

@@ -149,6 +149,15 @@ NUMERIC_KEYWORDS: Dict[str, Tuple[str, int, Any, Any]] = {
     "metrics_port": ("int", 1, 0, 65535),
 }
 
+# What a keyword takes, where its range alone would not say it.
+_TAKES = {"metrics_port": "a port number (an int from 0 to 65535)"}
+
+
+class KeywordTypeError(TypeError, ValueError):
+    """A keyword argument of the wrong type: a ``TypeError``, and a
+    ``ValueError`` as the native checks raised before (code that catches
+    either keeps working)."""
+
 
 def _describe_range(kind: str, count: int, low: Any, high: Any) -> str:
     """``"an int from 1 to 4294967295"``, ``"a tuple of 2 numbers, each
@@ -189,27 +198,29 @@ def _in_range(value: Any, kind: str, low: Any, high: Any) -> Optional[str]:
 
 def check_numbers(kwargs: Dict[str, Any]) -> None:
     """Checks every numeric keyword of :class:`tributary.Loader` in
-    ``kwargs``: a ``TypeError`` (not a number) or ``ValueError`` (out of
+    ``kwargs``: a :class:`KeywordTypeError` (not a number: a ``TypeError``,
+    and a ``ValueError`` as before) or ``ValueError`` (out of
     range) that names the keyword and what it takes, instead of the
     ``OverflowError`` a conversion to Rust's integers raises naming nothing."""
     for name, (kind, count, low, high) in NUMERIC_KEYWORDS.items():
         value = kwargs.get(name)
         if value is None:
             continue
+        takes = _TAKES.get(name) or _describe_range(kind, count, low, high)
         values: Any = (value,)
         if count > 1:
             if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != count:
-                raise TypeError(f"{name} must be {_describe_range(kind, count, low, high)}, not {value!r}")
+                raise KeywordTypeError(f"{name} must be {takes}, not {value!r}")
             values = tuple(value)
         problems = [_in_range(v, kind, low, high) for v in values]
         if any(problems):
-            error = TypeError if "type" in problems else ValueError
-            raise error(f"{name} must be {_describe_range(kind, count, low, high)}, not {value!r}")
+            error = KeywordTypeError if "type" in problems else ValueError
+            raise error(f"{name} must be {takes}, not {value!r}")
     size = kwargs.get("image_size")
     if size is not None and not isinstance(size, (str, bytes)):
         sides = (size,) if not hasattr(size, "__len__") else tuple(size)
         problems = [_in_range(v, "int", 1, _U32) for v in sides] if len(sides) in (1, 2) else ["type"]
         if any(problems):
-            error = TypeError if "type" in problems else ValueError
+            error = KeywordTypeError if "type" in problems else ValueError
             raise error(f"image_size must be an int or (height, width), each from 1 to {_U32}, "
                         f"not {size!r}")
