@@ -433,11 +433,15 @@ async fn misses_while_every_fill_slot_is_busy_are_queued_not_dropped() {
     cache.idle().await;
     let stats = cache.stats();
     assert_eq!((stats.fills, stats.errors), (8, 0), "{stats:?}");
-    // One fill ran while the reads came: its read waited for it; the seven
-    // queued shards were read from the store.
-    assert_eq!((stats.hits, stats.misses), (1, 7), "{stats:?}");
+    // Each read was served: from a fill it waited for (at least the first
+    // one's), or, its shard's fill still queued behind the one slot, from
+    // the store. How many fills finished before their reads came depends
+    // on the scheduler, not on the cache.
+    assert_eq!(stats.hits + stats.misses, 8, "{stats:?}");
+    assert!(stats.hits >= 1, "{stats:?}");
+    // None of the queued fills was dropped: every shard is cached now.
     for meta in &metas {
         read(&cache, &location, meta, 0..3000).await;
     }
-    assert_eq!(cache.stats().hits, 9);
+    assert_eq!(cache.stats().hits, stats.hits + 8);
 }
