@@ -4,19 +4,16 @@ epoch, by default gets as many epochs as it asks for, and a finite job its
 ranks read to the end shows finished."""
 
 import json
-import os
-import pathlib
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
 
 import tributary
 from conftest import tributary_bin
+from test_torchrun import start_coordinator
 
 # The session's dataset: 40 samples in shards of 16.
 SAMPLES = 40
@@ -51,25 +48,6 @@ def test_epochs_default_unbounded_as_many_as_the_loop_asks_for(dataset):
     assert loader.epoch == 2
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(address, proc, timeout=30.0):
-    host, port = address.rsplit(":", 1)
-    deadline = time.time() + timeout
-    while True:
-        try:
-            socket.create_connection((host, int(port)), timeout=1).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                raise AssertionError(f"the coordinator at {address} did not start")
-            time.sleep(0.05)
-
-
 README_RANK = textwrap.dedent("""
     import os, sys, time, tributary
     dataset, address, rank, out = sys.argv[1:5]
@@ -80,7 +58,9 @@ README_RANK = textwrap.dedent("""
     # holds them (a rank may not start an epoch its group has left).
     open(out + ".ready", "w").close()
     others = [out.replace(f"rank{rank}.", f"rank{r}.") + ".ready" for r in range(2)]
+    deadline = time.time() + 60
     while not all(os.path.exists(path) for path in others):
+        assert time.time() < deadline, "the other rank never joined"
         time.sleep(0.01)
     with open(out, "w") as f:
         for epoch in range(2):
@@ -93,11 +73,8 @@ def test_jobs_driven_by_the_readme_loop_finish(dataset, tmp_path):
     """Two real ranks (processes) under a real coordinator run the README's
     loop over a two-epoch job and exit; the job then shows finished, with no
     rank asking for the epoch after the last."""
-    address = f"127.0.0.1:{free_port()}"
-    coordinator = subprocess.Popen([tributary_bin(), "coordinator", "--listen", address],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    coordinator, address = start_coordinator()
     try:
-        wait_for_port(address, coordinator)
         script = tmp_path / "rank.py"
         script.write_text(README_RANK)
         ranks = [subprocess.Popen([sys.executable, str(script), dataset, address, str(r),
@@ -131,11 +108,8 @@ def test_a_job_read_by_dataloader_workers_finishes(dataset, tmp_path):
     torch = pytest.importorskip("torch")
     import tributary.torch as ttorch
 
-    address = f"127.0.0.1:{free_port()}"
-    coordinator = subprocess.Popen([tributary_bin(), "coordinator", "--listen", address],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    coordinator, address = start_coordinator()
     try:
-        wait_for_port(address, coordinator)
         ds = ttorch.IterableDataset(dataset, coordinator=address, job="workers", batch_size=4,
                                     image_size=8, epochs=1)
         loader = ttorch.DataLoader(ds, num_workers=2)

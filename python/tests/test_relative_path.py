@@ -7,8 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from test_epochs import free_port, wait_for_port
-from conftest import tributary_bin
+from test_torchrun import start_coordinator
 
 RANK = textwrap.dedent("""
     import sys, tributary
@@ -24,12 +23,8 @@ def test_a_relative_local_dataset_path_is_resolved_in_the_ranks_directory(datase
     coordinator_dir.mkdir()
     shutil.copytree(dataset, rank_dir / "data" / "shards")
     (rank_dir / "rank.py").write_text(RANK)
-    address = f"127.0.0.1:{free_port()}"
-    coordinator = subprocess.Popen([tributary_bin(), "coordinator", "--listen", address],
-                                   cwd=coordinator_dir, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+    coordinator, address = start_coordinator(cwd=coordinator_dir)
     try:
-        wait_for_port(address, coordinator)
         # The coordinator's directory holds no data/: it reads the
         # manifest from the absolute path the rank sent.
         for i, url in enumerate(("data/shards", "./data/shards/", "file:data/shards")):

@@ -86,12 +86,24 @@ def assert_each_sample_once(kept):
         f"{SAMPLES - len(kept)} samples never trained (drop-last of 2 ranks drops < 2)"
 
 
-def start_coordinator():
-    """A coordinator on the in-memory store; returns it and its address."""
-    port = free_port()
-    proc = subprocess.Popen([tributary_bin(), "coordinator", "--listen", f"127.0.0.1:{port}"],
+def accepts(address):
+    """Whether something accepts connections at ``host:port``."""
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def start_coordinator(cwd=None):
+    """A coordinator on the in-memory store (run in ``cwd``), once it
+    accepts connections; returns it and its address."""
+    address = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen([tributary_bin(), "coordinator", "--listen", address], cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, f"127.0.0.1:{port}"
+    wait_for(f"the coordinator at {address}", lambda: accepts(address), 30, proc)
+    return proc, address
 
 
 def train_command(launch, images, coordinator, tmp_path, checkpoint_every):

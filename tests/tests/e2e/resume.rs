@@ -77,6 +77,17 @@ fn sorted(mut ids: Vec<u64>) -> Vec<u64> {
     ids
 }
 
+/// What `first` delivered up to the job's `commit`, and all that `second`
+/// (the processes that resumed from it) delivered: every sample of the
+/// epoch, each once.
+fn assert_exactly_once(data: &S3Dataset, first: &[Proc], commit: (u64, u64), second: &[Proc]) {
+    let first: Vec<&Proc> = first.iter().collect();
+    let second: Vec<&Proc> = second.iter().collect();
+    let mut delivered = committed(&first, commit);
+    delivered.extend(all_delivered(&second, None));
+    assert_eq!(sorted(delivered), every_sample(data), "exactly once");
+}
+
 fn holding(procs: &[Proc], at: u64) -> bool {
     let line = format!("holding {at}");
     procs.iter().all(|p| p.lines().contains(&line))
@@ -180,11 +191,7 @@ fn a_restart_without_a_higher_restart_count_resumes_exactly_once_after_a_plain_r
             rank.lines()
         );
     }
-    let first: Vec<&Proc> = first.iter().collect();
-    let second: Vec<&Proc> = second.iter().collect();
-    let mut delivered = committed(&first, commit);
-    delivered.extend(all_delivered(&second, None));
-    assert_eq!(sorted(delivered), every_sample(&data), "exactly once");
+    assert_exactly_once(&data, &first, commit, &second);
 }
 
 /// 1a, 1c: a SLURM-style requeue (same rank and world, same run id, new
@@ -232,11 +239,7 @@ fn a_slurm_style_requeue_resumes_exactly_once_from_the_point_every_rank_committe
     drop(too_far);
 
     let second = resume_plain(&job, &dir, run, commit);
-    let first: Vec<&Proc> = first.iter().collect();
-    let second: Vec<&Proc> = second.iter().collect();
-    let mut delivered = committed(&first, commit);
-    delivered.extend(all_delivered(&second, None));
-    assert_eq!(sorted(delivered), every_sample(&data), "exactly once");
+    assert_exactly_once(&data, &first, commit, &second);
 }
 
 /// 1a: a torchrun restart (a higher restart count) whose ranks also load
@@ -270,11 +273,7 @@ fn a_torchrun_restart_that_loads_its_checkpoint_resumes_exactly_once() {
     }
     let status = cluster::status(&address, "torchrun").expect("status");
     assert_eq!(status.generations.len(), 2, "one generation per restart");
-    let first: Vec<&Proc> = first.iter().collect();
-    let second: Vec<&Proc> = second.iter().collect();
-    let mut delivered = committed(&first, commit);
-    delivered.extend(all_delivered(&second, None));
-    assert_eq!(sorted(delivered), every_sample(&data), "exactly once");
+    assert_exactly_once(&data, &first, commit, &second);
 }
 
 /// 1c: rank 1 is killed at 48 while rank 0, no collective holding it, goes
