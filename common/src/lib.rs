@@ -28,6 +28,10 @@
 //!   exactly once ([`plan::lease`]); deterministic ChaCha streams keyed by
 //!   (seed, epoch, id, ...) ([`plan::seed`]).
 //! - [`sample`]: WebDataset samples: keys, fields, grouping tar entries.
+//! - [`tokens`]: token datasets (flat token shards, Megatron `.idx`
+//!   indexes, the token manifest) and fixed-length sequences: rows per
+//!   shard and what each row holds, for `concat`, `bestfit` and `none`
+//!   packing.
 //! - [`proto`]: the coordinator protocol's messages, generated from
 //!   `proto/`; its tonic client and server with the `grpc` feature.
 //! - [`identity`]: how a member identifies itself (torchrun rank or name),
@@ -79,6 +83,7 @@ pub mod manifest;
 pub mod plan;
 pub mod proto;
 pub mod sample;
+pub mod tokens;
 
 pub use error::{FormatError, ManifestError, PlanError, PoolError};
 pub use identity::Identity;
