@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::mix::{Take, MAX_EPOCH_SAMPLES, MAX_SOURCES};
 use crate::plan::Remainder;
 use crate::proto::v1;
+use crate::tokens::{Packing, SequenceSpec, MAX_SEQUENCE_LENGTH};
 
 /// How a job hands out work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +54,11 @@ pub struct JobSpec {
     /// The epoch of weighted sources (0: all their samples).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub epoch_samples: u64,
+    /// A token job's rows: every dataset is a token dataset and every
+    /// count of the job (batches, commits, units, a mix's takes) counts
+    /// rows of `length` tokens ([`crate::tokens`]). `None`: samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceSpec>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -120,6 +126,8 @@ pub enum Field {
     ShuffleBuffer,
     UnitSamples,
     MemberTtlS,
+    SequenceLength,
+    Packing,
 }
 
 impl fmt::Display for Field {
@@ -137,6 +145,8 @@ impl fmt::Display for Field {
             Self::ShuffleBuffer => f.write_str("shuffle_buffer"),
             Self::UnitSamples => f.write_str("unit_samples"),
             Self::MemberTtlS => f.write_str("member_ttl_s"),
+            Self::SequenceLength => f.write_str("sequence_length"),
+            Self::Packing => f.write_str("packing"),
         }
     }
 }
@@ -164,6 +174,8 @@ pub enum Problem {
     Take(String),
     /// A protocol enum value this build does not know.
     Unknown(i32),
+    /// Set without the field it qualifies.
+    Requires(Field),
 }
 
 /// A field of a [`JobSpec`] and what is wrong with it.
@@ -202,6 +214,7 @@ impl SpecError {
                 format!("{name}: must be empty when sources are given (add the dataset to sources)")
             }
             Problem::Take(why) => format!("{name}: {why}"),
+            Problem::Requires(other) => format!("{name}: is set but {other} is not"),
             Problem::Unknown(value) => match self.field {
                 Field::Remainder => format!("{name}: unknown policy {value}"),
                 _ => format!("{name}: unknown {name} {value}"),
@@ -227,6 +240,7 @@ impl JobSpec {
             member_ttl_s: DEFAULT_MEMBER_TTL_S,
             sources: Vec::new(),
             epoch_samples: 0,
+            sequence: None,
         }
     }
 
@@ -288,6 +302,9 @@ impl JobSpec {
             MAX_SHUFFLE_BUFFER,
         )?;
         u32_in_range(Field::UnitSamples, self.unit_samples, MAX_UNIT_SAMPLES)?;
+        if let Some(sequence) = self.sequence {
+            u32_in_range(Field::SequenceLength, sequence.length, MAX_SEQUENCE_LENGTH)?;
+        }
         u32_in_range(Field::MemberTtlS, self.member_ttl_s, MAX_MEMBER_TTL_S)
     }
 
@@ -351,7 +368,8 @@ impl JobSpec {
             unit_samples,
             member_ttl_s,
             sources,
-            epoch_samples
+            epoch_samples,
+            sequence
         );
         out.join("; ")
     }
@@ -404,6 +422,24 @@ impl TryFrom<v1::JobConfig> for JobSpec {
             Ok(v1::Mode::Dynamic) => Mode::Dynamic,
             Err(_) => return Err(SpecError::new(Field::Mode, Problem::Unknown(raw.mode))),
         };
+        let sequence = match (raw.sequence_length, v1::Packing::try_from(raw.packing)) {
+            (_, Err(_)) => return Err(SpecError::new(Field::Packing, Problem::Unknown(raw.packing))),
+            (0, Ok(v1::Packing::Unspecified)) => None,
+            (0, Ok(_)) => {
+                return Err(SpecError::new(
+                    Field::Packing,
+                    Problem::Requires(Field::SequenceLength),
+                ))
+            }
+            (length, Ok(packing)) => Some(SequenceSpec {
+                length,
+                packing: match packing {
+                    v1::Packing::Unspecified | v1::Packing::Concat => Packing::Concat,
+                    v1::Packing::Bestfit => Packing::BestFit,
+                    v1::Packing::None => Packing::None,
+                },
+            }),
+        };
         if raw.sources.len() > MAX_SOURCES {
             // Checked before the list is converted.
             return Err(SpecError::new(
@@ -431,6 +467,7 @@ impl TryFrom<v1::JobConfig> for JobSpec {
                 })
                 .collect(),
             epoch_samples: raw.epoch_samples,
+            sequence,
         }
         .with_defaults();
         spec.validate()?;
@@ -465,6 +502,12 @@ impl From<&JobSpec> for v1::JobConfig {
                 .map(|s| s.take.to_source(&s.manifest_url))
                 .collect(),
             epoch_samples: spec.epoch_samples,
+            sequence_length: spec.sequence.map_or(0, |s| s.length),
+            packing: spec.sequence.map_or(v1::Packing::Unspecified, |s| match s.packing {
+                Packing::Concat => v1::Packing::Concat,
+                Packing::BestFit => v1::Packing::Bestfit,
+                Packing::None => v1::Packing::None,
+            }) as i32,
         }
     }
 }

@@ -185,3 +185,44 @@ fn epochs_default_unbounded_and_zero_in_the_protocol_means_unbounded() {
     let back: JobSpec = serde_json::from_value(stored).expect("reads");
     assert_eq!(back.epochs, Some(2));
 }
+
+#[test]
+fn a_sequence_round_trips_is_bounded_and_packing_needs_a_length() {
+    for (packing, expected) in [
+        (v1::Packing::Unspecified, Packing::Concat),
+        (v1::Packing::Concat, Packing::Concat),
+        (v1::Packing::Bestfit, Packing::BestFit),
+        (v1::Packing::None, Packing::None),
+    ] {
+        let spec = JobSpec::try_from(v1::JobConfig {
+            sequence_length: 2048,
+            packing: packing as i32,
+            ..raw()
+        })
+        .expect("valid");
+        let sequence = SequenceSpec {
+            length: 2048,
+            packing: expected,
+        };
+        assert_eq!(spec.sequence, Some(sequence));
+        let back = JobSpec::try_from(v1::JobConfig::from(&spec)).expect("valid");
+        assert_eq!(back, spec);
+    }
+    assert_eq!(JobSpec::try_from(raw()).expect("valid").sequence, None);
+    let too_long = rejected(v1::JobConfig {
+        sequence_length: MAX_SEQUENCE_LENGTH + 1,
+        ..raw()
+    });
+    assert!(too_long.starts_with("sequence_length"), "{too_long}");
+    let alone = rejected(v1::JobConfig {
+        packing: v1::Packing::Bestfit as i32,
+        ..raw()
+    });
+    assert_eq!(alone, "packing: is set but sequence_length is not");
+    let unknown = rejected(v1::JobConfig {
+        sequence_length: 8,
+        packing: 99,
+        ..raw()
+    });
+    assert!(unknown.starts_with("packing"), "{unknown}");
+}

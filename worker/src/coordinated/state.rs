@@ -84,8 +84,8 @@ impl LoaderState {
 }
 
 /// CRC-32C of what a job's plan is made of: the spec's planning fields
-/// (seed, batch size, shuffle buffer, remainder, mode, the mix's takes and
-/// epoch samples) and the dataset layout (samples per shard, in order).
+/// (seed, batch size, shuffle buffer, remainder, mode, the mix's takes,
+/// epoch samples and a token job's sequence) and the dataset layout (samples per shard, in order).
 /// Two jobs with one digest plan every epoch alike, so a state's counts
 /// mean the same samples in both.
 pub fn plan_digest(spec: &JobSpec, layout: &Layout) -> u32 {
@@ -101,6 +101,10 @@ pub fn plan_digest(spec: &JobSpec, layout: &Layout) -> u32 {
     .as_bytes());
     for source in &spec.sources {
         add(format!("{:?}", source.take).as_bytes());
+    }
+    if let Some(sequence) = spec.sequence {
+        // Only token jobs: the digests of sample jobs stay what they were.
+        add(format!("{} {}", sequence.length, sequence.packing).as_bytes());
     }
     add(&layout.epoch_samples().to_le_bytes());
     for shard in 0..layout.concatenated_shards() {
