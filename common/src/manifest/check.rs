@@ -4,7 +4,7 @@
 use super::meta::{CompressionKind, ShardMeta, MAX_CHUNK_BYTES, MAX_NAME_BYTES, MIN_SAMPLE_BYTES};
 
 /// Checks that `name` (in `field`) is a relative object name.
-pub(super) fn check_name(field: &str, name: &str) -> Result<(), (String, String)> {
+pub(crate) fn check_name(field: &str, name: &str) -> Result<(), (String, String)> {
     if name.is_empty()
         || name.starts_with('/')
         || name.contains("..")

@@ -49,6 +49,7 @@ pub mod index;
 mod meta;
 mod wire;
 
+pub(crate) use check::check_name;
 use check::validate_shard;
 use entry::validate_entry;
 use index::IndexRef;
