@@ -22,6 +22,11 @@ pub enum Domain {
     MixShards = 0x4d49_585f_5348_5244,
     /// The interleave of a mixed epoch: `(seed, epoch, dataset)`.
     MixOrder = 0x4d49_585f_4f52_4452,
+    /// A token shard's block order under `concat` packing: `(seed, epoch, shard)`.
+    TokenBlocks = 0x544f_4b5f_424c_4b53,
+    /// The document order inside one block of a token shard under `concat`
+    /// packing: `(seed, epoch, shard, block)`.
+    TokenDocs = 0x544f_4b5f_444f_4353,
 }
 
 /// SplitMix64's output function: a bijective, avalanching 64-bit mix.
