@@ -11,6 +11,9 @@
 //!    uses (libjpeg-turbo for JPEG); no crop, resize, normalisation or
 //!    batching; on a pool of the same size.
 //!
+//! With `--sequence-length` it measures a token dataset instead
+//! ([`crate::bench_tokens`]).
+//!
 //! Peak RSS is read after the pipeline phase, before the ceiling phase loads
 //! its images into memory.
 
@@ -28,7 +31,7 @@ use tributary_worker::pipeline::metrics::Metrics;
 use tributary_worker::pipeline::span_samples;
 use tributary_worker::{Dataset, Loader};
 
-use crate::pipeline_args::PipelineArgs;
+use crate::pipeline_args::{PipelineArgs, SequenceArgs};
 
 /// The most encoded image bytes the ceiling phase holds in memory (256 MiB):
 /// it measures decoding, which needs a few thousand images, not a dataset.
@@ -44,12 +47,26 @@ pub struct Args {
     #[command(flatten)]
     pipeline: PipelineArgs,
     #[command(flatten)]
+    sequence: SequenceArgs,
+    #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
     cache: CacheArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(sequence) = args.sequence.sequence() {
+        let token_ids = args.sequence.token_dtype;
+        return crate::bench_tokens::run(
+            &args.url,
+            args.samples,
+            &args.pipeline,
+            &args.store,
+            sequence,
+            token_ids,
+        )
+        .await;
+    }
     let dataset = Dataset::open(&args.url, &args.store.options(&args.url))
         .await?
         .with_cache(args.cache.open()?);
@@ -175,7 +192,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The process's peak resident set (VmHWM) in KiB, on Linux.
-fn peak_rss_kib() -> Option<u64> {
+pub fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()

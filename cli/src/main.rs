@@ -37,6 +37,7 @@ use tributary_worker::{Dataset, Location};
 
 mod bar;
 mod bench;
+mod bench_tokens;
 mod job;
 mod pipeline_args;
 mod quickstart;

@@ -3,6 +3,8 @@
 //! error naming the flag, never an allocation the machine cannot make.
 
 use clap::builder::RangedU64ValueParser;
+use tributary_common::tokens::rows::IdType;
+use tributary_common::tokens::{Packing, SequenceSpec, MAX_SEQUENCE_LENGTH};
 use tributary_worker::pipeline::decode::pixels::{DecodeLimits, MAX_PIXELS_LIMIT};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::limits;
@@ -67,6 +69,39 @@ fn pair(text: &str) -> Result<(f64, f64), String> {
 
 fn triple(text: &str) -> Result<[f32; 3], String> {
     numbers::<3>(text).map(|v| v.map(|x| x as f32))
+}
+
+/// How a token dataset is read: rows of `--sequence-length` tokens.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SequenceArgs {
+    /// Read a token dataset as rows of this many tokens (then
+    /// --batch-size and every count are in rows).
+    #[arg(long, value_parser = u32_in(1, MAX_SEQUENCE_LENGTH))]
+    pub sequence_length: Option<u32>,
+    /// How documents become rows: concat (across document boundaries),
+    /// bestfit (whole documents packed, padded) or none (one per row).
+    #[arg(long, default_value = "concat", requires = "sequence_length")]
+    pub packing: Packing,
+    /// The id columns' type: int64 or int32.
+    #[arg(long, default_value = "int64", value_parser = id_type)]
+    pub token_dtype: IdType,
+}
+
+impl SequenceArgs {
+    pub fn sequence(&self) -> Option<SequenceSpec> {
+        self.sequence_length.map(|length| SequenceSpec {
+            length,
+            packing: self.packing,
+        })
+    }
+}
+
+fn id_type(text: &str) -> Result<IdType, String> {
+    match text {
+        "int64" => Ok(IdType::I64),
+        "int32" => Ok(IdType::I32),
+        _ => Err(format!("{text:?} is not int64 or int32")),
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]

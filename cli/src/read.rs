@@ -2,16 +2,19 @@
 //! order, as `id<TAB>key<TAB>label` lines (`<TAB>pad` after a padding
 //! sample of `--no-shuffle --tail pad`; label -1 without a `cls` field;
 //! `<TAB>src=S` after the label when reading a mix: the sample's dataset,
-//! its position among the `--mix` flags). A debugging aid, and the way
+//! its position among the `--mix` flags). A token dataset read with
+//! `--sequence-length` prints `id<TAB>key<TAB>crc` per row instead (`crc`:
+//! the CRC-32C of the row's `input_ids`). A debugging aid, and the way
 //! end-to-end tests see what the loader delivered.
 
 use std::io::Write;
 
+use tributary_worker::pipeline::decode::fields::Arrays;
 use tributary_worker::pipeline::limits;
 use tributary_worker::rank::Source;
-use tributary_worker::{Dataset, Datasets, Loader, LoaderConfig, PlanConfig};
+use tributary_worker::{Batch, Column, Datasets, DecodeConfig, Loader, LoaderConfig, PlanConfig};
 
-use crate::pipeline_args::{usize_in, PipelineArgs};
+use crate::pipeline_args::{usize_in, PipelineArgs, SequenceArgs};
 use crate::storage::{CacheArgs, StoreArgs};
 
 #[derive(Debug, clap::Args)]
@@ -38,6 +41,8 @@ pub struct Args {
     #[command(flatten)]
     pipeline: PipelineArgs,
     #[command(flatten)]
+    sequence: SequenceArgs,
+    #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
     cache: CacheArgs,
@@ -45,24 +50,20 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let cache = args.cache.open()?;
-    let open = |url: String| {
-        let (options, cache) = (args.store.options(&url), cache.clone());
-        async move { anyhow::Ok(Dataset::open(&url, &options).await?.with_cache(cache)) }
-    };
     let mixed = !args.mix.is_empty();
-    let datasets: Datasets = match &args.url {
-        Some(url) => open(url.clone()).await?.into(),
-        None => {
-            let opened = futures::future::try_join_all(
-                args.mix
-                    .iter()
-                    .map(|source| open(source.manifest_url.clone())),
-            )
-            .await?;
-            let takes: Vec<_> = args.mix.iter().map(|source| source.take).collect();
-            Datasets::mixed(opened, &takes, args.epoch_samples)?
-        }
+    let urls: Vec<String> = match &args.url {
+        Some(url) => vec![url.clone()],
+        None => args.mix.iter().map(|s| s.manifest_url.clone()).collect(),
     };
+    let opened = futures::future::try_join_all(urls.iter().map(|url| {
+        let options = args.store.options(url);
+        async move { anyhow::Ok(tributary_io::open_any(url, &options).await?) }
+    }))
+    .await?;
+    let takes: Vec<_> = args.mix.iter().map(|source| source.take).collect();
+    let sequence = args.sequence.sequence();
+    let datasets =
+        Datasets::open(opened, &takes, args.epoch_samples, sequence, cache.clone()).await?;
     let config = LoaderConfig {
         plan: PlanConfig {
             seed: args.seed,
@@ -71,13 +72,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             world: args.world,
             ..args.pipeline.config().plan
         },
-        decode: args.pipeline.config().decode,
+        decode: DecodeConfig {
+            token_ids: args.sequence.token_dtype,
+            ..args.pipeline.config().decode
+        },
     };
     let mut loader = Loader::builder(datasets).config(config).build().await?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     while let Some(batch) = loader.next().await {
         let batch = batch?;
+        if sequence.is_some() {
+            write_rows(&mut out, &batch, mixed)?;
+            continue;
+        }
         let labels = batch
             .labels()
             .map(<[i64]>::to_vec)
@@ -123,6 +131,26 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             s.errors,
             started.elapsed().as_secs_f64()
         );
+    }
+    Ok(())
+}
+
+/// A token batch's rows as `id<TAB>key<TAB>crc` lines: `crc` the CRC-32C
+/// of the row's first column (`input_ids` by default) as stored, so two
+/// reads that deliver the same rows print the same lines.
+fn write_rows(out: &mut impl Write, batch: &Batch, mixed: bool) -> anyhow::Result<()> {
+    let Some(Column::Arrays(Arrays::Stacked { data, count, .. })) = batch.columns.first() else {
+        anyhow::bail!("a token batch without a stacked first column");
+    };
+    let per = data.len() / (*count).max(1);
+    for (i, (id, key)) in batch.ids.iter().zip(&batch.keys).enumerate() {
+        let crc = crc32c::crc32c(&data[i * per..(i + 1) * per]);
+        let source = if mixed {
+            format!("\tsrc={}", batch.sources[i])
+        } else {
+            String::new()
+        };
+        writeln!(out, "{id}\t{key}\t{crc:08x}{source}")?;
     }
     Ok(())
 }

@@ -423,7 +423,12 @@ impl TryFrom<v1::JobConfig> for JobSpec {
             Err(_) => return Err(SpecError::new(Field::Mode, Problem::Unknown(raw.mode))),
         };
         let sequence = match (raw.sequence_length, v1::Packing::try_from(raw.packing)) {
-            (_, Err(_)) => return Err(SpecError::new(Field::Packing, Problem::Unknown(raw.packing))),
+            (_, Err(_)) => {
+                return Err(SpecError::new(
+                    Field::Packing,
+                    Problem::Unknown(raw.packing),
+                ))
+            }
             (0, Ok(v1::Packing::Unspecified)) => None,
             (0, Ok(_)) => {
                 return Err(SpecError::new(
@@ -503,11 +508,13 @@ impl From<&JobSpec> for v1::JobConfig {
                 .collect(),
             epoch_samples: spec.epoch_samples,
             sequence_length: spec.sequence.map_or(0, |s| s.length),
-            packing: spec.sequence.map_or(v1::Packing::Unspecified, |s| match s.packing {
-                Packing::Concat => v1::Packing::Concat,
-                Packing::BestFit => v1::Packing::Bestfit,
-                Packing::None => v1::Packing::None,
-            }) as i32,
+            packing: spec
+                .sequence
+                .map_or(v1::Packing::Unspecified, |s| match s.packing {
+                    Packing::Concat => v1::Packing::Concat,
+                    Packing::BestFit => v1::Packing::Bestfit,
+                    Packing::None => v1::Packing::None,
+                }) as i32,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tributary_common::ids::JobId;
 use tributary_common::plan::mix::{Layout, SourceShape};
-use tributary_io::{Dataset as StoredDataset, StoreOptions};
+use tributary_io::{AnyDataset, StoreOptions};
 
 use crate::digest::sha256_hex;
 use crate::error::{CoordError, Result};
@@ -45,26 +45,26 @@ pub async fn open_dataset(
     };
     let urls = config.manifest_urls();
     let opens = futures::future::try_join_all(urls.iter().map(|url| async move {
-        StoredDataset::open(url, options)
+        let opened = tributary_io::open_any(url, options)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        shard_counts(opened, config)
             .await
             .map_err(|e| failed(e.to_string()))
     }));
-    let opened = tokio::time::timeout(MANIFEST_TIMEOUT, opens)
+    let opened: Vec<(Vec<u32>, Vec<u8>)> = tokio::time::timeout(MANIFEST_TIMEOUT, opens)
         .await
         .map_err(|_| {
-            failed(format!(
-                "the manifest of {} did not arrive within {MANIFEST_TIMEOUT:?}",
-                config.describe_data()
-            ))
-        })??;
+        failed(format!(
+            "the manifest of {} did not arrive within {MANIFEST_TIMEOUT:?}",
+            config.describe_data()
+        ))
+    })??;
     let digests: Vec<(u32, String)> = opened
         .iter()
-        .map(|d| {
-            let json = d.manifest.to_json();
-            (crc32c::crc32c(&json), sha256_hex(&json))
-        })
+        .map(|(_, json)| (crc32c::crc32c(json), sha256_hex(json)))
         .collect();
-    let counts = |d: &StoredDataset| d.manifest.shards.iter().map(|s| s.samples).collect();
+    let counts = |(counts, _): &(Vec<u32>, Vec<u8>)| counts.clone();
     if config.sources.is_empty() {
         let (crc32c, sha256) = digests.into_iter().next().expect("one manifest");
         let layout = Layout::single(counts(&opened[0]));
@@ -99,6 +99,34 @@ pub async fn open_dataset(
         sha256: sha256_hex(joined.as_bytes()),
         sources,
     })
+}
+
+/// What planning counts in each shard of a dataset (samples; rows of a
+/// token job's sequence), and the manifest's canonical JSON for its
+/// digest. A token dataset in a sample job, or the reverse, is an error
+/// that says what to pass.
+async fn shard_counts(
+    opened: AnyDataset,
+    config: &JobSpec,
+) -> std::result::Result<(Vec<u32>, Vec<u8>), String> {
+    match (opened, config.sequence) {
+        (AnyDataset::Samples(d), None) => {
+            let counts = d.manifest.shards.iter().map(|s| s.samples).collect();
+            Ok((counts, d.manifest.to_json()))
+        }
+        (AnyDataset::Tokens(d), Some(sequence)) => {
+            let counts = d.shard_rows(sequence).await.map_err(|e| e.to_string())?;
+            Ok((counts, d.manifest.to_json()))
+        }
+        (AnyDataset::Samples(d), Some(_)) => Err(format!(
+            "{}: is a sample dataset; sequence_length is for token datasets",
+            d.location.url_of("")
+        )),
+        (AnyDataset::Tokens(d), None) => Err(format!(
+            "{}: is a token dataset: the job needs a sequence_length (and packing)",
+            d.location.url_of("")
+        )),
+    }
 }
 
 /// A job's stored record, checked: its config within bounds, its manifest

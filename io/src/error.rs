@@ -55,6 +55,10 @@ pub enum IoError {
     TooLarge { url: String, size: u64, limit: u64 },
     #[error("manifest {url}: {error}")]
     Manifest { url: String, error: ManifestError },
+    /// A token dataset's manifest or document index that does not hold
+    /// what it must (the message names the shard, field or byte offset).
+    #[error("{url}: {reason}")]
+    Tokens { url: String, reason: String },
     /// An upload that cannot go on (too many parts, a part lost).
     #[error("{url}: upload failed: {reason}")]
     Upload { url: String, reason: String },

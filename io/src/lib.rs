@@ -49,6 +49,7 @@ pub mod publish;
 pub mod read;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod tokens;
 pub mod upload;
 
 pub use cache::{CacheConfig, CacheStats, ShardCache};
@@ -58,4 +59,5 @@ pub use location::{Location, S3Settings, StoreOptions};
 pub use metrics::MetricsServer;
 pub use publish::{write_manifest, ManifestDraft, ManifestVersion};
 pub use read::{retry, RetryPolicy};
+pub use tokens::{open_any, write_token_dataset, AnyDataset, TokenDataset};
 pub use upload::{BlockingUpload, Upload, UploadMeter, UploadOptions, Uploaded};

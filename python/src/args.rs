@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_common::ids::{Epoch, Generation};
 use tributary_common::plan::generation::{CommitPoint, GenerationRecord};
+use tributary_common::tokens::{Packing, SequenceSpec, MAX_SEQUENCE_LENGTH};
 use tributary_worker::coordinated::state::MAX_HISTORY;
 use tributary_worker::coordinated::LoaderState;
 use tributary_worker::rank::Source;
@@ -56,6 +57,26 @@ pub fn dataset_arg(value: &Bound<'_, PyAny>) -> PyResult<(String, Vec<Source>)> 
         })
         .collect::<PyResult<_>>()?;
     Ok((String::new(), sources))
+}
+
+/// `sequence_length=` and `packing=`: a token job's rows, or `None`
+/// (samples). `packing` without a length is refused where it is not the
+/// default.
+pub fn sequence_arg(length: Option<u32>, packing: &str) -> PyResult<Option<SequenceSpec>> {
+    let packing: Packing = packing
+        .parse()
+        .map_err(|e: String| PyValueError::new_err(format!("packing: {e}")))?;
+    match length {
+        None if packing != Packing::Concat => Err(PyValueError::new_err(format!(
+            "packing={:?} needs sequence_length= (the tokens per row)",
+            packing.as_str()
+        ))),
+        None => Ok(None),
+        Some(length) if !(1..=MAX_SEQUENCE_LENGTH).contains(&length) => Err(PyValueError::new_err(
+            format!("sequence_length={length} is outside 1..={MAX_SEQUENCE_LENGTH}"),
+        )),
+        Some(length) => Ok(Some(SequenceSpec { length, packing })),
+    }
 }
 
 /// `fields=`: a list of names, or one comma-separated string.

@@ -13,12 +13,13 @@ use tributary_worker::{
     DecodeConfig, Dtype, Layout, OnError, Preset, StoreOptions, Stripe, Tail, Transform,
 };
 
-use crate::args::{dataset_arg, fields_arg, image_size_arg, state_from, state_to_py};
+use crate::args::{dataset_arg, fields_arg, image_size_arg, sequence_arg, state_from, state_to_py};
 use crate::columns;
 use crate::errors::to_py;
 use crate::inner::{self, Inner, Joiner, Rank, Runtime};
 use crate::metrics::{self, metrics_port_arg, MetricsPort};
 use crate::runtime::block;
+use tributary_common::tokens::rows::IdType;
 
 /// Starts a loader, interruptibly.
 fn start(py: Python<'_>, config: &RankConfig) -> PyResult<Inner> {
@@ -98,7 +99,8 @@ impl Loader {
         crop_fraction=0.875, keep_aspect=false, fill=0, dtype="float32", layout="NCHW",
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
         tail="uneven", metrics_port=MetricsPort::FromEnv, epoch_samples=0, return_sources=false,
-        cache_dir=None, cache_limit=None
+        cache_dir=None, cache_limit=None, sequence_length=None, packing="concat",
+        token_dtype="int64"
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -148,6 +150,9 @@ impl Loader {
         return_sources: bool,
         cache_dir: Option<std::path::PathBuf>,
         cache_limit: Option<u64>,
+        sequence_length: Option<u32>,
+        packing: &str,
+        token_dtype: &str,
     ) -> PyResult<Self> {
         let value = |e: String| PyValueError::new_err(e);
         let (dataset, sources) = dataset_arg(dataset)?;
@@ -198,7 +203,18 @@ impl Loader {
         };
         let cache = inner::cache_arg(cache_dir, cache_limit, &env).map_err(value)?;
         let stripe = worker.map_or_else(Stripe::default, |(index, count)| Stripe { index, count });
+        let sequence = sequence_arg(sequence_length, packing)?;
+        let token_ids = match token_dtype {
+            "int64" => IdType::I64,
+            "int32" => IdType::I32,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "token_dtype must be \"int64\" or \"int32\", not {other:?}"
+                )))
+            }
+        };
         let spec = JobSpec {
+            sequence,
             sources,
             epoch_samples,
             batch_size,
@@ -226,6 +242,7 @@ impl Loader {
             fields,
             on_error,
             max_bad_fraction,
+            token_ids,
             ..DecodeConfig::default()
         };
         if let Some(threads) = decode_threads {

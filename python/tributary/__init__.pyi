@@ -220,6 +220,9 @@ class Loader:
         return_sources: bool = False,
         cache_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
         cache_limit: Optional[int] = None,
+        sequence_length: Optional[int] = None,
+        packing: str = "concat",
+        token_dtype: str = "int64",
         map: Optional[Callable[[tuple], Any]] = None,
         batch_map: Optional[Callable[[Any], Any]] = None,
     ) -> None:
@@ -237,6 +240,19 @@ class Loader:
         coordinator or a leader change before raising ``ConnectionError``.
         ``return_ids``: yield ``(images, labels, ids)`` (``batch.ids``), ids being the
         dataset-wide uint64 sample ids (for logging what was trained).
+        ``sequence_length``: read a token dataset (``tributary pack CORPUS
+        OUT --tokenizer T``, or Megatron ``.bin``/``.idx`` files indexed with
+        ``tributary index``) as rows of this many tokens; every count of the
+        job (``batch_size``, commits, dynamic units, a mix's takes) is then
+        in rows. ``packing``: ``"concat"`` (pretraining: documents in a
+        seeded order cut into windows of ``sequence_length + 1`` tokens
+        across document boundaries), ``"bestfit"`` (fine-tuning: whole
+        documents packed into rows, padding labelled -100) or ``"none"``
+        (one document per row, truncated or padded, with an attention
+        mask). A batch is ``(input_ids, labels, position_ids, document_ids)``
+        (``B x sequence_length``, ``token_dtype`` int64 or int32); ``fields``
+        may pick and order these and ``attention_mask`` (uint8) and
+        ``cu_seqlens`` (int32, over the flattened batch).
         ``dataset``: a URL, or a list of :class:`Source` to mix: every epoch
         takes from each what it says (weights split ``epoch_samples``
         samples, by default all sources' together), planned by the

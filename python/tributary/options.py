@@ -147,6 +147,7 @@ NUMERIC_KEYWORDS: Dict[str, Tuple[str, int, Any, Any]] = {
     "epoch_samples": ("int", 1, 0, _U64),
     "cache_limit": ("int", 1, 0, _U64),
     "metrics_port": ("int", 1, 0, 65535),
+    "sequence_length": ("int", 1, 1, 2**20),
 }
 
 # What a keyword takes, where its range alone would not say it.

@@ -10,6 +10,7 @@ use super::decode::pixels::DecodeLimits;
 use super::decode::transform::Transform;
 use super::fetch::FetchConfig;
 use crate::error::{Result, WorkerError};
+use tributary_common::tokens::rows::IdType;
 
 /// Everything that shapes a loader's output and its resource bounds: the
 /// plan (which samples, in which order and batches) and the decoding (what
@@ -70,6 +71,8 @@ pub struct DecodeConfig {
     /// With `on_error = Skip`, the largest fraction of the epoch's samples
     /// that may be skipped before the loader fails (default 0.01).
     pub max_bad_fraction: f64,
+    /// A token job's id columns: int64 (the default) or int32.
+    pub token_ids: IdType,
 }
 
 /// The largest values [`LoaderConfig::validate`] accepts: beyond them a
@@ -126,6 +129,7 @@ impl Default for DecodeConfig {
             decode_limits: DecodeLimits::default(),
             on_error: OnError::Raise,
             max_bad_fraction: 0.01,
+            token_ids: IdType::I64,
         }
     }
 }

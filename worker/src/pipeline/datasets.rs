@@ -12,15 +12,25 @@ use std::sync::Arc;
 use tributary_common::manifest::{Manifest, ShardEntry, ShardMeta};
 use tributary_common::plan::mix::{Layout, SourceShape, Take};
 use tributary_common::plan::span::Span;
-use tributary_io::Dataset;
+use tributary_common::tokens::SequenceSpec;
+use tributary_io::{AnyDataset, Dataset, ShardCache, TokenDataset};
 
 use crate::error::{Result, WorkerError};
 
-/// One dataset, or several mixed by a [`Layout`].
+/// One dataset, or several mixed by a [`Layout`]: of samples, or of
+/// tokens (then the layout counts rows, see [`tributary_common::tokens`]).
 #[derive(Debug, Clone)]
 pub struct Datasets {
     datasets: Arc<[Dataset]>,
+    tokens: Option<Arc<TokenSources>>,
     layout: Arc<Layout>,
+}
+
+/// A token job's datasets, in mix order, and the rows they are cut into.
+#[derive(Debug)]
+pub struct TokenSources {
+    pub datasets: Vec<TokenDataset>,
+    pub sequence: SequenceSpec,
 }
 
 /// A virtual shard resolved: its dataset, and its shard there.
@@ -70,6 +80,7 @@ impl From<Dataset> for Datasets {
         let counts = dataset.manifest.shards.iter().map(|s| s.samples).collect();
         Self {
             datasets: Arc::from([dataset]),
+            tokens: None,
             layout: Arc::new(Layout::single(counts)),
         }
     }
@@ -99,8 +110,101 @@ impl Datasets {
             .map_err(|e| WorkerError::Config(e.to_string()))?;
         Ok(Self {
             datasets: datasets.into(),
+            tokens: None,
             layout: Arc::new(layout),
         })
+    }
+
+    /// Token datasets cut into rows of `sequence` and mixed as `takes`
+    /// says (as [`Datasets::mixed`]; one dataset with one default take is
+    /// unmixed): the layout the coordinator plans a token job with.
+    pub async fn tokens(
+        datasets: Vec<TokenDataset>,
+        takes: &[Take],
+        epoch_samples: u64,
+        sequence: SequenceSpec,
+    ) -> Result<Self> {
+        let rows =
+            futures::future::try_join_all(datasets.iter().map(|d| d.shard_rows(sequence))).await?;
+        let layout = if takes.is_empty() {
+            let [rows] = <[Vec<u32>; 1]>::try_from(rows).map_err(|rows| {
+                WorkerError::Config(format!("{} token datasets and no mix", rows.len()))
+            })?;
+            Layout::single(rows)
+        } else {
+            if rows.len() != takes.len() {
+                return Err(WorkerError::Config(format!(
+                    "{} datasets but {} ways to take from them",
+                    rows.len(),
+                    takes.len()
+                )));
+            }
+            let shapes: Vec<SourceShape> = rows
+                .into_iter()
+                .zip(takes)
+                .map(|(shard_samples, &take)| SourceShape {
+                    shard_samples,
+                    take,
+                })
+                .collect();
+            Layout::mixed(&shapes, epoch_samples).map_err(|e| WorkerError::Config(e.to_string()))?
+        };
+        Ok(Self {
+            datasets: Arc::from([]),
+            tokens: Some(Arc::new(TokenSources { datasets, sequence })),
+            layout: Arc::new(layout),
+        })
+    }
+
+    /// Opened datasets as a job reads them: one (no `takes`) or a mix,
+    /// of samples (through `cache`) or, with a `sequence`, of tokens cut
+    /// into its rows. A dataset of the other kind is an error that says
+    /// what to pass.
+    pub async fn open(
+        opened: Vec<AnyDataset>,
+        takes: &[Take],
+        epoch_samples: u64,
+        sequence: Option<SequenceSpec>,
+        cache: Option<Arc<ShardCache>>,
+    ) -> Result<Self> {
+        match sequence {
+            Some(sequence) => {
+                let tokens = opened
+                    .into_iter()
+                    .map(|d| match d {
+                        AnyDataset::Tokens(d) => Ok(d),
+                        AnyDataset::Samples(d) => Err(WorkerError::Config(format!(
+                            "{}: is a sample dataset; sequence_length is for token datasets \
+                             (pack text with `tributary pack CORPUS OUT --tokenizer T`)",
+                            d.location.url_of("")
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Self::tokens(tokens, takes, epoch_samples, sequence).await
+            }
+            None => {
+                let mut samples = opened
+                    .into_iter()
+                    .map(|d| match d {
+                        AnyDataset::Samples(d) => Ok(d.with_cache(cache.clone())),
+                        AnyDataset::Tokens(d) => Err(WorkerError::Config(format!(
+                            "{}: is a token dataset: give sequence_length (and packing) to \
+                             read it as fixed-length sequences",
+                            d.location.url_of("")
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                if takes.is_empty() && samples.len() == 1 {
+                    return Ok(samples.remove(0).into());
+                }
+                Self::mixed(samples, takes, epoch_samples)
+            }
+        }
+    }
+
+    /// A token job's datasets; `None` for samples.
+    pub fn token_sources(&self) -> Option<&Arc<TokenSources>> {
+        self.tokens.as_ref()
     }
 
     /// The plan's view of the data.

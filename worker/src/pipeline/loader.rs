@@ -37,6 +37,7 @@ use super::metrics::{Metrics, MetricsSnapshot};
 use super::output::Batch;
 use super::parse::{parse, Fetched, Output};
 use super::shuffle::{shuffle, ShuffleBuffer};
+use super::tokens::{build_batches, token_rows, TokenOutput};
 use crate::error::{Result, WorkerError};
 use tributary_common::plan::assign::Padding;
 
@@ -172,6 +173,13 @@ impl LoaderBuilder {
             config.decode.max_bad_fraction,
             samples / config.plan.stripe.count as u64,
         );
+        let tokens = match self.dataset.token_sources() {
+            Some(_) => Some(TokenOutput::from_fields(
+                &config.decode.fields,
+                config.decode.token_ids,
+            )?),
+            None => None,
+        };
         let input = match self.input {
             Some(rx) => ReceiverStream::new(rx).boxed(),
             None => stream::iter(spans.spans().to_vec())
@@ -179,11 +187,16 @@ impl LoaderBuilder {
                 .boxed(),
         };
         let batches = chain(
-            self.dataset,
+            &self.dataset,
             input,
             &config,
             padding,
-            Decoding { pool, setup, tally },
+            Decoding {
+                pool,
+                setup,
+                tally,
+                tokens,
+            },
             &metrics,
         );
         Ok(Loader {
@@ -202,6 +215,8 @@ struct Decoding {
     pool: Arc<ThreadPool>,
     setup: DecodeSetup,
     tally: BadTally,
+    /// A token job's columns (then rows are built, not decoded).
+    tokens: Option<TokenOutput>,
 }
 
 /// The pipeline of one loader, stage after stage as the data flows; the
@@ -211,26 +226,40 @@ struct Decoding {
 /// one, which reaches the consumer after every batch before it. A stage
 /// stops when its consumer is gone, cancelling what is upstream of it.
 fn chain(
-    dataset: Datasets,
+    dataset: &Datasets,
     input: BoxStream<'static, Input>,
     config: &LoaderConfig,
     padding: Option<Padding>,
     decoding: Decoding,
     metrics: &Arc<Metrics>,
 ) -> mpsc::Receiver<Result<Batch>> {
-    let reads = fetch(
-        dataset.clone(),
-        input,
-        &config.decode.fetch,
-        Arc::clone(metrics),
-    );
-    let samples = parse(
-        dataset,
-        reads,
-        &config.decode.fetch,
-        config.decode.on_error,
-        Arc::clone(metrics),
-    );
+    let tokens = dataset.token_sources().is_some();
+    let samples = if tokens {
+        token_rows(
+            dataset.clone(),
+            input,
+            config.plan.seed,
+            config.plan.epoch,
+            &config.decode.fetch,
+            Arc::clone(metrics),
+        )
+        .boxed()
+    } else {
+        let reads = fetch(
+            dataset.clone(),
+            input,
+            &config.decode.fetch,
+            Arc::clone(metrics),
+        );
+        parse(
+            dataset.clone(),
+            reads,
+            &config.decode.fetch,
+            config.decode.on_error,
+            Arc::clone(metrics),
+        )
+        .boxed()
+    };
     // Unshuffled (evaluation) reading: no shuffle buffer either.
     let capacity = if config.plan.shuffle {
         config.plan.shuffle_buffer
@@ -245,7 +274,23 @@ fn chain(
     // Everything up to here runs on a task of its own, a few sample
     // batches ahead of the decoder.
     let batches = queue(batches, config.decode.decode_batches_in_flight);
-    let Decoding { pool, setup, tally } = decoding;
+    let Decoding {
+        pool,
+        setup,
+        tally,
+        tokens,
+    } = decoding;
+    if let Some(output) = tokens {
+        let built = build_batches(
+            ReceiverStream::new(batches),
+            pool,
+            dataset,
+            output,
+            config.decode.decode_batches_in_flight,
+            Arc::clone(metrics),
+        );
+        return queue(built, config.decode.prefetch_batches);
+    }
     let decoded = decode(
         ReceiverStream::new(batches),
         pool,

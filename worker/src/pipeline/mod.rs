@@ -28,6 +28,9 @@
 //! - [`cut`]: the stage that cuts shuffled samples into batches (and
 //!   stripes), by a [`Cut`](cut::Cut) strategy.
 //! - [`decode`]: decoding and augmenting a batch on the rayon pool.
+//! - [`tokens`]: the token path: spans of rows read as rows, batches of
+//!   rows built into `input_ids`, `labels`, ... (a token job's fetch,
+//!   parse and decode stages).
 //! - [`buffers`]: batch buffers recycled from dropped batches.
 //! - [`metrics`]: throughput, reads in flight and their latency, per-stage
 //!   time, consumer wait; their Prometheus view.
@@ -43,6 +46,7 @@ pub mod metrics;
 pub mod output;
 pub mod parse;
 pub mod shuffle;
+pub mod tokens;
 
 #[cfg(test)]
 mod tests;

@@ -49,7 +49,7 @@ pub use tributary_common::job::{Field, JobSpec, Mode, Source, SpecError};
 
 use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
 use crate::pipeline::metrics::{Metrics, MetricsSnapshot};
-use crate::{Batch, CacheConfig, Dataset, Datasets, InvalidConfig, Result, WorkerError};
+use crate::{Batch, CacheConfig, Datasets, InvalidConfig, Result, WorkerError};
 
 enum Reader {
     Sync(SyncLoader),
@@ -96,28 +96,30 @@ impl std::fmt::Debug for Rank {
 }
 
 /// Opens the rank's dataset, or each dataset of its mix (concurrently),
-/// all reading through the rank's shard cache when it has one.
+/// all reading through the rank's shard cache when it has one; a token
+/// job's datasets cut into its rows.
 fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Datasets>> + Send {
     let (url, sources) = (
         config.spec.manifest_url.clone(),
         config.spec.sources.clone(),
     );
     let (epoch_samples, store) = (config.spec.epoch_samples, config.store.clone());
+    let sequence = config.spec.sequence;
     let cache = config.cache.as_ref().map(CacheConfig::open).transpose();
     async move {
         let cache = cache?;
-        let open = |url: &str| {
-            let (url, store, cache) = (url.to_owned(), store.clone(), cache.clone());
-            async move { Ok::<_, WorkerError>(Dataset::open(&url, &store).await?.with_cache(cache)) }
+        let urls: Vec<String> = if sources.is_empty() {
+            vec![url]
+        } else {
+            sources.iter().map(|s| s.manifest_url.clone()).collect()
         };
-        if sources.is_empty() {
-            return Ok(open(&url).await?.into());
-        }
-        let opened =
-            futures::future::try_join_all(sources.iter().map(|source| open(&source.manifest_url)))
-                .await?;
+        let opened = futures::future::try_join_all(urls.iter().map(|url| {
+            let store = store.clone();
+            async move { Ok::<_, WorkerError>(tributary_io::open_any(url, &store).await?) }
+        }))
+        .await?;
         let takes: Vec<_> = sources.iter().map(|s| s.take).collect();
-        Datasets::mixed(opened, &takes, epoch_samples)
+        Datasets::open(opened, &takes, epoch_samples, sequence, cache).await
     }
 }
 

@@ -48,10 +48,7 @@ impl BestFit {
         // document, so the key is unique and the order total).
         short.sort_unstable_by_key(|piece| (Reverse(piece.len()), piece.doc));
         let mut tree = Room::new(short.len(), length);
-        let bins: Vec<u32> = short
-            .iter()
-            .map(|piece| tree.put(piece.len()))
-            .collect();
+        let bins: Vec<u32> = short.iter().map(|piece| tree.put(piece.len())).collect();
         // Group by bin, keeping first-fit's order within each (a counting
         // sort, stable).
         let used = tree.opened;
@@ -84,7 +81,10 @@ impl BestFit {
     }
 
     fn full(&self) -> u64 {
-        *self.full_before.last().expect("one entry per document and one more")
+        *self
+            .full_before
+            .last()
+            .expect("one entry per document and one more")
     }
 
     pub(super) fn rows(&self) -> u64 {
@@ -107,7 +107,8 @@ impl BestFit {
                 while self.full_before[doc + 1] <= row {
                     doc += 1;
                 }
-                let start = index.doc(doc as u64).start + (row - self.full_before[doc]) * self.length;
+                let start =
+                    index.doc(doc as u64).start + (row - self.full_before[doc]) * self.length;
                 out.pieces.push(Piece {
                     doc: doc as u64,
                     start,
