@@ -11,7 +11,7 @@
 #   examples/preemption_gpt.sh [DIR]       (after scripts/test.sh, or
 #                                           pip install './python[torch]')
 #
-# Sizes from the environment: DOCUMENTS (6000), DIM (192), LAYERS (4),
+# Sizes from the environment: DOCUMENTS (4000), DIM (192), LAYERS (4),
 # HEADS (6), BATCH (8), LENGTH (128), EVERY (checkpoint every, 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ train() {  # train NPROC: a torchrun group of NPROC ranks on this node
     OMP_NUM_THREADS=1 TRIBUTARY_BIN="$BIN" "$(dirname "$PY")/torchrun" --nnodes=1 \
         --nproc-per-node="$1" --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$(port)" \
         --max-restarts=0 examples/train_gpt.py --dataset "$DIR/tokens" \
-        --coordinator "127.0.0.1:$COORD_PORT" --documents "${DOCUMENTS:-6000}" \
+        --coordinator "127.0.0.1:$COORD_PORT" --documents "${DOCUMENTS:-4000}" \
         --dim "${DIM:-192}" --layers "${LAYERS:-4}" --heads "${HEADS:-6}" \
         --batch-size "${BATCH:-8}" --sequence-length "$LENGTH" \
         --checkpoint-dir "$DIR/checkpoints" --checkpoint-every "${EVERY:-20}" \
@@ -48,10 +48,10 @@ TORCHRUN=$!
 # Two commits by rank 1, then two more steps: kill it between checkpoints.
 until [ "$(count 'commit [0-9]* 1')" -ge 2 ]; do
     kill -0 $TORCHRUN 2>/dev/null || { cat "$DIR/torchrun-2.log"; exit 1; }
-    sleep 0.2
+    sleep 0.05
 done
 STEPS=$(count 'train [0-9]* 1')
-until [ "$(count 'train [0-9]* 1')" -ge $((STEPS + 2)) ]; do sleep 0.2; done
+until [ "$(count 'train [0-9]* 1')" -ge $((STEPS + 2)) ]; do sleep 0.05; done
 VICTIM=$(awk '$1 == "start" && $3 == "1" { print $5 }' "$DIR/steps.log")
 echo "kill -9 of rank 1 (pid $VICTIM) after $(count 'train [0-9]* 1') steps"
 kill -9 "$VICTIM"
