@@ -76,7 +76,9 @@ impl FromStr for IdType {
         match text {
             "int64" | "i64" => Ok(Self::I64),
             "int32" | "i32" => Ok(Self::I32),
-            _ => Err(format!("unknown id type `{text}` (expected int64 or int32)")),
+            _ => Err(format!(
+                "unknown id type `{text}` (expected int64 or int32)"
+            )),
         }
     }
 }
@@ -163,7 +165,9 @@ pub enum RowError {
         tokens: usize,
         expected: usize,
     },
-    #[error("row {row}: {tokens} tokens, more than the sequence length {length} ({packing} packing)")]
+    #[error(
+        "row {row}: {tokens} tokens, more than the sequence length {length} ({packing} packing)"
+    )]
     TooLong {
         row: usize,
         tokens: usize,
@@ -173,7 +177,11 @@ pub enum RowError {
     #[error(
         "row {row}: token id {id} at position {position} does not fit int32 ids; ask for int64 ids"
     )]
-    IdRange { row: usize, position: usize, id: u32 },
+    IdRange {
+        row: usize,
+        position: usize,
+        id: u32,
+    },
 }
 
 /// Turns `rows` into a batch's columns (see the module docs for what each
@@ -278,7 +286,9 @@ fn check<'a>(index: usize, row: &Row<'a>, spec: &RowsSpec) -> Result<Checked<'a>
         });
     }
     if spec.ids == IdType::I32 {
-        let all = tokens.iter().fold(0u32, |all, t| all | u32::from_le_bytes(*t));
+        let all = tokens
+            .iter()
+            .fold(0u32, |all, t| all | u32::from_le_bytes(*t));
         if all > i32::MAX as u32 {
             let (position, id) = tokens
                 .iter()
@@ -315,7 +325,10 @@ fn fill<const W: usize>(
     let (labels, _) = batch.labels.as_chunks_mut::<W>();
     let (positions, _) = batch.position_ids.as_chunks_mut::<W>();
     let (documents, _) = batch.document_ids.as_chunks_mut::<W>();
-    let mut masks = batch.attention_mask.as_deref_mut().map(|m| m.chunks_exact_mut(length));
+    let mut masks = batch
+        .attention_mask
+        .as_deref_mut()
+        .map(|m| m.chunks_exact_mut(length));
     let mut cu = batch.cu_seqlens.as_mut();
     for (index, ((((row, input), label), position), document)) in rows
         .iter()

@@ -48,10 +48,7 @@ impl BestFit {
         // document, so the key is unique and the order total).
         short.sort_unstable_by_key(|piece| (Reverse(piece.len()), piece.doc));
         let mut tree = Room::new(short.len(), length);
-        let bins: Vec<u32> = short
-            .iter()
-            .map(|piece| tree.put(piece.len()))
-            .collect();
+        let bins: Vec<u32> = short.iter().map(|piece| tree.put(piece.len())).collect();
         // Group by bin, keeping first-fit's order within each (a counting
         // sort, stable).
         let used = tree.opened;
@@ -84,7 +81,10 @@ impl BestFit {
     }
 
     fn full(&self) -> u64 {
-        *self.full_before.last().expect("one entry per document and one more")
+        *self
+            .full_before
+            .last()
+            .expect("one entry per document and one more")
     }
 
     pub(super) fn rows(&self) -> u64 {
@@ -107,7 +107,8 @@ impl BestFit {
                 while self.full_before[doc + 1] <= row {
                     doc += 1;
                 }
-                let start = index.doc(doc as u64).start + (row - self.full_before[doc]) * self.length;
+                let start =
+                    index.doc(doc as u64).start + (row - self.full_before[doc]) * self.length;
                 out.pieces.push(Piece {
                     doc: doc as u64,
                     start,
@@ -133,13 +134,16 @@ impl BestFit {
 /// room" is first-fit's choice, opening a new bin when no open one fits.
 struct Room {
     /// Leaves at `size..2·size`; node `i` holds the max of `2i` and `2i+1`.
-    tree: Vec<u64>,
+    /// (u32: a row is at most `MAX_SEQUENCE_LENGTH` tokens; half the
+    /// memory of u64 keeps more of the tree in cache.)
+    tree: Vec<u32>,
     size: usize,
     opened: usize,
 }
 
 impl Room {
     fn new(bins: usize, length: u64) -> Self {
+        let length = u32::try_from(length).expect("a row length fits u32");
         let size = bins.next_power_of_two().max(1);
         let mut tree = vec![0; 2 * size];
         tree[size..size + bins].fill(length);
@@ -156,6 +160,7 @@ impl Room {
     /// Puts an item of `len` tokens (at most the row length) into the
     /// first bin with room; returns the bin.
     fn put(&mut self, len: u64) -> u32 {
+        let len = len as u32;
         debug_assert!(self.tree[1] >= len, "every item fits an unopened bin");
         let mut node = 1;
         while node < self.size {
@@ -170,7 +175,12 @@ impl Room {
         self.opened = self.opened.max(bin + 1);
         node /= 2;
         while node >= 1 {
-            self.tree[node] = self.tree[2 * node].max(self.tree[2 * node + 1]);
+            let max = self.tree[2 * node].max(self.tree[2 * node + 1]);
+            if self.tree[node] == max {
+                // The maxima above are unchanged too.
+                break;
+            }
+            self.tree[node] = max;
             node /= 2;
         }
         bin as u32

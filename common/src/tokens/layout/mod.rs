@@ -222,7 +222,12 @@ pub fn try_row_pieces(
     match spec.packing {
         Packing::Concat => {
             check(concat::rows(index.tokens(), length))?;
-            Ok(concat::row_pieces(index, length, [seed, epoch, shard], rows))
+            Ok(concat::row_pieces(
+                index,
+                length,
+                [seed, epoch, shard],
+                rows,
+            ))
         }
         Packing::BestFit => {
             let packed = bestfit::BestFit::new(index, length);

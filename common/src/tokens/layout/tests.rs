@@ -68,13 +68,20 @@ fn check_concat(index: &DocIndex, length: u32, key: [u64; 3]) {
         assert_eq!(pieces.row_tokens(i), length + 1, "row {i}: {row:?}");
         for p in row {
             let doc = index.doc(p.doc);
-            assert!(!p.is_empty() && doc.start <= p.start && p.end <= doc.end, "{p:?}");
+            assert!(
+                !p.is_empty() && doc.start <= p.start && p.end <= doc.end,
+                "{p:?}"
+            );
         }
         if i == 0 {
             extend_merged(&mut stream, row.iter().copied());
         } else {
             let (last, first) = (*pieces.row(i - 1).last().expect("a row"), row[0]);
-            assert_eq!((first.doc, first.start), (last.doc, last.end - 1), "row {i}");
+            assert_eq!(
+                (first.doc, first.start),
+                (last.doc, last.end - 1),
+                "row {i}"
+            );
             let mut rest = row.to_vec();
             rest[0].start += 1;
             extend_merged(&mut stream, rest);
@@ -87,7 +94,10 @@ fn check_concat(index: &DocIndex, length: u32, key: [u64; 3]) {
     assert_eq!(sorted, (0..index.documents()).collect::<Vec<_>>());
     assert_eq!(stream, stream_prefix(index, &order, covered));
     let tail = index.tokens() - covered;
-    assert!(tail < length + 1 || rows == 0 && index.tokens() < 2, "tail {tail}");
+    assert!(
+        tail < length + 1 || rows == 0 && index.tokens() < 2,
+        "tail {tail}"
+    );
 }
 
 /// First-fit decreasing as the textbook writes it: `O(n · rows)`.
@@ -126,7 +136,10 @@ fn check_bestfit(index: &DocIndex, length: u32) {
     assert_eq!(rows.len() as u64, shard_rows(spec, index));
     let mut per_doc: Vec<Vec<Piece>> = vec![Vec::new(); index.documents() as usize];
     for (i, row) in rows.iter().enumerate() {
-        assert!(pieces.row_tokens(i) <= length, "row {i} over {length}: {row:?}");
+        assert!(
+            pieces.row_tokens(i) <= length,
+            "row {i} over {length}: {row:?}"
+        );
         assert!(!row.is_empty(), "row {i} is empty");
         for p in row {
             assert!(!p.is_empty());
@@ -288,8 +301,15 @@ fn concat_rows_of_a_small_shard_by_hand() {
     }
     let pieces = all_rows(spec, &index, key);
     for (i, row) in split_rows(&pieces).iter().enumerate() {
-        let tokens: Vec<(u64, u64)> = row.iter().flat_map(|p| (p.start..p.end).map(|t| (p.doc, t))).collect();
-        assert_eq!(tokens, stream[3 * i..3 * i + 4], "row {i} of order {order:?}");
+        let tokens: Vec<(u64, u64)> = row
+            .iter()
+            .flat_map(|p| (p.start..p.end).map(|t| (p.doc, t)))
+            .collect();
+        assert_eq!(
+            tokens,
+            stream[3 * i..3 * i + 4],
+            "row {i} of order {order:?}"
+        );
     }
     // 8 tokens, rows of 4 advancing by 3: the last token is the tail.
     assert_eq!(stream.len(), 8);
@@ -304,16 +324,29 @@ fn concat_orders_change_with_the_epoch_and_repeat_with_the_key() {
         let order = document_order(&index, [5, epoch, 3]);
         assert_eq!(order, document_order(&index, [5, epoch, 3]));
         // A block's documents stay together (few ranged reads per run).
-        let slots: Vec<u64> = order.iter().map(|&d| index.doc(d).start / BLOCK_TOKENS).collect();
+        let slots: Vec<u64> = order
+            .iter()
+            .map(|&d| index.doc(d).start / BLOCK_TOKENS)
+            .collect();
         let mut runs = slots.clone();
         runs.dedup();
         let distinct: HashSet<u64> = slots.iter().copied().collect();
-        assert_eq!(runs.len(), distinct.len(), "epoch {epoch}: a block is split");
+        assert_eq!(
+            runs.len(),
+            distinct.len(),
+            "epoch {epoch}: a block is split"
+        );
         assert!(distinct.len() > 10);
         assert!(orders.insert(order), "epoch {epoch} repeats an order");
     }
-    assert_ne!(document_order(&index, [5, 0, 3]), document_order(&index, [6, 0, 3]));
-    assert_ne!(document_order(&index, [5, 0, 3]), document_order(&index, [5, 0, 4]));
+    assert_ne!(
+        document_order(&index, [5, 0, 3]),
+        document_order(&index, [6, 0, 3])
+    );
+    assert_ne!(
+        document_order(&index, [5, 0, 3]),
+        document_order(&index, [5, 0, 4])
+    );
     let spec = spec(2048, Packing::Concat);
     let rows = shard_rows(spec, &index);
     assert_eq!(
@@ -347,13 +380,21 @@ fn bestfit_rows_by_hand() {
 #[test]
 fn rows_past_the_shard_are_an_error_naming_them() {
     let index = DocIndex::from_lengths([10, 10]);
-    for (packing, rows) in [(Packing::Concat, 4), (Packing::BestFit, 5), (Packing::None, 2)] {
+    for (packing, rows) in [
+        (Packing::Concat, 4),
+        (Packing::BestFit, 5),
+        (Packing::None, 2),
+    ] {
         let spec = spec(4, packing);
         assert_eq!(shard_rows(spec, &index), rows);
-        let error = try_row_pieces(spec, &index, 0, 0, 9, rows - 1..rows + 1).expect_err("past the end");
+        let error =
+            try_row_pieces(spec, &index, 0, 0, 9, rows - 1..rows + 1).expect_err("past the end");
         assert_eq!(error.rows, rows);
         let text = error.to_string();
-        assert!(text.contains(&format!("rows {}..{} of shard 9", rows - 1, rows + 1)), "{text}");
+        assert!(
+            text.contains(&format!("rows {}..{} of shard 9", rows - 1, rows + 1)),
+            "{text}"
+        );
         assert!(try_row_pieces(spec, &index, 0, 0, 9, 0..rows).is_ok());
     }
 }
@@ -372,7 +413,10 @@ fn empty_shards_and_runs_have_no_rows() {
     for packing in [Packing::Concat, Packing::BestFit] {
         assert_eq!(shard_rows(spec(8, packing), &empty), 0);
         assert_eq!(shard_rows(spec(8, Packing::Concat), &one), 0);
-        assert_eq!(all_rows(spec(8, packing), &empty, [0; 3]), RowPieces::default());
+        assert_eq!(
+            all_rows(spec(8, packing), &empty, [0; 3]),
+            RowPieces::default()
+        );
     }
     assert_eq!(shard_rows(spec(8, Packing::None), &one), 2);
     let none = all_rows(spec(8, Packing::None), &one, [0; 3]);

@@ -48,7 +48,12 @@ struct Columns {
 
 fn columns(batch: &SequenceBatch) -> Columns {
     let n = batch.rows * batch.length * batch.ids.width();
-    for column in [&batch.input_ids, &batch.labels, &batch.position_ids, &batch.document_ids] {
+    for column in [
+        &batch.input_ids,
+        &batch.labels,
+        &batch.position_ids,
+        &batch.document_ids,
+    ] {
         assert_eq!(column.len(), n);
     }
     Columns {
@@ -62,8 +67,7 @@ fn columns(batch: &SequenceBatch) -> Columns {
 }
 
 fn build_rows(rows: &[(Vec<u32>, Vec<u32>)], spec: &RowsSpec) -> Result<SequenceBatch, RowError> {
-    let encoded: Vec<(Vec<u8>, Vec<u8>)> =
-        rows.iter().map(|(t, s)| encode_row(t, s)).collect();
+    let encoded: Vec<(Vec<u8>, Vec<u8>)> = rows.iter().map(|(t, s)| encode_row(t, s)).collect();
     let rows: Vec<Row<'_>> = encoded
         .iter()
         .map(|(tokens, segments)| Row { tokens, segments })
@@ -163,8 +167,18 @@ fn malformed_rows_are_errors_naming_the_row() {
     let concat = spec(2, Packing::Concat, IdType::I64);
     let bestfit = spec(2, Packing::BestFit, IdType::I64);
     let cases: Vec<(RowsSpec, Vec<u8>, Vec<u8>, RowError)> = vec![
-        (concat, vec![0; 11], good.1.clone(), RowError::TokenBytes { row: 1, bytes: 11 }),
-        (concat, good.0.clone(), vec![3, 0, 0], RowError::SegmentBytes { row: 1, bytes: 3 }),
+        (
+            concat,
+            vec![0; 11],
+            good.1.clone(),
+            RowError::TokenBytes { row: 1, bytes: 11 },
+        ),
+        (
+            concat,
+            good.0.clone(),
+            vec![3, 0, 0],
+            RowError::SegmentBytes { row: 1, bytes: 3 },
+        ),
         (
             concat,
             good.0.clone(),
@@ -175,25 +189,45 @@ fn malformed_rows_are_errors_naming_the_row() {
             concat,
             good.0.clone(),
             encode_row(&[], &[2, 2]).1,
-            RowError::SegmentSum { row: 1, sum: 4, tokens: 3 },
+            RowError::SegmentSum {
+                row: 1,
+                sum: 4,
+                tokens: 3,
+            },
         ),
         (
             concat,
             encode_row(&[1, 2], &[]).0,
             encode_row(&[], &[2]).1,
-            RowError::ConcatLength { row: 1, tokens: 2, expected: 3 },
+            RowError::ConcatLength {
+                row: 1,
+                tokens: 2,
+                expected: 3,
+            },
         ),
         (
             bestfit,
             good.0.clone(),
             good.1.clone(),
-            RowError::TooLong { row: 1, tokens: 3, length: 2, packing: Packing::BestFit },
+            RowError::TooLong {
+                row: 1,
+                tokens: 3,
+                length: 2,
+                packing: Packing::BestFit,
+            },
         ),
         (
-            RowsSpec { ids: IdType::I32, ..concat },
+            RowsSpec {
+                ids: IdType::I32,
+                ..concat
+            },
             encode_row(&[1, 1 << 31, 3], &[]).0,
             good.1.clone(),
-            RowError::IdRange { row: 1, position: 1, id: 1 << 31 },
+            RowError::IdRange {
+                row: 1,
+                position: 1,
+                id: 1 << 31,
+            },
         ),
     ];
     for (spec, tokens, segments, want) in cases {
@@ -203,20 +237,45 @@ fn malformed_rows_are_errors_naming_the_row() {
             encode_row(&[1], &[1])
         };
         let rows = [
-            Row { tokens: &first.0, segments: &first.1 },
-            Row { tokens: &tokens, segments: &segments },
+            Row {
+                tokens: &first.0,
+                segments: &first.1,
+            },
+            Row {
+                tokens: &tokens,
+                segments: &segments,
+            },
         ];
         let error = build(&rows, &spec).expect_err("a malformed row");
         assert_eq!(error, want);
         assert!(error.to_string().starts_with("row 1: "), "{error}");
     }
-    let pad = RowsSpec { pad_id: 1 << 31, ..spec(2, Packing::None, IdType::I32) };
-    assert_eq!(build(&[], &pad).expect_err("pad"), RowError::PadRange { pad_id: 1 << 31 });
-    assert_eq!(build(&[], &spec(0, Packing::None, IdType::I32)).expect_err("0"), RowError::ZeroLength);
+    let pad = RowsSpec {
+        pad_id: 1 << 31,
+        ..spec(2, Packing::None, IdType::I32)
+    };
+    assert_eq!(
+        build(&[], &pad).expect_err("pad"),
+        RowError::PadRange { pad_id: 1 << 31 }
+    );
+    assert_eq!(
+        build(&[], &spec(0, Packing::None, IdType::I32)).expect_err("0"),
+        RowError::ZeroLength
+    );
     // Token ids of 2^31 and more fit int64.
     let wide = encode_row(&[1, u32::MAX, 3], &[3]);
-    let batch = build(&[Row { tokens: &wide.0, segments: &wide.1 }], &concat).expect("int64");
-    assert_eq!(values(&batch.input_ids, IdType::I64), vec![1, i64::from(u32::MAX)]);
+    let batch = build(
+        &[Row {
+            tokens: &wide.0,
+            segments: &wide.1,
+        }],
+        &concat,
+    )
+    .expect("int64");
+    assert_eq!(
+        values(&batch.input_ids, IdType::I64),
+        vec![1, i64::from(u32::MAX)]
+    );
 }
 
 /// The columns written one position at a time, straight from the module
@@ -253,9 +312,14 @@ fn reference(rows: &[(Vec<u32>, Vec<u32>)], spec: &RowsSpec) -> Columns {
         cu.extend(ends.iter().map(|&e| (r * length + e) as i32));
         for i in 0..length {
             let real = i < tokens.len();
-            c.input_ids.push(if real { i64::from(tokens[i]) } else { i64::from(spec.pad_id) });
+            c.input_ids.push(if real {
+                i64::from(tokens[i])
+            } else {
+                i64::from(spec.pad_id)
+            });
             let same = real && i + 1 < tokens.len() && (concat || owner[i].0 == owner[i + 1].0);
-            c.labels.push(if same { i64::from(tokens[i + 1]) } else { X });
+            c.labels
+                .push(if same { i64::from(tokens[i + 1]) } else { X });
             c.position_ids.push(if real { owner[i].1 } else { 0 });
             c.document_ids.push(if real { owner[i].0 } else { -1 });
             if let Some(mask) = c.attention_mask.as_mut() {
@@ -268,24 +332,26 @@ fn reference(rows: &[(Vec<u32>, Vec<u32>)], spec: &RowsSpec) -> Columns {
 
 /// Rows of random pieces for `packing` and `length`.
 fn random_rows(length: usize, concat: bool) -> impl Strategy<Value = Vec<(Vec<u32>, Vec<u32>)>> {
-    let row = prop::collection::vec(1u32..=(length as u32 + 1), 0..6).prop_flat_map(move |mut segments| {
-        // Cut the pieces to the row's size: L + 1 for concat, at most L else.
-        let want = if concat { length + 1 } else { length };
-        let mut kept = Vec::new();
-        let mut total = 0;
-        for s in segments.drain(..) {
-            let s = (s as usize).min(want - total);
-            if s > 0 {
-                kept.push(s as u32);
-                total += s;
+    let row = prop::collection::vec(1u32..=(length as u32 + 1), 0..6).prop_flat_map(
+        move |mut segments| {
+            // Cut the pieces to the row's size: L + 1 for concat, at most L else.
+            let want = if concat { length + 1 } else { length };
+            let mut kept = Vec::new();
+            let mut total = 0;
+            for s in segments.drain(..) {
+                let s = (s as usize).min(want - total);
+                if s > 0 {
+                    kept.push(s as u32);
+                    total += s;
+                }
             }
-        }
-        if concat && total < want {
-            kept.push((want - total) as u32);
-            total = want;
-        }
-        (prop::collection::vec(0u32..1 << 31, total), Just(kept))
-    });
+            if concat && total < want {
+                kept.push((want - total) as u32);
+                total = want;
+            }
+            (prop::collection::vec(0u32..1 << 31, total), Just(kept))
+        },
+    );
     prop::collection::vec(row, 0..5)
 }
 
