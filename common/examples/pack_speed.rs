@@ -126,6 +126,10 @@ fn main() {
                 span.clone(),
             ));
         });
+        let shard_layout = layout::ShardLayout::new(sequence, &index, SEED, 3, 7);
+        let cut_cached = median(11, || {
+            black_box(shard_layout.row_pieces(span.clone()).expect("inside"));
+        });
         let spec = RowsSpec {
             sequence,
             ids: IdType::I64,
@@ -138,10 +142,12 @@ fn main() {
         let total = cut + packed;
         println!(
             "{packing:>7}: {rows_of_shard} rows; shard_rows {:.2} ms; row_pieces whole shard {:.2} ms, \
-             1/64 span {:.3} ms; copy + build {:.1} M tokens/s; row_pieces + copy + build {:.1} M tokens/s",
+             1/64 span {:.3} ms ({:.3} ms with a ShardLayout); copy + build {:.1} M tokens/s; \
+             row_pieces + copy + build {:.1} M tokens/s",
             count.as_secs_f64() * 1e3,
             cut.as_secs_f64() * 1e3,
             cut_span.as_secs_f64() * 1e3,
+            cut_cached.as_secs_f64() * 1e3,
             positions / packed.as_secs_f64() / 1e6,
             positions / total.as_secs_f64() / 1e6,
         );

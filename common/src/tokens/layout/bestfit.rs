@@ -11,6 +11,7 @@ use crate::tokens::DocIndex;
 /// of `L` tokens, in document order; row `full + b` is bin `b` of the
 /// shorter items (documents of fewer than `L` tokens and the last pieces
 /// of longer ones).
+#[derive(Debug)]
 pub(super) struct BestFit {
     length: u64,
     /// `full_before[d]`: full pieces of the documents before `d`.

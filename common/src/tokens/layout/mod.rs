@@ -175,6 +175,10 @@ pub struct RowsOutOfRange {
 /// The pieces of rows `rows` of shard `shard` (its index in its dataset,
 /// for seeding) in epoch `epoch`.
 ///
+/// Each call works out the shard's layout again (for `bestfit`, first-fit
+/// decreasing over the whole shard): for many runs of one shard in one
+/// epoch, make a [`ShardLayout`] once.
+///
 /// # Panics
 ///
 /// If `spec.length` is 0 or `rows` is not inside `0..shard_rows(spec,
@@ -204,40 +208,82 @@ pub fn try_row_pieces(
     shard: u64,
     rows: Range<u64>,
 ) -> Result<RowPieces, RowsOutOfRange> {
-    let length = length(spec);
-    let check = |total: u64| {
-        if rows.start <= rows.end && rows.end <= total {
-            Ok(())
-        } else {
-            Err(RowsOutOfRange {
-                shard,
+    ShardLayout::new(spec, index, seed, epoch, shard).row_pieces(rows)
+}
+
+/// The rows of one shard for one spec in one epoch, worked out once, so
+/// that many runs of its rows (a rank's span, dynamic units) cost only
+/// their own pieces: [`row_pieces`] without redoing the shard's layout
+/// (the block order for `concat`, first-fit decreasing for `bestfit`).
+#[derive(Debug)]
+pub struct ShardLayout<'a> {
+    spec: SequenceSpec,
+    index: &'a DocIndex,
+    shard: u64,
+    rows: u64,
+    packed: Packed,
+}
+
+#[derive(Debug)]
+enum Packed {
+    Concat(concat::Order),
+    BestFit(bestfit::BestFit),
+    None,
+}
+
+impl<'a> ShardLayout<'a> {
+    /// The layout of shard `shard` (its index in its dataset, for seeding)
+    /// with document index `index` in epoch `epoch`.
+    ///
+    /// # Panics
+    ///
+    /// If `spec.length` is 0.
+    pub fn new(spec: SequenceSpec, index: &'a DocIndex, seed: u64, epoch: u64, shard: u64) -> Self {
+        let length = length(spec);
+        let (rows, packed) = match spec.packing {
+            Packing::Concat => (
+                concat::rows(index.tokens(), length),
+                Packed::Concat(concat::Order::new(index, [seed, epoch, shard])),
+            ),
+            Packing::BestFit => {
+                let packed = bestfit::BestFit::new(index, length);
+                (packed.rows(), Packed::BestFit(packed))
+            }
+            Packing::None => (index.documents(), Packed::None),
+        };
+        Self {
+            spec,
+            index,
+            shard,
+            rows,
+            packed,
+        }
+    }
+
+    /// The shard's rows ([`shard_rows`]).
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The pieces of rows `rows`; an error when they are not inside
+    /// `0..self.rows()` (or reversed).
+    pub fn row_pieces(&self, rows: Range<u64>) -> Result<RowPieces, RowsOutOfRange> {
+        if rows.start > rows.end || rows.end > self.rows {
+            return Err(RowsOutOfRange {
+                shard: self.shard,
                 start: rows.start,
                 end: rows.end,
-                rows: total,
-                packing: spec.packing,
-                length: spec.length,
-            })
+                rows: self.rows,
+                packing: self.spec.packing,
+                length: self.spec.length,
+            });
         }
-    };
-    match spec.packing {
-        Packing::Concat => {
-            check(concat::rows(index.tokens(), length))?;
-            Ok(concat::row_pieces(
-                index,
-                length,
-                [seed, epoch, shard],
-                rows,
-            ))
-        }
-        Packing::BestFit => {
-            let packed = bestfit::BestFit::new(index, length);
-            check(packed.rows())?;
-            Ok(packed.row_pieces(index, rows))
-        }
-        Packing::None => {
-            check(index.documents())?;
-            Ok(none_pieces(index, length, rows))
-        }
+        let length = u64::from(self.spec.length);
+        Ok(match &self.packed {
+            Packed::Concat(order) => order.row_pieces(self.index, length, rows),
+            Packed::BestFit(packed) => packed.row_pieces(self.index, rows),
+            Packed::None => none_pieces(self.index, length, rows),
+        })
     }
 }
 
