@@ -138,7 +138,7 @@ pub enum RowError {
     ZeroLength,
     #[error(
         "a batch of {rows} rows of {length} tokens has more positions than cu_seqlens (int32) \
-         can count; use a smaller batch or no cu_seqlens"
+         can count or memory can address; use a smaller batch (or no cu_seqlens)"
     )]
     TooManyPositions { rows: usize, length: usize },
     #[error("pad id {pad_id} does not fit int32 ids; ask for int64 ids or a smaller pad id")]
@@ -197,6 +197,8 @@ pub fn build(rows: &[Row<'_>], spec: &RowsSpec) -> Result<SequenceBatch, RowErro
         length,
     };
     let positions = rows.len().checked_mul(length).ok_or(too_many.clone())?;
+    let width = spec.ids.width();
+    let bytes = positions.checked_mul(width).ok_or(too_many.clone())?;
     if spec.cu_seqlens && positions > i32::MAX as usize {
         return Err(too_many);
     }
@@ -206,15 +208,15 @@ pub fn build(rows: &[Row<'_>], spec: &RowsSpec) -> Result<SequenceBatch, RowErro
         });
     }
     let concat = spec.sequence.packing == Packing::Concat;
-    let width = spec.ids.width();
+    // Zeroed: padding's position id is 0 as allocated.
     let mut batch = SequenceBatch {
         rows: rows.len(),
         length,
         ids: spec.ids,
-        input_ids: vec![0; positions * width],
-        labels: vec![0; positions * width],
-        position_ids: vec![0; positions * width],
-        document_ids: vec![0; positions * width],
+        input_ids: vec![0; bytes],
+        labels: vec![0; bytes],
+        position_ids: vec![0; bytes],
+        document_ids: vec![0; bytes],
         attention_mask: (!concat).then(|| vec![0; positions]),
         cu_seqlens: spec.cu_seqlens.then(|| {
             let mut cu = Vec::with_capacity(4 * (1 + 2 * rows.len()));
@@ -318,7 +320,6 @@ fn fill<const W: usize>(
     let concat = spec.sequence.packing == Packing::Concat;
     let ignore = encode(IGNORE_LABEL);
     let pad = encode(i64::from(spec.pad_id));
-    let zero = encode(0);
     let no_doc = encode(-1);
     let token = |bytes: &[u8; 4]| encode(i64::from(u32::from_le_bytes(*bytes)));
     let (inputs, _) = batch.input_ids.as_chunks_mut::<W>();
@@ -362,7 +363,6 @@ fn fill<const W: usize>(
                 *out = token(t);
             }
             label[used.saturating_sub(1)..].fill(ignore);
-            position[used..].fill(zero);
             document[used..].fill(no_doc);
             if let Some(mask) = masks.as_mut().and_then(Iterator::next) {
                 mask[..used].fill(1);

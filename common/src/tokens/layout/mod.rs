@@ -14,10 +14,12 @@
 //!   token but the first is a label exactly once. A shard of `T` tokens has
 //!   `(T - 1) / L` rows (none when `T < 2`).
 //!
-//!   *The per-shard tail rule*: the `(T - 1) % L` tokens after the last
-//!   whole window (fewer than `L + 1`, counting the shared token) are not
-//!   trained in that epoch. Which tokens they are changes with the epoch's
-//!   order, so no token is left out every epoch.
+//!   *The per-shard tail rule*: the stream's last `(T - 1) % L` tokens
+//!   (fewer than `L`) come after the last whole window and are trained in
+//!   that epoch neither as inputs nor as labels. The epoch's order decides
+//!   which tokens they are, so they change from epoch to epoch (except in a
+//!   shard too small to reorder, such as one document). The plan counts
+//!   only whole rows, so the tail is never a partial row.
 //!
 //!   *The seeded order*: documents are grouped into **blocks** of
 //!   consecutive documents, a pure function of the lengths: document `d`
@@ -27,9 +29,9 @@
 //!   `TokenBlocks`) and the documents inside each block (keyed by
 //!   `(seed, epoch, shard, block)`, domain `TokenDocs`). A run of rows
 //!   therefore reads a few contiguous byte ranges (one or two per block it
-//!   touches), while no two epochs see the same document order. The shard
-//!   order, the shuffle buffer and the split over ranks work on whole rows
-//!   above this.
+//!   touches, see [`reads`]), while epochs see different document orders.
+//!   The shard order, the shuffle buffer and the split over ranks work on
+//!   whole rows above this.
 //!
 //! - **`bestfit`** (fine-tuning). First-fit decreasing over the shard's
 //!   documents into rows of at most `L` tokens: a document longer than `L`
@@ -49,6 +51,20 @@
 //!
 //! Empty documents hold no tokens and appear in no `concat` or `bestfit`
 //! row.
+//!
+//! # Use
+//!
+//! The coordinator counts rows with [`rows_from_totals`] (from the
+//! manifest's totals; `bestfit` needs [`shard_rows`] over the index). A
+//! worker turns a span of rows into [`RowPieces`] with a [`ShardLayout`]
+//! (made once per shard and epoch, then one cheap call per run) or
+//! [`row_pieces`] (one call, the layout worked out again), reads the
+//! token ranges [`reads`] merges, and hands each row's tokens and piece
+//! lengths to [`rows::build`](super::rows::build).
+//!
+//! Costs, for a shard of `n` documents: `concat` `O(blocks)` per layout,
+//! then per run the pieces plus the documents of the blocks it touches;
+//! `bestfit` `O(n log n)` per layout, then the pieces; `none` the pieces.
 
 mod bestfit;
 mod concat;

@@ -262,6 +262,19 @@ fn malformed_rows_are_errors_naming_the_row() {
         build(&[], &spec(0, Packing::None, IdType::I32)).expect_err("0"),
         RowError::ZeroLength
     );
+    // More positions than cu_seqlens counts: refused before allocating.
+    let empty = Row {
+        tokens: &[],
+        segments: &[],
+    };
+    let huge = spec(1 << 20, Packing::BestFit, IdType::I64);
+    assert_eq!(
+        build(&[empty; 2049], &huge).expect_err("over 2^31 positions"),
+        RowError::TooManyPositions {
+            rows: 2049,
+            length: 1 << 20
+        }
+    );
     // Token ids of 2^31 and more fit int64.
     let wide = encode_row(&[1, u32::MAX, 3], &[3]);
     let batch = build(
