@@ -1,14 +1,16 @@
 //! How fast rows are cut and packed, on one thread: `layout::row_pieces`
-//! over a whole shard, then per batch the copy of each row's tokens out of
-//! the shard (what a worker does with the bytes it read) and
-//! `rows::build`. Prints figures rather than asserting them:
+//! over a whole shard, then per batch each row's fields out of the bytes
+//! read (`rows::row_from_reads`) and `rows::build`. Prints figures rather
+//! than asserting them:
 //!
 //! ```text
 //! cargo run --release -p tributary-common --example pack_speed
 //! ```
 //!
 //! The shard: about 32 Mi u32 tokens in 32 Ki documents of 1 to 2047 tokens
-//! (mean 1 Ki). Batches of B = 8 rows of L = 2048, int64 ids.
+//! (mean 1 Ki). Batches of B = 8 rows of L = 2048, int64 ids, with
+//! cu_seqlens. Tokens/s counts the batches' `B·L` positions (for bestfit
+//! and none, padding included).
 
 #![allow(clippy::print_stdout)]
 
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use tributary_common::tokens::layout::{self, RowPieces};
 use tributary_common::tokens::rows::{self, IdType, Row, RowsSpec};
-use tributary_common::tokens::{DocIndex, Packing, SequenceSpec};
+use tributary_common::tokens::{DocIndex, Packing, SequenceSpec, TokenDtype};
 
 const TOKENS: u64 = 32 << 20;
 const DOCUMENTS: u64 = 32 << 10;
@@ -55,28 +57,22 @@ fn median(runs: usize, mut f: impl FnMut()) -> Duration {
     times[runs / 2]
 }
 
-/// Packs every row of `pieces` in batches of `BATCH`: copies each row's
-/// tokens out of `shard` into a row buffer, encodes its segments, builds.
-fn pack(shard: &[u8], pieces: &RowPieces, spec: &RowsSpec) -> usize {
-    let mut tokens: Vec<Vec<u8>> = vec![Vec::new(); BATCH];
-    let mut segments: Vec<Vec<u8>> = vec![Vec::new(); BATCH];
+/// Packs every row of `pieces` in batches of `BATCH`, as a worker does:
+/// each row's fields from the bytes read (`rows::row_from_reads`; here the
+/// whole shard is one read, as from the page cache), then `rows::build`.
+fn pack(shard: &[u8], tokens: u64, pieces: &RowPieces, spec: &RowsSpec) -> usize {
+    let reads = [(0..tokens, shard)];
     let mut built = 0;
     for first in (0..pieces.rows()).step_by(BATCH) {
         let end = (first + BATCH).min(pieces.rows());
-        for (slot, row) in (first..end).enumerate() {
-            tokens[slot].clear();
-            segments[slot].clear();
-            for piece in pieces.row(row) {
-                tokens[slot]
-                    .extend_from_slice(&shard[piece.start as usize * 4..piece.end as usize * 4]);
-                segments[slot].extend_from_slice(&(piece.len() as u32).to_le_bytes());
-            }
-        }
-        let batch: Vec<Row<'_>> = (0..end - first)
-            .map(|slot| Row {
-                tokens: &tokens[slot],
-                segments: &segments[slot],
+        let fields: Vec<(Vec<u8>, Vec<u8>)> = (first..end)
+            .map(|row| {
+                rows::row_from_reads(pieces.row(row), &reads, TokenDtype::U32).expect("read")
             })
+            .collect();
+        let batch: Vec<Row<'_>> = fields
+            .iter()
+            .map(|(tokens, segments)| Row { tokens, segments })
             .collect();
         let out = rows::build(&batch, spec).expect("well-formed rows");
         built += black_box(out).rows;
@@ -137,13 +133,13 @@ fn main() {
             pad_id: 0,
         };
         let mut built = 0;
-        let packed = median(5, || built = pack(&shard, &pieces, &spec));
+        let packed = median(5, || built = pack(&shard, index.tokens(), &pieces, &spec));
         let positions = (built * LENGTH as usize) as f64;
         let total = cut + packed;
         println!(
             "{packing:>7}: {rows_of_shard} rows; shard_rows {:.2} ms; row_pieces whole shard {:.2} ms, \
-             1/64 span {:.3} ms ({:.3} ms with a ShardLayout); copy + build {:.1} M tokens/s; \
-             row_pieces + copy + build {:.1} M tokens/s",
+             1/64 span {:.3} ms ({:.3} ms with a ShardLayout); row_from_reads + build {:.1} M tokens/s; \
+             all three {:.1} M tokens/s",
             count.as_secs_f64() * 1e3,
             cut.as_secs_f64() * 1e3,
             cut_span.as_secs_f64() * 1e3,

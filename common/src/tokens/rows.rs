@@ -35,9 +35,11 @@
 //!   positions (a `concat` row's last token is only a label), then the
 //!   row's padding as one more segment; cumulative, from 0 to `B · L`.
 
+use std::ops::Range;
 use std::str::FromStr;
 
-use super::{Packing, SequenceSpec};
+use super::layout::Piece;
+use super::{Packing, SequenceSpec, TokenDtype};
 
 #[cfg(test)]
 mod tests;
@@ -108,6 +110,73 @@ pub struct Row<'a> {
 pub fn encode_row(tokens: &[u32], segments: &[u32]) -> (Vec<u8>, Vec<u8>) {
     let bytes = |values: &[u32]| values.iter().flat_map(|v| v.to_le_bytes()).collect();
     (bytes(tokens), bytes(segments))
+}
+
+/// A token range a row needs that the reads given do not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tokens {start}..{end} (document {doc}) are not in the bytes read{why}; read the ranges \
+     layout::reads gives for the row's pieces"
+)]
+pub struct Unread {
+    pub doc: u64,
+    pub start: u64,
+    pub end: u64,
+    /// What was wrong with the read that should hold them, if one should.
+    pub why: String,
+}
+
+/// The two fields of the [`Row`] made of `pieces` (one row's, in order),
+/// their tokens taken from `reads`: token ranges of the shard, sorted by
+/// start and not overlapping (as [`layout::reads`](super::layout::reads)
+/// gives them), each with its bytes, little-endian ids of `dtype`.
+pub fn row_from_reads(
+    pieces: &[Piece],
+    reads: &[(Range<u64>, &[u8])],
+    dtype: TokenDtype,
+) -> Result<(Vec<u8>, Vec<u8>), Unread> {
+    let width = dtype.width();
+    let count: u64 = pieces.iter().map(Piece::len).sum();
+    let mut tokens = Vec::with_capacity(count as usize * 4);
+    let mut segments = Vec::with_capacity(pieces.len() * 4);
+    for piece in pieces {
+        let unread = |why: String| Unread {
+            doc: piece.doc,
+            start: piece.start,
+            end: piece.end,
+            why,
+        };
+        let at = reads.partition_point(|(range, _)| range.start <= piece.start);
+        let (range, bytes) = at
+            .checked_sub(1)
+            .map(|i| &reads[i])
+            .filter(|(range, _)| piece.end <= range.end)
+            .ok_or_else(|| unread(String::new()))?;
+        let want = (range.end - range.start) * width;
+        if bytes.len() as u64 != want {
+            return Err(unread(format!(
+                " (read {}..{} holds {} bytes, not {want})",
+                range.start,
+                range.end,
+                bytes.len()
+            )));
+        }
+        let from = ((piece.start - range.start) * width) as usize;
+        let to = ((piece.end - range.start) * width) as usize;
+        match dtype {
+            // Already u32 little-endian.
+            TokenDtype::U32 => tokens.extend_from_slice(&bytes[from..to]),
+            TokenDtype::U16 => tokens.extend(
+                bytes[from..to]
+                    .as_chunks::<2>()
+                    .0
+                    .iter()
+                    .flat_map(|id| u32::from(u16::from_le_bytes(*id)).to_le_bytes()),
+            ),
+        }
+        segments.extend_from_slice(&(piece.len() as u32).to_le_bytes());
+    }
+    Ok((tokens, segments))
 }
 
 /// A batch of rows: every array row-major, little-endian, `rows × length`
