@@ -3,8 +3,9 @@
 //!
 //! A [`Row`] is what the pipeline carries for one row of
 //! [`layout::row_pieces`](super::layout::row_pieces): its token ids (u32
-//! little-endian) and the lengths of its pieces, in order ([`encode_row`]).
-//! [`build`] turns a batch of rows into row-major `B × L` arrays of int64
+//! little-endian) and the lengths of its pieces, in order: a worker makes
+//! them from the bytes it read with [`row_from_reads`] ([`encode_row`] from
+//! ids at hand). [`build`] turns a batch of rows into row-major `B × L` arrays of int64
 //! or int32 ([`IdType`]), little-endian, as a memory copy into arrays sized
 //! once.
 //!
@@ -34,6 +35,9 @@
 //!   `B × L` batch): per row its pieces clipped to the row's `L` input
 //!   positions (a `concat` row's last token is only a label), then the
 //!   row's padding as one more segment; cumulative, from 0 to `B · L`.
+//!
+//! A `none` row of an empty document, or a batch of only padding, has no
+//! label that is not `-100`: a mean loss over it divides by zero.
 
 use std::ops::Range;
 use std::str::FromStr;
