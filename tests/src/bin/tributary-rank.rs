@@ -31,13 +31,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::Parser;
 use tributary_common::proto::v1;
+use tributary_common::tokens::{Packing, SequenceSpec};
 use tributary_io::S3Settings;
 use tributary_worker::coordinated::{self, DynamicOptions, Identity, LoaderState, OnLeaseLost};
+use tributary_worker::pipeline::decode::fields::Arrays;
 use tributary_worker::rank::{
     Coordinator, Credentials, InProcess, JobSpec, Mode, Rank, RankConfig, Source,
 };
-use tributary_common::tokens::{Packing, SequenceSpec};
-use tributary_worker::pipeline::decode::fields::Arrays;
 use tributary_worker::{Batch, Column, DecodeConfig, StoreOptions, WorkerError};
 use tributary_worker::{Size, Transform};
 
