@@ -43,17 +43,19 @@ pub struct DataParallel {
     pub size: u32,
 }
 
-/// A data-parallel coordinate that does not fit its world.
+/// A data-parallel coordinate that does not fit its world. The messages
+/// name the fields; callers say where they came from
+/// (`data_parallel=(..)`, `torchrun.dp_rank`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DataParallelError {
-    #[error("data_parallel: dp_size must be at least 1 (dp_rank {rank}, dp_size 0)")]
+    #[error("dp_size must be at least 1 (dp_rank {rank}, dp_size 0)")]
     NoGroups { rank: u32 },
-    #[error("data_parallel: dp_rank {rank} must be below dp_size {size}")]
+    #[error("dp_rank {rank} must be below dp_size {size}")]
     RankOutside { rank: u32, size: u32 },
-    #[error("data_parallel: dp_size {size} exceeds world_size {world}: a group holds at least one rank")]
+    #[error("dp_size {size} exceeds world_size {world}: a group holds at least one rank")]
     MoreGroupsThanRanks { size: u32, world: u32 },
     #[error(
-        "data_parallel: world_size {world} is not a multiple of dp_size {size}: every group \
+        "world_size {world} is not a multiple of dp_size {size}: every group \
          holds world_size / dp_size ranks"
     )]
     UnequalGroups { size: u32, world: u32 },
@@ -230,7 +232,10 @@ mod tests {
             json,
             r#"{"torchrun":{"rank":3,"world":4,"run_id":"r","restart":0,"dp":{"rank":1,"size":2}}}"#
         );
-        assert_eq!(serde_json::from_str::<Identity>(&json).expect("parse"), grouped);
+        assert_eq!(
+            serde_json::from_str::<Identity>(&json).expect("parse"),
+            grouped
+        );
         assert_eq!(grouped.part(), Some(DataParallel { rank: 1, size: 2 }));
         let old: Identity =
             serde_json::from_str(r#"{"torchrun":{"rank":1,"world":2,"run_id":"r","restart":0}}"#)

@@ -120,12 +120,10 @@ impl From<v1::TorchrunIdentity> for Identity {
             world: t.world_size,
             run_id: t.run_id,
             restart: t.restart_count,
-            dp: (t.dp_rank, t.dp_size)
-                .ne(&(0, 0))
-                .then_some(DataParallel {
-                    rank: t.dp_rank,
-                    size: t.dp_size,
-                }),
+            dp: (t.dp_rank, t.dp_size).ne(&(0, 0)).then_some(DataParallel {
+                rank: t.dp_rank,
+                size: t.dp_size,
+            }),
         }
     }
 }

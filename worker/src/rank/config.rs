@@ -289,6 +289,7 @@ mod tests {
             world,
             run_id: "r".into(),
             restart: 0,
+            dp: None,
         }
     }
 
