@@ -98,7 +98,7 @@ impl Loader {
         crop_fraction=0.875, keep_aspect=false, fill=0, dtype="float32", layout="NCHW",
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
         tail="uneven", metrics_port=MetricsPort::FromEnv, epoch_samples=0, return_sources=false,
-        cache_dir=None, cache_limit=None
+        cache_dir=None, cache_limit=None, data_parallel=None
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -148,6 +148,7 @@ impl Loader {
         return_sources: bool,
         cache_dir: Option<std::path::PathBuf>,
         cache_limit: Option<u64>,
+        data_parallel: Option<(u32, u32)>,
     ) -> PyResult<Self> {
         let value = |e: String| PyValueError::new_err(e);
         let (dataset, sources) = dataset_arg(dataset)?;
@@ -214,6 +215,7 @@ impl Loader {
             world_size,
             run_id,
             restart_count,
+            data_parallel,
         };
         let identity = joiner.identity(mode, stripe, &env).map_err(to_py)?;
         let default_name = (mode == Mode::Dynamic && joiner.name.is_none()).then(|| env.clone());
@@ -375,6 +377,14 @@ impl Loader {
     #[getter]
     fn world_size(&mut self, py: Python<'_>) -> PyResult<u32> {
         Ok(self.inner(py)?.rank.describe().world)
+    }
+
+    /// `(dp_rank, dp_size)`: the part of the data this rank reads and the
+    /// number of parts (its data-parallel group, or its rank and world).
+    #[getter]
+    fn data_parallel(&mut self, py: Python<'_>) -> PyResult<(u32, u32)> {
+        let part = self.inner(py)?.rank.describe().data_parallel;
+        Ok((part.rank, part.size))
     }
 
     /// The coordinator's address; with `coordinator=None`, the in-process

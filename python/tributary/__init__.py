@@ -168,6 +168,13 @@ class Loader:
         return self._native.world_size
 
     @property
+    def data_parallel(self) -> Tuple[int, int]:
+        """``(dp_rank, dp_size)``: the part of the data this rank reads and
+        the number of parts (its data-parallel group; without one, its rank
+        and world)."""
+        return self._native.data_parallel
+
+    @property
     def member(self) -> str:
         """This loader's membership in the job."""
         return self._native.member
