@@ -57,7 +57,11 @@ async fn an_unshuffled_read_gives_peers_their_groups_part_and_every_sample_once(
     }
     assert_eq!(parts[0], parts[1], "group 0's peers read the same");
     assert_eq!(parts[2], parts[3], "group 1's peers read the same");
-    assert_eq!((parts[0].len(), parts[2].len()), (23, 22), "45 over 2 groups");
+    assert_eq!(
+        (parts[0].len(), parts[2].len()),
+        (23, 22),
+        "45 over 2 groups"
+    );
     let mut all: Vec<u64> = parts[0].iter().chain(&parts[2]).copied().collect();
     all.sort_unstable();
     let expected: Vec<u64> = {

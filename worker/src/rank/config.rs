@@ -429,10 +429,22 @@ mod tests {
         shared(grouped(3, 4, 1, 2)).validate().expect("TP=2 DP=2");
         shared(grouped(1, 2, 0, 1)).validate().expect("TP=2 DP=1");
         for (identity, says) in [
-            (grouped(0, 4, 0, 0), "data_parallel=(0, 0): dp_size must be at least 1"),
-            (grouped(0, 4, 2, 2), "data_parallel=(2, 2): dp_rank 2 must be below dp_size 2"),
-            (grouped(0, 2, 0, 4), "data_parallel=(0, 4): dp_size 4 exceeds world_size 2"),
-            (grouped(0, 4, 0, 3), "world_size 4 is not a multiple of dp_size 3"),
+            (
+                grouped(0, 4, 0, 0),
+                "data_parallel=(0, 0): dp_size must be at least 1",
+            ),
+            (
+                grouped(0, 4, 2, 2),
+                "data_parallel=(2, 2): dp_rank 2 must be below dp_size 2",
+            ),
+            (
+                grouped(0, 2, 0, 4),
+                "data_parallel=(0, 4): dp_size 4 exceeds world_size 2",
+            ),
+            (
+                grouped(0, 4, 0, 3),
+                "world_size 4 is not a multiple of dp_size 3",
+            ),
         ] {
             let error = error(&shared(identity));
             assert!(error.contains(says), "{error}");
