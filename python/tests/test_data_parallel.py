@@ -11,7 +11,6 @@ datasets (token datasets) run the same checks."""
 import collections
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -105,8 +104,10 @@ def torchrun(directory, run, dataset, loader_kwargs, *, nproc, tp, coordinator, 
     cfg = {"dir": str(directory), "run": run, "dataset": dataset, "loader": loader_kwargs,
            "tp": tp, "coordinator": coordinator, "job": job, "commit_every": commit_every,
            "hold": hold}
-    command = [shutil.which("torchrun", path=os.path.dirname(sys.executable)),
-               "--nnodes=1", f"--nproc-per-node={nproc}", "--max-restarts=0",
+    # A launch of its own (the run is the rendezvous id, which the ranks
+    # join the coordinator with), as a resubmitted job is.
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+               f"--nproc-per-node={nproc}", "--max-restarts=0", f"--rdzv-id={run}",
                "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}",
                str(script), json.dumps(cfg)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -34,7 +34,7 @@ the in-memory store (one rank); under torchrun rank 0 hosts one for its world
 
 import atexit
 import inspect
-from typing import Any, Callable, Dict, Optional, Sequence, Type, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type, Union
 
 from . import _tributary
 from ._tributary import __version__
