@@ -103,9 +103,7 @@ impl FromStr for TokenDtype {
         match text {
             "u16" | "uint16" => Ok(Self::U16),
             "u32" | "uint32" => Ok(Self::U32),
-            _ => Err(format!(
-                "unknown token dtype `{text}` (expected u16 or u32)"
-            )),
+            _ => Err(format!("unknown token dtype `{text}` (expected u16 or u32)")),
         }
     }
 }
