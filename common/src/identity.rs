@@ -76,7 +76,7 @@ impl DataParallel {
         if size > world {
             return Err(DataParallelError::MoreGroupsThanRanks { size, world });
         }
-        if world % size != 0 {
+        if !world.is_multiple_of(size) {
             return Err(DataParallelError::UnequalGroups { size, world });
         }
         Ok(())

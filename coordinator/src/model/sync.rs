@@ -133,7 +133,7 @@ impl SyncModel {
                 ));
             }
             if let Some(ranks) = gen.ranks {
-                if !(1..=MAX_WORLD).contains(&ranks) || ranks % gen.record.world != 0 {
+                if !(1..=MAX_WORLD).contains(&ranks) || !ranks.is_multiple_of(gen.record.world) {
                     return corrupt(format!(
                         "generation {g} has {ranks} ranks in {} data-parallel groups \
                          (1..={MAX_WORLD} ranks, a multiple of the groups)",

@@ -65,8 +65,7 @@ enum Reader {
 pub struct Description {
     pub epoch: u64,
     pub generation: u64,
-    /// The torchrun rank and world (for a coordinated sync rank: the
-    /// parts of its generation, when it did not say its identity).
+    /// The torchrun rank and world (a dynamic member: 0 of 1).
     pub rank: u32,
     pub world: u32,
     /// The part of the data the rank reads and the number of parts: its
