@@ -34,7 +34,7 @@ the in-memory store (one rank); under torchrun rank 0 hosts one for its world
 
 import atexit
 import inspect
-from typing import Any, Callable, Dict, Optional, Sequence, Type, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type, Union
 
 from . import _tributary
 from ._tributary import __version__
@@ -166,6 +166,13 @@ class Loader:
     @property
     def world_size(self) -> int:
         return self._native.world_size
+
+    @property
+    def data_parallel(self) -> Tuple[int, int]:
+        """``(dp_rank, dp_size)``: the part of the data this rank reads and
+        the number of parts (its data-parallel group; without one, its rank
+        and world)."""
+        return self._native.data_parallel
 
     @property
     def member(self) -> str:
