@@ -6,6 +6,11 @@
 //! epoch's, each once: no token trained twice, none skipped beyond the
 //! stated remainder (fewer rows than the last world size).
 
+#![allow(
+    clippy::print_stdout,
+    reason = "the figures a run measured, for the closing note"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
