@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type, Union
 
 from . import _tributary
 from ._tributary import __version__
-from .batch import Batch, apply_maps, collate, field_names
+from .batch import TOKEN_FIELDS, Batch, apply_maps, collate, field_names
 from .options import Source, Transform, check_numbers, dataset_arg, expand_transform
 
 __all__ = ["Batch", "Loader", "Source", "Transform", "__version__", "collate", "apply_maps"]
@@ -87,7 +87,10 @@ class Loader:
                                            ("sources", options.get("return_sources", False)),
                                            ("valid", options.get("tail", "uneven") == "pad"))
                   if given]
-        self._batch: Type[Batch] = Batch.of(field_names(options.get("fields")), extras)
+        fields = options.get("fields")
+        if fields is None and options.get("sequence_length") is not None:
+            fields = TOKEN_FIELDS
+        self._batch: Type[Batch] = Batch.of(field_names(fields), extras)
         self._map = map
         self._batch_map = batch_map
 
