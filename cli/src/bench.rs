@@ -32,6 +32,7 @@ use tributary_worker::pipeline::span_samples;
 use tributary_worker::{Dataset, Loader};
 
 use crate::pipeline_args::{PipelineArgs, SequenceArgs};
+use crate::process_stats::peak_rss_kib;
 
 /// The most encoded image bytes the ceiling phase holds in memory (256 MiB):
 /// it measures decoding, which needs a few thousand images, not a dataset.
@@ -189,11 +190,4 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     println!("  pipeline / ceiling   {:.2}", pipeline_rate / ceiling);
     tracing::debug!(checksum, "output checksum");
     Ok(())
-}
-
-/// The process's peak resident set (VmHWM) in KiB, on Linux.
-pub fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }

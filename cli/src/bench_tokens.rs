@@ -11,8 +11,8 @@ use tributary_common::tokens::rows::IdType;
 use tributary_common::tokens::SequenceSpec;
 use tributary_worker::{Datasets, DecodeConfig, Loader, LoaderConfig};
 
-use crate::bench::peak_rss_kib;
 use crate::pipeline_args::PipelineArgs;
+use crate::process_stats::{cpu_seconds, peak_rss_kib};
 use crate::storage::StoreArgs;
 
 pub async fn run(
@@ -104,16 +104,4 @@ pub async fn run(
     }
     tracing::debug!(checksum, "output checksum");
     Ok(())
-}
-
-/// User plus system CPU seconds of this process, from /proc (Linux).
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command's closing parenthesis; utime and stime are
-    // the 14th and 15th of the line, in clock ticks (100 per second).
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
 }

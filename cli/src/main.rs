@@ -40,6 +40,7 @@ mod bench;
 mod bench_tokens;
 mod job;
 mod pipeline_args;
+mod process_stats;
 mod quickstart;
 mod read;
 mod remote;

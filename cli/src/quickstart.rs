@@ -107,6 +107,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             world: world as u32,
             run_id: JOB.to_owned(),
             restart,
+            dp: None,
         };
         let coordinator = Coordinator::Shared(vec![coordinator.address().to_owned()]);
         let spec = JobSpec {

@@ -2,7 +2,7 @@
 //! (and, with the `grpc` feature, tonic's client and server), and
 //! conversions between its messages and the planner's types.
 
-use crate::identity::Identity;
+use crate::identity::{DataParallel, Identity};
 use crate::ids::{Epoch, Generation};
 use crate::plan::generation::{CommitPoint, GenerationRecord};
 use crate::plan::span::{Span, SpanSet};
@@ -110,6 +110,9 @@ impl From<Remainder> for v1::RemainderPolicy {
     }
 }
 
+/// `dp_rank`/`dp_size` both 0 is no group; anything else is kept as sent
+/// (a `dp_size` of 0 with a `dp_rank` too), for the coordinator to check
+/// ([`crate::identity::DataParallel::check`]), never dropped.
 impl From<v1::TorchrunIdentity> for Identity {
     fn from(t: v1::TorchrunIdentity) -> Self {
         Identity::Torchrun {
@@ -117,6 +120,10 @@ impl From<v1::TorchrunIdentity> for Identity {
             world: t.world_size,
             run_id: t.run_id,
             restart: t.restart_count,
+            dp: (t.dp_rank, t.dp_size).ne(&(0, 0)).then_some(DataParallel {
+                rank: t.dp_rank,
+                size: t.dp_size,
+            }),
         }
     }
 }
@@ -140,11 +147,14 @@ impl From<&Identity> for v1::join_request::Identity {
                 world,
                 run_id,
                 restart,
+                dp,
             } => v1::join_request::Identity::Torchrun(v1::TorchrunIdentity {
                 rank: *rank,
                 world_size: *world,
                 run_id: run_id.clone(),
                 restart_count: *restart,
+                dp_rank: dp.map_or(0, |d| d.rank),
+                dp_size: dp.map_or(0, |d| d.size),
             }),
             Identity::Name(name) => v1::join_request::Identity::Name(name.clone()),
         }
@@ -189,10 +199,38 @@ mod tests {
                 world: 8,
                 run_id: "run".into(),
                 restart: u64::MAX,
+                dp: None,
+            },
+            Identity::Torchrun {
+                rank: 3,
+                world: 8,
+                run_id: "run".into(),
+                restart: 0,
+                dp: Some(DataParallel { rank: 1, size: 4 }),
             },
             Identity::Name("a".into()),
         ] {
             assert_eq!(Identity::from(identity.to_proto()), identity);
         }
+    }
+
+    #[test]
+    fn a_torchrun_identity_without_dp_fields_has_no_group_and_a_half_given_one_is_kept() {
+        let wire = |dp_rank, dp_size| v1::TorchrunIdentity {
+            rank: 1,
+            world_size: 2,
+            run_id: "r".into(),
+            restart_count: 0,
+            dp_rank,
+            dp_size,
+        };
+        let dp = |t| match Identity::from(t) {
+            Identity::Torchrun { dp, .. } => dp,
+            Identity::Name(_) => unreachable!("a torchrun identity"),
+        };
+        assert_eq!(dp(wire(0, 0)), None);
+        // Kept for the coordinator to refuse, naming dp_size.
+        assert_eq!(dp(wire(3, 0)), Some(DataParallel { rank: 3, size: 0 }));
+        assert_eq!(dp(wire(0, 1)), Some(DataParallel { rank: 0, size: 1 }));
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tributary_coordinator::LocalCoordinator;
 use tributary_io::cache::parse_bytes;
-use tributary_worker::coordinated::{Identity, LoaderState};
+use tributary_worker::coordinated::{DataParallel, Identity, LoaderState};
 use tributary_worker::pipeline::metrics::MetricsSnapshot;
 use tributary_worker::rank::{
     self, Coordinator, Description, InProcess, JobSpec, Mode, RankConfig,
@@ -82,13 +82,15 @@ fn rank_zero_host() -> rank::StartHost {
 }
 
 /// Who joins: a dynamic member's `name`, or the torchrun rank (explicit
-/// parts over the environment's, else rank 0 of 1).
+/// parts over the environment's, else rank 0 of 1) and its data-parallel
+/// group (`data_parallel=(dp_rank, dp_size)`).
 pub struct Joiner {
     pub name: Option<String>,
     pub rank: Option<u32>,
     pub world_size: Option<u32>,
     pub run_id: Option<String>,
     pub restart_count: Option<u64>,
+    pub data_parallel: Option<(u32, u32)>,
 }
 
 impl Joiner {
@@ -103,6 +105,13 @@ impl Joiner {
         env: &HashMap<String, String>,
     ) -> Result<Identity> {
         if mode == Mode::Dynamic {
+            if let Some((dp_rank, dp_size)) = self.data_parallel {
+                return Err(WorkerError::Config(format!(
+                    "data_parallel=({dp_rank}, {dp_size}) is for mode=\"sync\": a dynamic job's \
+                     members lease units one by one, so the peers of a group would not read \
+                     identical batches"
+                )));
+            }
             let name = match &self.name {
                 Some(name) if stripe.count > 1 => format!("{name}-w{}", stripe.index),
                 Some(name) => name.clone(),
@@ -117,6 +126,7 @@ impl Joiner {
                 world,
                 run_id,
                 restart,
+                ..
             }) => (Some(rank), Some(world), Some(run_id), Some(restart)),
             _ => (None, None, None, None),
         };
@@ -129,6 +139,9 @@ impl Joiner {
                 .or(env_run)
                 .unwrap_or_else(|| "local".into()),
             restart: self.restart_count.or(env_restart).unwrap_or(0),
+            dp: self
+                .data_parallel
+                .map(|(rank, size)| DataParallel { rank, size }),
         })
     }
 }

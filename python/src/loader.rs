@@ -100,7 +100,7 @@ impl Loader {
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
         tail="uneven", metrics_port=MetricsPort::FromEnv, epoch_samples=0, return_sources=false,
         cache_dir=None, cache_limit=None, sequence_length=None, packing="concat",
-        token_dtype="int64"
+        token_dtype="int64", data_parallel=None
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -153,6 +153,7 @@ impl Loader {
         sequence_length: Option<u32>,
         packing: &str,
         token_dtype: &str,
+        data_parallel: Option<(u32, u32)>,
     ) -> PyResult<Self> {
         let value = |e: String| PyValueError::new_err(e);
         let (dataset, sources) = dataset_arg(dataset)?;
@@ -230,6 +231,7 @@ impl Loader {
             world_size,
             run_id,
             restart_count,
+            data_parallel,
         };
         let identity = joiner.identity(mode, stripe, &env).map_err(to_py)?;
         let default_name = (mode == Mode::Dynamic && joiner.name.is_none()).then(|| env.clone());
@@ -392,6 +394,14 @@ impl Loader {
     #[getter]
     fn world_size(&mut self, py: Python<'_>) -> PyResult<u32> {
         Ok(self.inner(py)?.rank.describe().world)
+    }
+
+    /// `(dp_rank, dp_size)`: the part of the data this rank reads and the
+    /// number of parts (its data-parallel group, or its rank and world).
+    #[getter]
+    fn data_parallel(&mut self, py: Python<'_>) -> PyResult<(u32, u32)> {
+        let part = self.inner(py)?.rank.describe().data_parallel;
+        Ok((part.rank, part.size))
     }
 
     /// The coordinator's address; with `coordinator=None`, the in-process

@@ -34,11 +34,11 @@ the in-memory store (one rank); under torchrun rank 0 hosts one for its world
 
 import atexit
 import inspect
-from typing import Any, Callable, Dict, Optional, Sequence, Type, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type, Union
 
 from . import _tributary
 from ._tributary import __version__
-from .batch import Batch, apply_maps, collate, field_names
+from .batch import TOKEN_FIELDS, Batch, apply_maps, collate, field_names
 from .options import Source, Transform, check_numbers, dataset_arg, expand_transform
 
 __all__ = ["Batch", "Loader", "Source", "Transform", "__version__", "collate", "apply_maps"]
@@ -87,7 +87,10 @@ class Loader:
                                            ("sources", options.get("return_sources", False)),
                                            ("valid", options.get("tail", "uneven") == "pad"))
                   if given]
-        self._batch: Type[Batch] = Batch.of(field_names(options.get("fields")), extras)
+        fields = options.get("fields")
+        if fields is None and options.get("sequence_length") is not None:
+            fields = TOKEN_FIELDS
+        self._batch: Type[Batch] = Batch.of(field_names(fields), extras)
         self._map = map
         self._batch_map = batch_map
 
@@ -166,6 +169,13 @@ class Loader:
     @property
     def world_size(self) -> int:
         return self._native.world_size
+
+    @property
+    def data_parallel(self) -> Tuple[int, int]:
+        """``(dp_rank, dp_size)``: the part of the data this rank reads and
+        the number of parts (its data-parallel group; without one, its rank
+        and world)."""
+        return self._native.data_parallel
 
     @property
     def member(self) -> str:

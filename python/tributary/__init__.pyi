@@ -223,6 +223,7 @@ class Loader:
         sequence_length: Optional[int] = None,
         packing: str = "concat",
         token_dtype: str = "int64",
+        data_parallel: Optional[Tuple[int, int]] = None,
         map: Optional[Callable[[tuple], Any]] = None,
         batch_map: Optional[Callable[[Any], Any]] = None,
     ) -> None:
@@ -343,7 +344,18 @@ class Loader:
         ``TRIBUTARY_CACHE_DIR`` and ``TRIBUTARY_CACHE_LIMIT`` (which takes
         units: ``10GiB``); both or neither. A zero limit, or one without a
         directory, raises ``ValueError``; a directory that cannot be created
-        ``OSError``."""
+        ``OSError``.
+
+        ``data_parallel=(dp_rank, dp_size)``: this rank's data-parallel group
+        (``tributary.torch.data_parallel(mesh, "dp")`` reads it from a
+        ``DeviceMesh``). The ranks of one group (tensor, pipeline or context
+        parallel peers) receive identical batches, the ``dp_size`` groups
+        disjoint parts: the coordinator plans over groups, so a restart with
+        another ``dp_size`` resumes exactly like a changed world. Every rank
+        of a world gives the same ``dp_size``, which divides the world size;
+        a rank giving another is refused naming both. Sync mode only (also
+        ``shuffle=False``: a group reads its group's part). None: every rank
+        is a group of its own."""
     def __iter__(self) -> "Loader":
         """Starts the next epoch when the current one was read to its end."""
     def __next__(self) -> Batch:
@@ -373,6 +385,10 @@ class Loader:
     def rank(self) -> int: ...
     @property
     def world_size(self) -> int: ...
+    @property
+    def data_parallel(self) -> Tuple[int, int]:
+        """``(dp_rank, dp_size)``: the part this rank reads and the number of
+        parts (its data-parallel group; without one, its rank and world)."""
     @property
     def member(self) -> str: ...
     @property

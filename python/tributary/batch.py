@@ -18,6 +18,8 @@ __all__ = ["Batch", "apply_maps", "collate"]
 # is a label. As the worker's `Decoder::of` (fields.rs) tells them apart.
 _IMAGE = frozenset({"jpg", "jpeg", "png", "webp", "image"})
 _DEFAULT_FIELDS = ("image", "cls?")
+#: The fields of a token job's batches unless ``fields=`` picks others.
+TOKEN_FIELDS = ("input_ids", "labels", "position_ids", "document_ids")
 _EXTRAS = ("ids", "sources", "valid")
 
 

@@ -148,10 +148,12 @@ NUMERIC_KEYWORDS: Dict[str, Tuple[str, int, Any, Any]] = {
     "cache_limit": ("int", 1, 0, _U64),
     "metrics_port": ("int", 1, 0, 65535),
     "sequence_length": ("int", 1, 1, 2**20),
+    "data_parallel": ("int", 2, 0, _U32),
 }
 
 # What a keyword takes, where its range alone would not say it.
-_TAKES = {"metrics_port": "a port number (an int from 0 to 65535)"}
+_TAKES = {"metrics_port": "a port number (an int from 0 to 65535)",
+          "data_parallel": f"a (dp_rank, dp_size) pair of ints from 0 to {_U32}"}
 
 
 class KeywordTypeError(TypeError, ValueError):

@@ -49,7 +49,7 @@ import torch.utils.data
 import tributary
 from .batch import Batch
 
-__all__ = ["DataLoader", "IterableDataset", "Loader", "normalize", "tensors"]
+__all__ = ["DataLoader", "IterableDataset", "Loader", "data_parallel", "normalize", "tensors"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -86,6 +86,35 @@ class Loader(tributary.Loader):
 
     _column = staticmethod(_tensor)
     _collate = staticmethod(torch.utils.data.default_collate)
+
+
+def data_parallel(mesh: Any, dim: Union[str, int] = "dp") -> Tuple[int, int]:
+    """``(dp_rank, dp_size)`` of this process on ``mesh``'s data-parallel
+    dimension ``dim`` (a name or an index), for ``Loader(...,
+    data_parallel=...)``: the ranks that share a coordinate on ``dim`` (its
+    tensor, pipeline and context-parallel peers) read identical batches, and
+    the ``dp_size`` coordinates disjoint parts::
+
+        mesh = init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"))
+        loader = tributary.torch.Loader(url, data_parallel=tributary.torch.data_parallel(mesh, "dp"))
+
+    A data-parallel dimension made of several mesh dimensions (HSDP's
+    ``("dp_replicate", "dp_shard")``) is one flattened dimension:
+    ``mesh["dp_replicate", "dp_shard"]._flatten("dp")``, then ``"dp"``."""
+    names = tuple(getattr(mesh, "mesh_dim_names", None) or ())
+    if isinstance(dim, str):
+        if dim not in names:
+            raise ValueError(f"data_parallel: the mesh has no dimension {dim!r} "
+                             f"(its dimensions: {names or 'unnamed'})")
+        index = names.index(dim)
+    elif isinstance(dim, int) and not isinstance(dim, bool):
+        if not 0 <= dim < mesh.ndim:
+            raise ValueError(f"data_parallel: dimension {dim} is outside the mesh's {mesh.ndim}")
+        index = dim
+    else:
+        raise TypeError(f"data_parallel: dim must be a dimension's name or index, not {dim!r}")
+    # By index: some torch versions size a dimension by index only.
+    return int(mesh.get_local_rank(mesh_dim=index)), int(mesh.size(index))
 
 
 def normalize(

@@ -127,6 +127,7 @@ async fn scenario(
                     world_size: ranks,
                     run_id: job.to_owned(),
                     restart_count: 0,
+                    ..v1::TorchrunIdentity::default()
                 })),
                 secret: String::new(),
                 resume: None,

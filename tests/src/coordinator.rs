@@ -142,6 +142,7 @@ pub fn torchrun_join(job: &str, rank: u32, world: u32, restart: u64) -> v1::Join
             world_size: world,
             run_id: "run".into(),
             restart_count: restart,
+            ..v1::TorchrunIdentity::default()
         })),
         secret: String::new(),
         resume: None,

@@ -33,6 +33,7 @@ pub mod gcs;
 pub mod process;
 pub mod s3;
 pub mod tls;
+pub mod tokens;
 
 /// A loopback port free when asked (another process may take it before it
 /// is bound: starters that can tell retry).

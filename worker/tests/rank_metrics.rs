@@ -41,6 +41,7 @@ async fn rank(url: String, listen: &str) -> Result<Rank, WorkerError> {
         world: 3,
         run_id: "r".into(),
         restart: 0,
+        dp: None,
     };
     let spec = JobSpec {
         batch_size: 8,

@@ -3,8 +3,9 @@
 //!
 //! A [`Row`] is what the pipeline carries for one row of
 //! [`layout::row_pieces`](super::layout::row_pieces): its token ids (u32
-//! little-endian) and the lengths of its pieces, in order ([`encode_row`]).
-//! [`build`] turns a batch of rows into row-major `B × L` arrays of int64
+//! little-endian) and the lengths of its pieces, in order: a worker makes
+//! them from the bytes it read with [`row_from_reads`] ([`encode_row`] from
+//! ids at hand). [`build`] turns a batch of rows into row-major `B × L` arrays of int64
 //! or int32 ([`IdType`]), little-endian, as a memory copy into arrays sized
 //! once.
 //!
@@ -34,10 +35,15 @@
 //!   `B × L` batch): per row its pieces clipped to the row's `L` input
 //!   positions (a `concat` row's last token is only a label), then the
 //!   row's padding as one more segment; cumulative, from 0 to `B · L`.
+//!
+//! A `none` row of an empty document, or a batch of only padding, has no
+//! label that is not `-100`: a mean loss over it divides by zero.
 
+use std::ops::Range;
 use std::str::FromStr;
 
-use super::{Packing, SequenceSpec};
+use super::layout::Piece;
+use super::{Packing, SequenceSpec, TokenDtype};
 
 #[cfg(test)]
 mod tests;
@@ -110,6 +116,73 @@ pub fn encode_row(tokens: &[u32], segments: &[u32]) -> (Vec<u8>, Vec<u8>) {
     (bytes(tokens), bytes(segments))
 }
 
+/// A token range a row needs that the reads given do not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tokens {start}..{end} (document {doc}) are not in the bytes read{why}; read the ranges \
+     layout::reads gives for the row's pieces"
+)]
+pub struct Unread {
+    pub doc: u64,
+    pub start: u64,
+    pub end: u64,
+    /// What was wrong with the read that should hold them, if one should.
+    pub why: String,
+}
+
+/// The two fields of the [`Row`] made of `pieces` (one row's, in order),
+/// their tokens taken from `reads`: token ranges of the shard, sorted by
+/// start and not overlapping (as [`layout::reads`](super::layout::reads)
+/// gives them), each with its bytes, little-endian ids of `dtype`.
+pub fn row_from_reads(
+    pieces: &[Piece],
+    reads: &[(Range<u64>, &[u8])],
+    dtype: TokenDtype,
+) -> Result<(Vec<u8>, Vec<u8>), Unread> {
+    let width = dtype.width();
+    let count: u64 = pieces.iter().map(Piece::len).sum();
+    let mut tokens = Vec::with_capacity(count as usize * 4);
+    let mut segments = Vec::with_capacity(pieces.len() * 4);
+    for piece in pieces {
+        let unread = |why: String| Unread {
+            doc: piece.doc,
+            start: piece.start,
+            end: piece.end,
+            why,
+        };
+        let at = reads.partition_point(|(range, _)| range.start <= piece.start);
+        let (range, bytes) = at
+            .checked_sub(1)
+            .map(|i| &reads[i])
+            .filter(|(range, _)| piece.end <= range.end)
+            .ok_or_else(|| unread(String::new()))?;
+        let want = (range.end - range.start) * width;
+        if bytes.len() as u64 != want {
+            return Err(unread(format!(
+                " (read {}..{} holds {} bytes, not {want})",
+                range.start,
+                range.end,
+                bytes.len()
+            )));
+        }
+        let from = ((piece.start - range.start) * width) as usize;
+        let to = ((piece.end - range.start) * width) as usize;
+        match dtype {
+            // Already u32 little-endian.
+            TokenDtype::U32 => tokens.extend_from_slice(&bytes[from..to]),
+            TokenDtype::U16 => tokens.extend(
+                bytes[from..to]
+                    .as_chunks::<2>()
+                    .0
+                    .iter()
+                    .flat_map(|id| u32::from(u16::from_le_bytes(*id)).to_le_bytes()),
+            ),
+        }
+        segments.extend_from_slice(&(piece.len() as u32).to_le_bytes());
+    }
+    Ok((tokens, segments))
+}
+
 /// A batch of rows: every array row-major, little-endian, `rows × length`
 /// values of `ids` type unless said otherwise.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +211,7 @@ pub enum RowError {
     ZeroLength,
     #[error(
         "a batch of {rows} rows of {length} tokens has more positions than cu_seqlens (int32) \
-         can count; use a smaller batch or no cu_seqlens"
+         can count or memory can address; use a smaller batch (or no cu_seqlens)"
     )]
     TooManyPositions { rows: usize, length: usize },
     #[error("pad id {pad_id} does not fit int32 ids; ask for int64 ids or a smaller pad id")]
@@ -197,6 +270,8 @@ pub fn build(rows: &[Row<'_>], spec: &RowsSpec) -> Result<SequenceBatch, RowErro
         length,
     };
     let positions = rows.len().checked_mul(length).ok_or(too_many.clone())?;
+    let width = spec.ids.width();
+    let bytes = positions.checked_mul(width).ok_or(too_many.clone())?;
     if spec.cu_seqlens && positions > i32::MAX as usize {
         return Err(too_many);
     }
@@ -206,15 +281,15 @@ pub fn build(rows: &[Row<'_>], spec: &RowsSpec) -> Result<SequenceBatch, RowErro
         });
     }
     let concat = spec.sequence.packing == Packing::Concat;
-    let width = spec.ids.width();
+    // Zeroed: padding's position id is 0 as allocated.
     let mut batch = SequenceBatch {
         rows: rows.len(),
         length,
         ids: spec.ids,
-        input_ids: vec![0; positions * width],
-        labels: vec![0; positions * width],
-        position_ids: vec![0; positions * width],
-        document_ids: vec![0; positions * width],
+        input_ids: vec![0; bytes],
+        labels: vec![0; bytes],
+        position_ids: vec![0; bytes],
+        document_ids: vec![0; bytes],
         attention_mask: (!concat).then(|| vec![0; positions]),
         cu_seqlens: spec.cu_seqlens.then(|| {
             let mut cu = Vec::with_capacity(4 * (1 + 2 * rows.len()));
@@ -318,7 +393,6 @@ fn fill<const W: usize>(
     let concat = spec.sequence.packing == Packing::Concat;
     let ignore = encode(IGNORE_LABEL);
     let pad = encode(i64::from(spec.pad_id));
-    let zero = encode(0);
     let no_doc = encode(-1);
     let token = |bytes: &[u8; 4]| encode(i64::from(u32::from_le_bytes(*bytes)));
     let (inputs, _) = batch.input_ids.as_chunks_mut::<W>();
@@ -362,7 +436,6 @@ fn fill<const W: usize>(
                 *out = token(t);
             }
             label[used.saturating_sub(1)..].fill(ignore);
-            position[used..].fill(zero);
             document[used..].fill(no_doc);
             if let Some(mask) = masks.as_mut().and_then(Iterator::next) {
                 mask[..used].fill(1);

@@ -119,6 +119,7 @@ async fn joined() -> (Arc<Gated>, Arc<Leader>, Arc<JobHandle>, Caller, LeaseId) 
         world: 1,
         run_id: "run".into(),
         restart: 0,
+        dp: None,
     };
     let member = MemberId::from("run.0.0");
     let grant = handle

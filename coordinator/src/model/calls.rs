@@ -41,8 +41,10 @@ pub struct Joined {
     pub member: MemberId,
     pub config: JobSpec,
     pub ttl: Duration,
-    /// Sync: the generation joined, its epoch, world and the member's
-    /// rank; dynamic: the open epoch, and zeros.
+    /// Sync: the generation joined, its epoch, its world (the parts its
+    /// plan splits the cut into: data-parallel groups, else ranks) and the
+    /// member's part (its group, else its rank); dynamic: the open epoch,
+    /// and zeros.
     pub generation: u64,
     pub epoch: u64,
     pub rank: u32,
@@ -112,6 +114,23 @@ fn dynamic_only(job: &JobId) -> CoordError {
     ))
 }
 
+/// Refuses a data-parallel group in a dynamic job: its members lease
+/// units one by one, so the peers of a group would not read identical
+/// batches.
+fn grouped_dynamic(job: &JobId, identity: &Identity) -> Result<()> {
+    match identity {
+        Identity::Torchrun { dp: Some(dp), .. } => Err(CoordError::Invalid(format!(
+            "job {:?} is a dynamic job, whose members lease units one by one, so the peers of a \
+             data-parallel group would not read identical batches: data_parallel=({}, {}) is for \
+             sync jobs (mode=\"sync\"); join a dynamic job without it",
+            job.as_str(),
+            dp.rank,
+            dp.size
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn sync_only(job: &JobId) -> CoordError {
     CoordError::Precondition(format!(
         "job {:?} is a dynamic job; use Acquire and acks instead of assignments and commits",
@@ -141,6 +160,8 @@ impl Job {
             model.check_join(identity, resume.as_ref())?;
         } else if resume.is_some() {
             return Err(sync_only(&self.name));
+        } else {
+            grouped_dynamic(&self.name, identity)?;
         }
         if self.members.contains_key(member) && self.authorize(member, secret).is_err() {
             return Err(self.already_joined(member));
@@ -220,12 +241,15 @@ impl Job {
                 response.epoch = gen.record.epoch.get();
                 response.world = gen.record.world;
                 response.committed = model.committed_since(&gen);
-                if let Identity::Torchrun { rank, .. } = &identity {
-                    response.rank = *rank;
+                if let Some(part) = identity.part() {
+                    response.rank = part.rank;
                 }
             }
             State::Dynamic(_) if resume.is_some() => return Err(sync_only(&self.name)),
-            State::Dynamic(model) => response.epoch = model.epoch().get(),
+            State::Dynamic(model) => {
+                grouped_dynamic(&self.name, &identity)?;
+                response.epoch = model.epoch().get();
+            }
         }
         // Checked after the model: an existing member has the same identity,
         // so its join changed nothing there (or was refused as stale).

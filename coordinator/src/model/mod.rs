@@ -75,6 +75,12 @@ pub struct GenMeta {
     /// generations inherit it. `None` for a group that resumed nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed: Option<CommitPoint>,
+    /// The torchrun ranks of the generation, when they form data-parallel
+    /// groups: `record.world` is then the number of groups (the parts the
+    /// plan splits the cut into), each of `ranks / record.world` peers
+    /// reading one part. `None`: one rank per part (`record.world` ranks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u32>,
 }
 
 /// A member, stored under its lease.

@@ -18,6 +18,8 @@
 mod place;
 mod resume;
 
+use place::Rank;
+
 mod finish;
 
 use std::collections::{BTreeMap, HashMap};
@@ -47,6 +49,8 @@ use tributary_common::job::JobSpec;
 pub struct Assignment {
     pub epoch: u64,
     pub generation: u64,
+    /// The part the rank reads (its data-parallel group, else its rank)
+    /// and the number of parts: the peers of a group get the same.
     pub rank: u32,
     pub world: u32,
     pub spans: SpanSet,
@@ -66,37 +70,6 @@ pub struct Assignment {
 /// can never overflow.
 pub const MAX_RESTART_STEP: u64 = 1 << 40;
 pub const MAX_FIRST_RESTART: u64 = 1 << 42;
-
-/// A torchrun [`Identity`]'s fields, borrowed: what a sync call is checked
-/// by. Sync jobs take only torchrun identities.
-#[derive(Debug, Clone, Copy)]
-struct Rank<'a> {
-    rank: u32,
-    world: u32,
-    run_id: &'a str,
-    restart: u64,
-}
-
-impl<'a> Rank<'a> {
-    fn of(identity: &'a Identity) -> Result<Self> {
-        match identity {
-            Identity::Torchrun {
-                rank,
-                world,
-                run_id,
-                restart,
-            } => Ok(Rank {
-                rank: *rank,
-                world: *world,
-                run_id,
-                restart: *restart,
-            }),
-            Identity::Name(name) => Err(CoordError::Invalid(format!(
-                "member {name:?} joined by name; sync jobs need a torchrun identity (RANK, WORLD_SIZE)"
-            ))),
-        }
-    }
-}
 
 /// Where a torchrun identity stands against the current generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +131,15 @@ impl SyncModel {
                     "generation {g} has a world of {} ranks (1..={MAX_WORLD})",
                     gen.record.world
                 ));
+            }
+            if let Some(ranks) = gen.ranks {
+                if !(1..=MAX_WORLD).contains(&ranks) || !ranks.is_multiple_of(gen.record.world) {
+                    return corrupt(format!(
+                        "generation {g} has {ranks} ranks in {} data-parallel groups \
+                         (1..={MAX_WORLD} ranks, a multiple of the groups)",
+                        gen.record.world
+                    ));
+                }
             }
             if let Some(from) = gen.record.from {
                 if from.generation.0 >= g {
@@ -286,13 +268,15 @@ impl SyncModel {
         Ok(cut)
     }
 
-    fn part(&mut self, config: &JobSpec, dataset: &Dataset, g: u64, rank: u32) -> Result<SpanSet> {
-        let world = self.known(g)?.record.world;
+    /// Part `part` of generation `g` (a data-parallel group's, or a
+    /// rank's without groups). Every part of a generation is equally long.
+    fn part(&mut self, config: &JobSpec, dataset: &Dataset, g: u64, part: u32) -> Result<SpanSet> {
+        let parts = self.known(g)?.record.world;
         let cut = self.cut(config, dataset, g)?;
         Ok(rank_part(
             &cut,
-            world as usize,
-            rank as usize,
+            parts as usize,
+            part as usize,
             config.remainder,
         ))
     }
@@ -350,18 +334,20 @@ impl SyncModel {
             record: GenerationRecord {
                 generation: Generation(generation),
                 epoch: Epoch(epoch),
-                world: rank.world,
+                world: rank.parts,
                 from,
             },
             run_id: rank.run_id.to_owned(),
             restart: rank.restart,
             resumed: self.commit,
+            ranks: rank.ranks(),
         };
         tracing::info!(
             job = job.as_str(),
             generation,
             epoch,
             world = rank.world,
+            dp_size = rank.parts,
             ?from,
             "generation started"
         );
@@ -466,12 +452,12 @@ impl SyncModel {
                 ops,
             ));
         }
-        let part = self.part(config, dataset, gen.record.generation.0, rank.rank)?;
+        let part = self.part(config, dataset, gen.record.generation.0, rank.part)?;
         Ok((
             Assignment {
                 epoch: gen.record.epoch.0,
                 generation: gen.record.generation.0,
-                rank: rank.rank,
+                rank: rank.part,
                 world: gen.record.world,
                 spans: part,
                 finished: false,
@@ -526,7 +512,7 @@ impl SyncModel {
         let rank = Rank::of(identity)?;
         self.check_generation(rank, generation)?;
         let part = self
-            .part(config, dataset, generation.get(), rank.rank)?
+            .part(config, dataset, generation.get(), rank.part)?
             .len();
         if samples > part {
             return Err(CoordError::Invalid(format!(

@@ -37,6 +37,7 @@ fn rank(rank: u32) -> Identity {
         world: 2,
         run_id: "run".into(),
         restart: 0,
+        dp: None,
     }
 }
 
@@ -288,6 +289,7 @@ fn solo(restart: u64) -> (Identity, MemberId) {
         world: 1,
         run_id: "run".into(),
         restart,
+        dp: None,
     };
     (identity, MemberId::from(format!("run.{restart}.0")))
 }
@@ -402,3 +404,67 @@ fn a_finished_job_records_when_once_and_a_deleted_one_leaves_no_key() {
 }
 
 mod finish;
+
+/// Rank `r` of 4, in data-parallel group `r / 2` of 2 (TP=2, DP=2).
+fn peer(r: u32) -> Identity {
+    Identity::Torchrun {
+        rank: r,
+        world: 4,
+        run_id: "run".into(),
+        restart: 0,
+        dp: Some(tributary_common::identity::DataParallel {
+            rank: r / 2,
+            size: 2,
+        }),
+    }
+}
+
+#[test]
+fn a_grouped_sync_job_answers_each_rank_its_group_and_loads_back() {
+    let (mut job, mut kv) = created(v1::Mode::Sync);
+    for r in 0..4 {
+        let member = MemberId::from(format!("run.0.{r}"));
+        let (joined, effects) = job.join(joiner(peer(r), member, ""), "e".repeat(32), 5);
+        let joined = joined.expect("join");
+        assert_eq!((joined.rank, joined.world), (r / 2, 2), "rank {r}'s group");
+        kv.apply(&effects);
+    }
+    let loaded = kv.load(&job.name).expect("load");
+    assert_eq!(loaded.status(), job.status());
+    assert_eq!(
+        loaded.members, job.members,
+        "the identities keep their groups"
+    );
+    // A stored generation whose ranks do not split into its groups.
+    let key = format!("/tributary/{}/sync/gen/{:020}", job.name.as_str(), 0);
+    let value = kv.0.get_mut(&key).expect("generation 0");
+    let text = String::from_utf8(value.clone()).expect("json");
+    *value = text.replace("\"ranks\":4", "\"ranks\":3").into_bytes();
+    let error = kv.load(&job.name).expect_err("3 ranks in 2 groups");
+    assert!(matches!(error, CoordError::Corrupt(_)), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("3 ranks in 2 data-parallel groups"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_dynamic_job_refuses_a_data_parallel_member() {
+    let (mut job, _) = created(v1::Mode::Dynamic);
+    let member = MemberId::from("run.0.1");
+    let error = job
+        .prepare_join(&joiner(peer(1), member.clone(), ""))
+        .expect_err("dynamic");
+    assert!(
+        error
+            .to_string()
+            .contains("data_parallel=(0, 2) is for sync jobs"),
+        "{error}"
+    );
+    let (refused, effects) = job.join(joiner(peer(1), member, ""), "e".repeat(32), 7);
+    assert!(refused.is_err());
+    assert_eq!((effects.revoke, effects.ops.len()), (vec![7], 0));
+    assert!(job.members.is_empty());
+}

@@ -132,6 +132,7 @@ pub fn identity(raw: Option<v1::join_request::Identity>) -> Result<(Identity, Me
             world,
             run_id,
             restart,
+            dp,
         } => {
             name("torchrun.run_id", run_id)?;
             if !(1..=MAX_WORLD).contains(world) {
@@ -144,6 +145,11 @@ pub fn identity(raw: Option<v1::join_request::Identity>) -> Result<(Identity, Me
                     rank: *rank,
                     world: *world,
                 });
+            }
+            if let Some(e) = dp.and_then(|dp| dp.check(*world).err()) {
+                return Err(CoordError::Invalid(format!(
+                    "torchrun.dp_rank/dp_size: {e}"
+                )));
             }
             let member = format!("{run_id}.{restart}.{rank}");
             // run_id (128) + two numbers: the member name can exceed what
@@ -491,6 +497,7 @@ mod tests {
             world_size: world,
             run_id: "run".into(),
             restart_count: restart,
+            ..v1::TorchrunIdentity::default()
         }))
     }
 

@@ -12,6 +12,7 @@
 //! batch GENERATION EMITTED ID...              sync: a batch delivered
 //! commit GENERATION SAMPLES                   sync: a commit the coordinator accepted
 //! resumed GENERATION EPOCH                    sync: load_state_dict(--resume) took
+//! rows CRC...                                 token jobs: after each batch/got, each row's CRC-32C of input_ids
 //! error MESSAGE                               the rank failed (then it exits non-zero)
 //! lease EPOCH UNIT UNIX_MS                    dynamic: a unit leased
 //! ack EPOCH UNIT...                           dynamic: acks the coordinator confirmed
@@ -30,12 +31,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::Parser;
 use tributary_common::proto::v1;
+use tributary_common::tokens::{Packing, SequenceSpec};
 use tributary_io::S3Settings;
 use tributary_worker::coordinated::{self, DynamicOptions, Identity, LoaderState, OnLeaseLost};
+use tributary_worker::pipeline::decode::fields::Arrays;
 use tributary_worker::rank::{
     Coordinator, Credentials, InProcess, JobSpec, Mode, Rank, RankConfig, Source,
 };
-use tributary_worker::{DecodeConfig, StoreOptions, WorkerError};
+use tributary_worker::{Batch, Column, DecodeConfig, StoreOptions, WorkerError};
 use tributary_worker::{Size, Transform};
 
 #[derive(Debug, Parser)]
@@ -102,6 +105,11 @@ struct Args {
     /// FILE exists. Lets a test act at a known point of every rank.
     #[arg(long, value_parser = parse_hold)]
     hold: Vec<(u64, PathBuf)>,
+    /// A token job: rows of this many tokens (`--packing` says how).
+    #[arg(long)]
+    sequence_length: Option<u32>,
+    #[arg(long, default_value = "concat")]
+    packing: Packing,
     /// Serve the rank's metrics at /metrics here (host:port); prints
     /// `metrics ADDRESS` once bound.
     #[arg(long)]
@@ -184,6 +192,10 @@ async fn main() -> anyhow::Result<()> {
         member_ttl_s: args.member_ttl_s,
         sources: args.mix.clone(),
         epoch_samples: args.epoch_samples,
+        sequence: args.sequence_length.map(|length| SequenceSpec {
+            length,
+            packing: args.packing,
+        }),
         ..JobSpec::new(args.dataset.clone())
     };
     let config = RankConfig {
@@ -307,6 +319,7 @@ async fn run_sync(
             if mixed {
                 emit_sources(&batch.sources);
             }
+            emit_rows(&batch);
             if commit_every > 0 && state.samples >= next_commit {
                 next_commit += commit_every;
                 checkpoints.save(place.rank, &state)?;
@@ -345,6 +358,21 @@ fn dynamic_options(lookahead: Option<u64>, on_lease_lost: OnLeaseLost) -> Dynami
     }
 }
 
+/// A token batch's rows, `rows CRC...`: each row's CRC-32C of its
+/// `input_ids` as delivered (nothing for a batch of samples).
+fn emit_rows(batch: &Batch) {
+    if let Some(Column::Arrays(Arrays::Stacked { data, count, .. })) = batch.columns.first() {
+        if batch.keys.first().is_some_and(|k| k.contains('#')) {
+            let per = data.len() / (*count).max(1);
+            let crcs: Vec<String> = data
+                .chunks(per.max(1))
+                .map(|row| format!("{:08x}", crc32c::crc32c(row)))
+                .collect();
+            emit(&format!("rows {}", crcs.join(" ")));
+        }
+    }
+}
+
 fn emit_sources(sources: &[u32]) {
     let sources: Vec<String> = sources.iter().map(u32::to_string).collect();
     emit(&format!("src {}", sources.join(" ")));
@@ -359,6 +387,7 @@ async fn run_dynamic(mut rank: Rank, step: Duration, mixed: bool) -> anyhow::Res
             if mixed {
                 emit_sources(&batch.sources);
             }
+            emit_rows(&batch);
             tokio::time::sleep(step).await;
         }
         if !rank.next_epoch().await? {

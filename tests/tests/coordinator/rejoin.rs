@@ -65,6 +65,7 @@ async fn a_forgotten_torchrun_rank_rejoins_its_generation_and_a_dynamic_member_i
         world: 2,
         run_id: "run".into(),
         restart: 0,
+        dp: None,
     };
     let rank0 = Session::join(Arc::clone(&client), "sync", &identity(0))
         .await

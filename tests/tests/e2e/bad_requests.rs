@@ -161,6 +161,14 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             secret: String::new(),
             resume: None,
         };
+        // Rank 1 of restart 1 in data-parallel group `dp_rank` of `dp_size`.
+        let grouped = |dp_rank, dp_size| {
+            let mut join = torchrun_join(JOB, 1, 2, 1);
+            if let Some(v1::join_request::Identity::Torchrun(t)) = &mut join.identity {
+                (t.dp_rank, t.dp_size) = (dp_rank, dp_size);
+            }
+            join
+        };
         for (join, code, what) in [
             (torchrun_join("missing", 0, 2, 1), Code::NotFound, "missing"),
             (torchrun_join(JOB, 2, 2, 1), Code::OutOfRange, "rank 2"),
@@ -175,6 +183,22 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
                 "world size",
             ),
             (no_identity, Code::InvalidArgument, "identity"),
+            (
+                grouped(1, 1),
+                Code::InvalidArgument,
+                "torchrun.dp_rank/dp_size: dp_rank 1 must be below dp_size 1",
+            ),
+            (
+                grouped(0, 3),
+                Code::InvalidArgument,
+                "dp_size 3 exceeds world_size 2",
+            ),
+            // Generation 1 plans over its 2 ranks: dp_size 2, not 1.
+            (
+                grouped(0, 1),
+                Code::FailedPrecondition,
+                "gives dp_size 1, but generation 1",
+            ),
         ] {
             expect_status(c.join(join).await, code, what);
         }

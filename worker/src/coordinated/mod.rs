@@ -17,7 +17,7 @@ mod session;
 pub mod state;
 pub mod sync;
 
-pub use tributary_common::identity::{EnvError, Identity};
+pub use tributary_common::identity::{DataParallel, EnvError, Identity};
 use tributary_common::job::JobSpec;
 use tributary_common::proto::v1;
 

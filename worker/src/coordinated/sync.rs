@@ -1,6 +1,7 @@
 //! Sync mode: this rank's equal part of each generation.
 //!
-//! The loader reads the part the coordinator assigns, shuffled with the
+//! The loader reads the part the coordinator assigns (its data-parallel
+//! group's, shared with its peers, or its own), shuffled with the
 //! seed `(seed, epoch, generation, rank)`, so the coordinator can recompute
 //! which samples it emitted from a count alone. A checkpoint saves
 //! [`SyncLoader::state_dict`] and, once the checkpoint is durable, calls

@@ -243,11 +243,26 @@ impl RankConfig {
         if let Some(address) = &self.metrics_listen {
             validate_listen(address).map_err(WorkerError::Config)?;
         }
-        if let Identity::Torchrun { rank, world, .. } = self.identity {
+        if let Identity::Torchrun {
+            rank, world, dp, ..
+        } = self.identity
+        {
             if world == 0 || rank >= world {
                 return bad(format!(
                     "rank {rank} is outside a world of {world} ranks (world_size must exceed rank)"
                 ));
+            }
+            if let Some(dp) = dp {
+                let given = format!("data_parallel=({}, {})", dp.rank, dp.size);
+                dp.check(world)
+                    .map_err(|e| WorkerError::Config(format!("{given}: {e}")))?;
+                if dynamic {
+                    return bad(format!(
+                        "{given} is for Mode::Sync: a dynamic job's members lease units one by \
+                         one, so the peers of a data-parallel group would not read identical \
+                         batches"
+                    ));
+                }
             }
             if self.in_process() && world > 1 && self.shuffle {
                 return invalid(InvalidConfig::WorldInProcess { world });
@@ -282,6 +297,7 @@ mod tests {
     use tributary_common::proto::v1;
 
     use super::*;
+    use crate::coordinated::DataParallel;
 
     fn torchrun(rank: u32, world: u32) -> Identity {
         Identity::Torchrun {
@@ -289,6 +305,7 @@ mod tests {
             world,
             run_id: "r".into(),
             restart: 0,
+            dp: None,
         }
     }
 
@@ -395,6 +412,46 @@ mod tests {
         shared(torchrun(1, 2))
             .validate()
             .expect("a shared coordinator");
+    }
+
+    #[test]
+    fn a_data_parallel_group_must_fit_the_world_and_a_sync_job() {
+        let grouped = |rank, world, dp_rank, dp_size| Identity::Torchrun {
+            rank,
+            world,
+            run_id: "r".into(),
+            restart: 0,
+            dp: Some(DataParallel {
+                rank: dp_rank,
+                size: dp_size,
+            }),
+        };
+        shared(grouped(3, 4, 1, 2)).validate().expect("TP=2 DP=2");
+        shared(grouped(1, 2, 0, 1)).validate().expect("TP=2 DP=1");
+        for (identity, says) in [
+            (
+                grouped(0, 4, 0, 0),
+                "data_parallel=(0, 0): dp_size must be at least 1",
+            ),
+            (
+                grouped(0, 4, 2, 2),
+                "data_parallel=(2, 2): dp_rank 2 must be below dp_size 2",
+            ),
+            (
+                grouped(0, 2, 0, 4),
+                "data_parallel=(0, 4): dp_size 4 exceeds world_size 2",
+            ),
+            (
+                grouped(0, 4, 0, 3),
+                "world_size 4 is not a multiple of dp_size 3",
+            ),
+        ] {
+            let error = error(&shared(identity));
+            assert!(error.contains(says), "{error}");
+        }
+        let mut dynamic = shared(grouped(0, 2, 0, 1));
+        dynamic.spec.mode = Mode::Dynamic;
+        assert!(error(&dynamic).contains("data_parallel=(0, 1) is for Mode::Sync"));
     }
 
     #[test]

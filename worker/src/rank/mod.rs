@@ -47,7 +47,9 @@ pub use rank_zero::{
 };
 pub use tributary_common::job::{Field, JobSpec, Mode, Source, SpecError};
 
-use crate::coordinated::{self, Client, DynamicLoader, Identity, LoaderState, Session, SyncLoader};
+use crate::coordinated::{
+    self, Client, DataParallel, DynamicLoader, Identity, LoaderState, Session, SyncLoader,
+};
 use crate::pipeline::metrics::{Metrics, MetricsSnapshot};
 use crate::{Batch, CacheConfig, Datasets, InvalidConfig, Result, WorkerError};
 
@@ -63,8 +65,13 @@ enum Reader {
 pub struct Description {
     pub epoch: u64,
     pub generation: u64,
+    /// The torchrun rank and world (a dynamic member: 0 of 1).
     pub rank: u32,
     pub world: u32,
+    /// The part of the data the rank reads and the number of parts: its
+    /// data-parallel group and `dp_size`, or its rank and world without
+    /// groups.
+    pub data_parallel: DataParallel,
 }
 
 /// A rank's membership of its job and its loader. The async methods are
@@ -83,6 +90,9 @@ pub struct Rank {
     metrics: Arc<Metrics>,
     /// Serves them while the rank lives (`metrics_listen`).
     metrics_server: Option<MetricsServer>,
+    /// A torchrun rank's rank and world (its plan's part may be its
+    /// data-parallel group's).
+    torchrun: Option<(u32, u32)>,
 }
 
 impl std::fmt::Debug for Rank {
@@ -153,12 +163,17 @@ impl Rank {
         config.validate()?;
         let listener = metrics::listen(config.metrics_listen.take()).await?;
         let labels = metrics::Labels::of(&config.job, &config.identity);
+        let torchrun = match config.identity {
+            Identity::Torchrun { rank, world, .. } => Some((rank, world)),
+            Identity::Name(_) => None,
+        };
         let mut rank = if config.shuffle {
             Self::start_coordinated(config).await?
         } else {
             Self::start_ordered(config).await?
         };
         rank.metrics_server = metrics::serve(listener, &rank.metrics, &labels)?;
+        rank.torchrun = torchrun;
         Ok(rank)
     }
 
@@ -258,7 +273,8 @@ impl Rank {
     }
 
     async fn start_ordered(config: RankConfig) -> Result<Self> {
-        let Identity::Torchrun { rank, world, .. } = config.identity else {
+        // Peers of a data-parallel group read their group's part.
+        let Some(DataParallel { rank, size: world }) = config.identity.part() else {
             return Err(WorkerError::Invalid(InvalidConfig::UnshuffledDynamic));
         };
         let dataset = open_data(&config).await?;
@@ -299,6 +315,7 @@ impl Rank {
             address,
             metrics,
             metrics_server: None,
+            torchrun: None,
         }
     }
 
@@ -362,24 +379,23 @@ impl Rank {
     }
 
     pub fn describe(&self) -> Description {
-        match &self.reader {
-            Reader::Sync(l) => Description {
-                epoch: l.epoch(),
-                generation: l.generation(),
-                rank: l.rank(),
-                world: l.world(),
-            },
-            Reader::Dynamic(l) => Description {
-                epoch: l.epoch(),
-                generation: 0,
-                rank: 0,
-                world: 1,
-            },
-            Reader::Ordered(l) => Description {
-                epoch: l.epoch(),
-                generation: 0,
-                rank: l.rank(),
-                world: l.world(),
+        let (epoch, generation, part) = match &self.reader {
+            Reader::Sync(l) => (l.epoch(), l.generation(), (l.rank(), l.world())),
+            Reader::Dynamic(l) => (l.epoch(), 0, (0, 1)),
+            Reader::Ordered(l) => (l.epoch(), 0, (l.rank(), l.world())),
+        };
+        let (rank, world) = match &self.reader {
+            Reader::Dynamic(_) => (0, 1),
+            _ => self.torchrun.unwrap_or(part),
+        };
+        Description {
+            epoch,
+            generation,
+            rank,
+            world,
+            data_parallel: DataParallel {
+                rank: part.0,
+                size: part.1,
             },
         }
     }

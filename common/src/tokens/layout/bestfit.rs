@@ -11,6 +11,7 @@ use crate::tokens::DocIndex;
 /// of `L` tokens, in document order; row `full + b` is bin `b` of the
 /// shorter items (documents of fewer than `L` tokens and the last pieces
 /// of longer ones).
+#[derive(Debug)]
 pub(super) struct BestFit {
     length: u64,
     /// `full_before[d]`: full pieces of the documents before `d`.
@@ -134,13 +135,16 @@ impl BestFit {
 /// room" is first-fit's choice, opening a new bin when no open one fits.
 struct Room {
     /// Leaves at `size..2·size`; node `i` holds the max of `2i` and `2i+1`.
-    tree: Vec<u64>,
+    /// (u32: a row is at most `MAX_SEQUENCE_LENGTH` tokens; half the
+    /// memory of u64 keeps more of the tree in cache.)
+    tree: Vec<u32>,
     size: usize,
     opened: usize,
 }
 
 impl Room {
     fn new(bins: usize, length: u64) -> Self {
+        let length = u32::try_from(length).expect("a row length fits u32");
         let size = bins.next_power_of_two().max(1);
         let mut tree = vec![0; 2 * size];
         tree[size..size + bins].fill(length);
@@ -157,6 +161,7 @@ impl Room {
     /// Puts an item of `len` tokens (at most the row length) into the
     /// first bin with room; returns the bin.
     fn put(&mut self, len: u64) -> u32 {
+        let len = len as u32;
         debug_assert!(self.tree[1] >= len, "every item fits an unopened bin");
         let mut node = 1;
         while node < self.size {
@@ -171,7 +176,12 @@ impl Room {
         self.opened = self.opened.max(bin + 1);
         node /= 2;
         while node >= 1 {
-            self.tree[node] = self.tree[2 * node].max(self.tree[2 * node + 1]);
+            let max = self.tree[2 * node].max(self.tree[2 * node + 1]);
+            if self.tree[node] == max {
+                // The maxima above are unchanged too.
+                break;
+            }
+            self.tree[node] = max;
             node /= 2;
         }
         bin as u32

@@ -26,6 +26,7 @@ pub(super) fn rows(tokens: u64, length: u64) -> u64 {
 /// The non-empty blocks of a shard, in file order: block `b` is documents
 /// `first[b]..first[b + 1]`, all starting inside one `BLOCK_TOKENS` slot of
 /// the file; its seed key is that slot's number.
+#[derive(Debug)]
 struct Blocks {
     first: Vec<u64>,
 }
@@ -109,86 +110,105 @@ impl Cutter {
     }
 }
 
-/// The blocks in the order of epoch key `key` = `(seed, epoch, shard)`.
-fn block_order(blocks: &Blocks, key: [u64; 3]) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..blocks.count() as u32).collect();
-    seed::shuffle(&mut seed::rng(Domain::TokenBlocks, &key), &mut order);
-    order
-}
-
-/// Sets `docs` to the documents of block `block` in the order of epoch key
-/// `key`.
-fn block_docs(index: &DocIndex, blocks: &Blocks, block: usize, key: [u64; 3], docs: &mut Vec<u64>) {
-    let [seed, epoch, shard] = key;
-    let slot = blocks.slot(index, block);
-    docs.clear();
-    docs.extend(blocks.docs(block));
-    seed::shuffle(
-        &mut seed::rng(Domain::TokenDocs, &[seed, epoch, shard, slot]),
-        docs,
-    );
-}
-
-/// The pieces of rows `rows` (inside `0..rows(tokens, length)`) of the
-/// shard in the order of epoch key `key` = `(seed, epoch, shard)`.
-pub(super) fn row_pieces(
-    index: &DocIndex,
-    length: u64,
+/// A shard's block order in one epoch, with where each block starts in the
+/// epoch's stream: what every run of rows of the shard in that epoch
+/// shares. `O(blocks)` memory; the documents inside a block are ordered
+/// when a run reaches it.
+#[derive(Debug)]
+pub(super) struct Order {
+    blocks: Blocks,
+    /// Block `order[i]` is the `i`-th in the stream ...
+    order: Vec<u32>,
+    /// ... and starts at stream token `starts[i]` (`starts[count]` is the
+    /// shard's tokens).
+    starts: Vec<u64>,
     key: [u64; 3],
-    rows: Range<u64>,
-) -> RowPieces {
-    let mut cutter = Cutter {
-        length,
-        row: rows.start,
-        row_end: rows.start * length + length + 1,
-        end_row: rows.end,
-        out: RowPieces::default(),
-    };
-    if cutter.done() {
-        return cutter.out;
-    }
-    let count = (rows.end - rows.start) as usize;
-    // About one piece per row plus one per document boundary.
-    cutter.out.bounds.reserve(count);
-    cutter.out.pieces.reserve(count + count / 4);
-    let first = rows.start * length;
-    let blocks = Blocks::new(index);
-    let offsets = index.offsets();
-    let mut at = 0u64;
-    let mut docs = Vec::new();
-    for block in block_order(&blocks, key) {
-        let block = block as usize;
-        let tokens = blocks.tokens(index, block);
-        if at + tokens <= first {
-            // Wholly before the first row: skipped without ordering it.
-            at += tokens;
-            continue;
-        }
-        block_docs(index, &blocks, block, key, &mut docs);
-        for &doc in &docs {
-            let (start, end) = (offsets[doc as usize], offsets[doc as usize + 1]);
-            let doc_end = at + (end - start);
-            if doc_end > first {
-                cutter.take(doc, start, at, at.max(first), doc_end);
-                if cutter.done() {
-                    return cutter.out;
-                }
-            }
-            at = doc_end;
-        }
-    }
-    unreachable!("rows {rows:?} end inside the shard's {at} tokens")
 }
 
-/// The shard's documents in the stream order of epoch key `key`.
-#[cfg(test)]
-pub(super) fn document_order(index: &DocIndex, key: [u64; 3]) -> Vec<u64> {
-    let blocks = Blocks::new(index);
-    let mut all = Vec::with_capacity(index.documents() as usize);
-    let mut docs = Vec::new();
-    for block in block_order(&blocks, key) {
-        block_docs(index, &blocks, block as usize, key, &mut docs);
-        all.extend_from_slice(&docs);
+impl Order {
+    /// The order of epoch key `key` = `(seed, epoch, shard)`.
+    pub(super) fn new(index: &DocIndex, key: [u64; 3]) -> Self {
+        let blocks = Blocks::new(index);
+        let mut order: Vec<u32> = (0..blocks.count() as u32).collect();
+        seed::shuffle(&mut seed::rng(Domain::TokenBlocks, &key), &mut order);
+        let mut starts = Vec::with_capacity(order.len() + 1);
+        let mut at = 0;
+        starts.push(at);
+        for &block in &order {
+            at += blocks.tokens(index, block as usize);
+            starts.push(at);
+        }
+        Self {
+            blocks,
+            order,
+            starts,
+            key,
+        }
     }
-    all
+
+    /// Sets `docs` to the documents of the `i`-th block of the stream, in
+    /// the epoch's order.
+    fn block_docs(&self, index: &DocIndex, i: usize, docs: &mut Vec<u64>) {
+        let block = self.order[i] as usize;
+        let [seed, epoch, shard] = self.key;
+        let slot = self.blocks.slot(index, block);
+        docs.clear();
+        docs.extend(self.blocks.docs(block));
+        seed::shuffle(
+            &mut seed::rng(Domain::TokenDocs, &[seed, epoch, shard, slot]),
+            docs,
+        );
+    }
+
+    /// The pieces of rows `rows` (inside `0..rows(tokens, length)`).
+    pub(super) fn row_pieces(&self, index: &DocIndex, length: u64, rows: Range<u64>) -> RowPieces {
+        let mut cutter = Cutter {
+            length,
+            row: rows.start,
+            row_end: rows.start * length + length + 1,
+            end_row: rows.end,
+            out: RowPieces::default(),
+        };
+        if cutter.done() {
+            return cutter.out;
+        }
+        let count = (rows.end - rows.start) as usize;
+        // About one piece per row plus one per document boundary.
+        cutter.out.bounds.reserve(count);
+        cutter.out.pieces.reserve(count + count / 4);
+        let first = rows.start * length;
+        // The block holding the run's first token (`first` is inside the
+        // stream, so it is not the end sentinel).
+        let from = self.starts.partition_point(|&start| start <= first) - 1;
+        let offsets = index.offsets();
+        let mut docs = Vec::new();
+        for i in from..self.order.len() {
+            let mut at = self.starts[i];
+            self.block_docs(index, i, &mut docs);
+            for &doc in &docs {
+                let (start, end) = (offsets[doc as usize], offsets[doc as usize + 1]);
+                let doc_end = at + (end - start);
+                if doc_end > first {
+                    cutter.take(doc, start, at, at.max(first), doc_end);
+                    if cutter.done() {
+                        return cutter.out;
+                    }
+                }
+                at = doc_end;
+            }
+        }
+        unreachable!("rows {rows:?} end inside the shard's stream")
+    }
+
+    /// The shard's documents in the epoch's stream order.
+    #[cfg(test)]
+    pub(super) fn documents(&self, index: &DocIndex) -> Vec<u64> {
+        let mut all = Vec::with_capacity(index.documents() as usize);
+        let mut docs = Vec::new();
+        for i in 0..self.order.len() {
+            self.block_docs(index, i, &mut docs);
+            all.extend_from_slice(&docs);
+        }
+        all
+    }
 }

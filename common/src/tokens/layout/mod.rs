@@ -14,10 +14,12 @@
 //!   token but the first is a label exactly once. A shard of `T` tokens has
 //!   `(T - 1) / L` rows (none when `T < 2`).
 //!
-//!   *The per-shard tail rule*: the `(T - 1) % L` tokens after the last
-//!   whole window (fewer than `L + 1`, counting the shared token) are not
-//!   trained in that epoch. Which tokens they are changes with the epoch's
-//!   order, so no token is left out every epoch.
+//!   *The per-shard tail rule*: the stream's last `(T - 1) % L` tokens
+//!   (fewer than `L`) come after the last whole window and are trained in
+//!   that epoch neither as inputs nor as labels. The epoch's order decides
+//!   which tokens they are, so they change from epoch to epoch (except in a
+//!   shard too small to reorder, such as one document). The plan counts
+//!   only whole rows, so the tail is never a partial row.
 //!
 //!   *The seeded order*: documents are grouped into **blocks** of
 //!   consecutive documents, a pure function of the lengths: document `d`
@@ -27,9 +29,9 @@
 //!   `TokenBlocks`) and the documents inside each block (keyed by
 //!   `(seed, epoch, shard, block)`, domain `TokenDocs`). A run of rows
 //!   therefore reads a few contiguous byte ranges (one or two per block it
-//!   touches), while no two epochs see the same document order. The shard
-//!   order, the shuffle buffer and the split over ranks work on whole rows
-//!   above this.
+//!   touches, see [`reads`]), while epochs see different document orders.
+//!   The shard order, the shuffle buffer and the split over ranks work on
+//!   whole rows above this.
 //!
 //! - **`bestfit`** (fine-tuning). First-fit decreasing over the shard's
 //!   documents into rows of at most `L` tokens: a document longer than `L`
@@ -49,6 +51,20 @@
 //!
 //! Empty documents hold no tokens and appear in no `concat` or `bestfit`
 //! row.
+//!
+//! # Use
+//!
+//! The coordinator counts rows with [`rows_from_totals`] (from the
+//! manifest's totals; `bestfit` needs [`shard_rows`] over the index). A
+//! worker turns a span of rows into [`RowPieces`] with a [`ShardLayout`]
+//! (made once per shard and epoch, then one cheap call per run) or
+//! [`row_pieces`] (one call, the layout worked out again), reads the
+//! token ranges [`reads`] merges, and hands each row's tokens and piece
+//! lengths to [`rows::build`](super::rows::build).
+//!
+//! Costs, for a shard of `n` documents: `concat` `O(blocks)` per layout,
+//! then per run the pieces plus the documents of the blocks it touches;
+//! `bestfit` `O(n log n)` per layout, then the pieces; `none` the pieces.
 
 mod bestfit;
 mod concat;
@@ -175,6 +191,10 @@ pub struct RowsOutOfRange {
 /// The pieces of rows `rows` of shard `shard` (its index in its dataset,
 /// for seeding) in epoch `epoch`.
 ///
+/// Each call works out the shard's layout again (for `bestfit`, first-fit
+/// decreasing over the whole shard): for many runs of one shard in one
+/// epoch, make a [`ShardLayout`] once.
+///
 /// # Panics
 ///
 /// If `spec.length` is 0 or `rows` is not inside `0..shard_rows(spec,
@@ -204,40 +224,82 @@ pub fn try_row_pieces(
     shard: u64,
     rows: Range<u64>,
 ) -> Result<RowPieces, RowsOutOfRange> {
-    let length = length(spec);
-    let check = |total: u64| {
-        if rows.start <= rows.end && rows.end <= total {
-            Ok(())
-        } else {
-            Err(RowsOutOfRange {
-                shard,
+    ShardLayout::new(spec, index, seed, epoch, shard).row_pieces(rows)
+}
+
+/// The rows of one shard for one spec in one epoch, worked out once, so
+/// that many runs of its rows (a rank's span, dynamic units) cost only
+/// their own pieces: [`row_pieces`] without redoing the shard's layout
+/// (the block order for `concat`, first-fit decreasing for `bestfit`).
+#[derive(Debug)]
+pub struct ShardLayout<'a> {
+    spec: SequenceSpec,
+    index: &'a DocIndex,
+    shard: u64,
+    rows: u64,
+    packed: Packed,
+}
+
+#[derive(Debug)]
+enum Packed {
+    Concat(concat::Order),
+    BestFit(bestfit::BestFit),
+    None,
+}
+
+impl<'a> ShardLayout<'a> {
+    /// The layout of shard `shard` (its index in its dataset, for seeding)
+    /// with document index `index` in epoch `epoch`.
+    ///
+    /// # Panics
+    ///
+    /// If `spec.length` is 0.
+    pub fn new(spec: SequenceSpec, index: &'a DocIndex, seed: u64, epoch: u64, shard: u64) -> Self {
+        let length = length(spec);
+        let (rows, packed) = match spec.packing {
+            Packing::Concat => (
+                concat::rows(index.tokens(), length),
+                Packed::Concat(concat::Order::new(index, [seed, epoch, shard])),
+            ),
+            Packing::BestFit => {
+                let packed = bestfit::BestFit::new(index, length);
+                (packed.rows(), Packed::BestFit(packed))
+            }
+            Packing::None => (index.documents(), Packed::None),
+        };
+        Self {
+            spec,
+            index,
+            shard,
+            rows,
+            packed,
+        }
+    }
+
+    /// The shard's rows ([`shard_rows`]).
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The pieces of rows `rows`; an error when they are not inside
+    /// `0..self.rows()` (or reversed).
+    pub fn row_pieces(&self, rows: Range<u64>) -> Result<RowPieces, RowsOutOfRange> {
+        if rows.start > rows.end || rows.end > self.rows {
+            return Err(RowsOutOfRange {
+                shard: self.shard,
                 start: rows.start,
                 end: rows.end,
-                rows: total,
-                packing: spec.packing,
-                length: spec.length,
-            })
+                rows: self.rows,
+                packing: self.spec.packing,
+                length: self.spec.length,
+            });
         }
-    };
-    match spec.packing {
-        Packing::Concat => {
-            check(concat::rows(index.tokens(), length))?;
-            Ok(concat::row_pieces(
-                index,
-                length,
-                [seed, epoch, shard],
-                rows,
-            ))
-        }
-        Packing::BestFit => {
-            let packed = bestfit::BestFit::new(index, length);
-            check(packed.rows())?;
-            Ok(packed.row_pieces(index, rows))
-        }
-        Packing::None => {
-            check(index.documents())?;
-            Ok(none_pieces(index, length, rows))
-        }
+        let length = u64::from(self.spec.length);
+        Ok(match &self.packed {
+            Packed::Concat(order) => order.row_pieces(self.index, length, rows),
+            Packed::BestFit(packed) => packed.row_pieces(self.index, rows),
+            Packed::None => none_pieces(self.index, length, rows),
+        })
     }
 }
 

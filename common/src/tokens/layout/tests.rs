@@ -2,11 +2,16 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 
-use super::concat::document_order;
+use super::concat::Order;
 use super::*;
 
 fn spec(length: u32, packing: Packing) -> SequenceSpec {
     SequenceSpec { length, packing }
+}
+
+/// The shard's documents in the stream order of `(seed, epoch, shard)`.
+fn document_order(index: &DocIndex, key: [u64; 3]) -> Vec<u64> {
+    Order::new(index, key).documents(index)
 }
 
 fn piece(doc: u64, start: u64, end: u64) -> Piece {
@@ -202,10 +207,14 @@ proptest! {
             let mut at: Vec<u64> = cuts.iter().map(|c| c.index(rows as usize + 1) as u64).collect();
             at.sort_unstable();
             let [a, b, c] = [at[0], at[1], at[2]];
-            let run = |range: Range<u64>| split_rows(&row_pieces(spec, &index, key[0], key[1], key[2], range));
+            // Runs of one `ShardLayout`, and of the free function.
+            let layout = ShardLayout::new(spec, &index, key[0], key[1], key[2]);
+            prop_assert_eq!(layout.rows(), rows);
+            let run = |range: Range<u64>| split_rows(&layout.row_pieces(range).expect("inside"));
             let mut joined = run(a..b);
             joined.extend(run(b..c));
-            prop_assert_eq!(joined, run(a..c), "{} rows {}..{}..{}", packing, a, b, c);
+            let whole = split_rows(&row_pieces(spec, &index, key[0], key[1], key[2], a..c));
+            prop_assert_eq!(joined, whole, "{} rows {}..{}..{}", packing, a, b, c);
         }
     }
 

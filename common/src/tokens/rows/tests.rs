@@ -1,3 +1,5 @@
+use std::ops::Range;
+
 use proptest::prelude::*;
 
 use super::*;
@@ -262,6 +264,19 @@ fn malformed_rows_are_errors_naming_the_row() {
         build(&[], &spec(0, Packing::None, IdType::I32)).expect_err("0"),
         RowError::ZeroLength
     );
+    // More positions than cu_seqlens counts: refused before allocating.
+    let empty = Row {
+        tokens: &[],
+        segments: &[],
+    };
+    let huge = spec(1 << 20, Packing::BestFit, IdType::I64);
+    assert_eq!(
+        build(&[empty; 2049], &huge).expect_err("over 2^31 positions"),
+        RowError::TooManyPositions {
+            rows: 2049,
+            length: 1 << 20
+        }
+    );
     // Token ids of 2^31 and more fit int64.
     let wide = encode_row(&[1, u32::MAX, 3], &[3]);
     let batch = build(
@@ -371,5 +386,68 @@ proptest! {
         let spec = spec(length as u32, packing, ids);
         let batch = build_rows(&rows, &spec).expect("good rows");
         prop_assert_eq!(columns(&batch), reference(&rows, &spec));
+    }
+}
+
+#[test]
+fn row_from_reads_takes_each_piece_from_its_read() {
+    // A shard of ids 100 + t; reads 2..6 and 10..12.
+    let ids = |range: Range<u64>, dtype: TokenDtype| -> Vec<u8> {
+        range
+            .flat_map(|t| match dtype {
+                TokenDtype::U16 => (100 + t as u16).to_le_bytes().to_vec(),
+                TokenDtype::U32 => (100 + t as u32).to_le_bytes().to_vec(),
+            })
+            .collect()
+    };
+    let pieces = [
+        Piece {
+            doc: 1,
+            start: 4,
+            end: 6,
+        },
+        Piece {
+            doc: 3,
+            start: 10,
+            end: 11,
+        },
+        Piece {
+            doc: 0,
+            start: 2,
+            end: 3,
+        },
+    ];
+    for dtype in [TokenDtype::U16, TokenDtype::U32] {
+        let (a, b) = (ids(2..6, dtype), ids(10..12, dtype));
+        let reads = [(2..6, a.as_slice()), (10..12, b.as_slice())];
+        let got = row_from_reads(&pieces, &reads, dtype).expect("all read");
+        assert_eq!(
+            got,
+            encode_row(&[104, 105, 110, 102], &[2, 1, 1]),
+            "{dtype}"
+        );
+        // A piece past its read, before every read, or a short read.
+        let past = [Piece {
+            doc: 1,
+            start: 5,
+            end: 7,
+        }];
+        let error = row_from_reads(&past, &reads, dtype).expect_err("unread");
+        assert_eq!((error.doc, error.start, error.end), (1, 5, 7));
+        assert!(
+            error
+                .to_string()
+                .starts_with("tokens 5..7 (document 1) are not in"),
+            "{error}"
+        );
+        let before = [Piece {
+            doc: 0,
+            start: 0,
+            end: 1,
+        }];
+        assert!(row_from_reads(&before, &reads, dtype).is_err());
+        let short = [(2..6, &a[..a.len() - 1])];
+        let error = row_from_reads(&pieces[..1], &short, dtype).expect_err("short");
+        assert!(error.to_string().contains("read 2..6 holds"), "{error}");
     }
 }

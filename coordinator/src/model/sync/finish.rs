@@ -1,5 +1,6 @@
 //! When a finite sync job is finished: once every rank of its last epoch's
-//! generation has read its whole part, whether or not any rank asks for the
+//! generation (each peer of each data-parallel group) has read its whole
+//! part, whether or not any rank asks for the
 //! epoch after the last (the README's `for epoch in range(N)` loop never
 //! does).
 
@@ -20,17 +21,14 @@ impl SyncModel {
         if !config.is_last_epoch(current.epoch.0) {
             return Ok(false);
         }
-        for rank in 0..current.world {
+        let ranks = self.current().map_or(0, |g| g.ranks());
+        // Every part (a data-parallel group's) is equally long.
+        let part = self.part(config, dataset, current.generation.0, 0)?.len();
+        for rank in 0..ranks {
             let Some(&(generation, samples)) = self.progress.get(&rank) else {
                 return Ok(false);
             };
-            if generation != current.generation {
-                return Ok(false);
-            }
-            let part = self
-                .part(config, dataset, current.generation.0, rank)?
-                .len();
-            if samples < part {
+            if generation != current.generation || samples < part {
                 return Ok(false);
             }
         }

@@ -70,7 +70,7 @@ impl SyncModel {
                 (g.run_id.as_str(), g.restart, g.resumed)
                     == (current.run_id.as_str(), current.restart, current.resumed)
             });
-            if rank >= current.record.world || !ours {
+            if rank >= current.ranks() || !ours {
                 return Err(CoordError::Corrupt(format!(
                     "rank {rank}'s commit ({}) is not of the current generation {}'s group",
                     show(Some(*point)),
@@ -84,7 +84,7 @@ impl SyncModel {
     /// The group's point: the minimum of every rank's latest commit when
     /// each rank of the world has one, else none.
     fn group_point(&self) -> Option<CommitPoint> {
-        let world = self.current()?.record.world;
+        let world = self.current()?.ranks();
         if (0..world).any(|r| !self.ranks.contains_key(&r)) {
             return None;
         }
@@ -93,7 +93,7 @@ impl SyncModel {
 
     /// The ranks whose latest commit is behind `point` (or that have none).
     fn behind(&self, point: CommitPoint) -> Vec<u32> {
-        let world = self.current().map_or(0, |c| c.record.world);
+        let world = self.current().map_or(0, GenMeta::ranks);
         (0..world)
             .filter(|r| self.ranks.get(r).is_none_or(|c| *c < point))
             .collect()
@@ -125,7 +125,7 @@ impl SyncModel {
             // The rank committed this far already: nothing to record.
             return Ok(Vec::new());
         }
-        let part = self.part(config, dataset, generation.0, rank.rank)?.len();
+        let part = self.part(config, dataset, generation.0, rank.part)?.len();
         if samples > part {
             return Err(CoordError::Invalid(format!(
                 "commit of {samples} samples exceeds generation {}'s {part} samples per rank",
@@ -332,6 +332,7 @@ impl SyncModel {
                 run_id: String::new(),
                 restart: 0,
                 resumed: None,
+                ranks: None,
             };
             ops.push(put(
                 Key::Generation {
@@ -356,4 +357,4 @@ impl SyncModel {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -1,4 +1,5 @@
-//! The group's commit over its ranks, and resumes from checkpoints.
+//! The group's commit over its ranks, and resumes from checkpoints; the
+//! harness (a sync model and its job) the other sync tests use too.
 
 use tributary_common::ids::{Epoch, Generation, JobId};
 use tributary_common::job::JobSpec;
@@ -11,7 +12,7 @@ use crate::error::CoordError;
 use crate::model::{Dataset, GenMeta, Identity};
 use crate::store::Op;
 
-fn spec() -> JobSpec {
+pub(in crate::model::sync) fn spec() -> JobSpec {
     crate::config::job_spec(Some(v1::JobConfig {
         manifest_url: "memory:///ds".into(),
         batch_size: 4,
@@ -23,7 +24,7 @@ fn spec() -> JobSpec {
     .expect("config")
 }
 
-fn dataset() -> Dataset {
+pub(in crate::model::sync) fn dataset() -> Dataset {
     Dataset::single(vec![16, 16])
 }
 
@@ -33,25 +34,27 @@ fn rank(rank: u32, world: u32, restart: u64) -> Identity {
         world,
         run_id: "run".into(),
         restart,
+        dp: None,
     }
 }
 
-fn point(generation: u64, samples: u64) -> CommitPoint {
+pub(in crate::model::sync) fn point(generation: u64, samples: u64) -> CommitPoint {
     CommitPoint {
         generation: Generation(generation),
         samples,
     }
 }
 
-struct Job {
-    model: SyncModel,
-    name: JobId,
-    spec: JobSpec,
-    dataset: Dataset,
+/// A sync model beside the job it plans.
+pub(in crate::model::sync) struct Job {
+    pub model: SyncModel,
+    pub name: JobId,
+    pub spec: JobSpec,
+    pub dataset: Dataset,
 }
 
 impl Job {
-    fn new() -> Self {
+    pub(in crate::model::sync) fn new() -> Self {
         Self {
             model: SyncModel::default(),
             name: JobId::from("job"),
@@ -60,14 +63,18 @@ impl Job {
         }
     }
 
-    fn join(&mut self, who: &Identity, resume: Option<&Resume>) -> Result<GenMeta, CoordError> {
+    pub(in crate::model::sync) fn join(
+        &mut self,
+        who: &Identity,
+        resume: Option<&Resume>,
+    ) -> Result<GenMeta, CoordError> {
         let (gen, _) = self
             .model
             .join(&self.name, &self.spec, &self.dataset, who, resume)?;
         Ok(gen)
     }
 
-    fn commit(&mut self, who: &Identity, at: CommitPoint) -> Vec<Op> {
+    pub(in crate::model::sync) fn commit(&mut self, who: &Identity, at: CommitPoint) -> Vec<Op> {
         self.model
             .commit(
                 &self.name,
@@ -80,18 +87,18 @@ impl Job {
             .expect("commit")
     }
 
-    fn assignment(&mut self, who: &Identity, epoch: u64) -> Assignment {
+    pub(in crate::model::sync) fn assignment(&mut self, who: &Identity, epoch: u64) -> Assignment {
         self.model
             .assignment(&self.name, &self.spec, &self.dataset, who, Epoch(epoch))
             .expect("assignment")
             .0
     }
 
-    fn committed(&self) -> Option<CommitPoint> {
+    pub(in crate::model::sync) fn committed(&self) -> Option<CommitPoint> {
         self.model.commit
     }
 
-    fn resume(&self, at: CommitPoint) -> Resume {
+    pub(in crate::model::sync) fn resume(&self, at: CommitPoint) -> Resume {
         Resume {
             point: at,
             history: self.model.history(at.generation.0).expect("history"),
