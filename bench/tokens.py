@@ -78,6 +78,8 @@ def make_dataset(out, tokens, shard_tokens, vocab, seed):
             lengths.extend(np.clip(rng.lognormal(6.0, 1.0, 4096), 2, 65536).astype(np.int64))
         lengths = np.asarray(lengths)
         lengths = lengths[np.cumsum(lengths) <= n]
+        if n - lengths.sum() >= 2:  # the shard ends with a shorter document: exactly n tokens
+            lengths = np.append(lengths, n - lengths.sum())
         data = (rng.zipf(1.2, int(lengths.sum())) % (vocab - 1)).astype("<u2")
         data[np.cumsum(lengths) - 1] = eos
         pointers = np.concatenate([[0], np.cumsum(lengths[:-1]) * 2]).astype("<i8")

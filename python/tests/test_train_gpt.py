@@ -60,3 +60,25 @@ def test_check_gpt_run_refuses_a_window_trained_twice(tmp_path):
     log.write_text("\n".join(steps) + "\n")
     with pytest.raises(AssertionError, match="trained twice"):
         check_gpt_run.check(str(log), str(dataset), 8)
+
+
+def test_train_gpt_document_mask_keeps_attention_inside_each_document():
+    """With document_ids (--document-mask) a token's output does not depend
+    on the tokens of the row's earlier documents; without, it does."""
+    import torch
+
+    sys.path.insert(0, str(REPO / "examples"))
+    import train_gpt
+
+    torch.manual_seed(0)
+    model = train_gpt.GPT(vocab=257, length=16, dim=32, layers=1, heads=2)
+    ids = torch.randint(0, 257, (2, 16))
+    positions = torch.cat([torch.arange(8), torch.arange(8)]).repeat(2, 1)
+    documents = torch.tensor([0] * 8 + [1] * 8).repeat(2, 1)
+    changed = ids.clone()
+    changed[:, :8] = 5  # other tokens in the first document only
+    with torch.no_grad():
+        masked = model(ids, positions, documents)[:, 8:]
+        assert torch.allclose(model(changed, positions, documents)[:, 8:], masked, atol=1e-5)
+        assert not torch.allclose(model(changed, positions)[:, 8:], model(ids, positions)[:, 8:],
+                                  atol=1e-5)
