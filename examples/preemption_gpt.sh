@@ -32,7 +32,7 @@ trap 'kill $COORD 2>/dev/null || true' EXIT
 count() { grep -c "^$1 " "$DIR/steps.log" || true; }
 
 train() {  # train NPROC: a torchrun group of NPROC ranks on this node
-    OMP_NUM_THREADS=1 TRIBUTARY_BIN="$BIN" "$(dirname "$PY")/torchrun" --nnodes=1 \
+    OMP_NUM_THREADS=1 TRIBUTARY_BIN="$BIN" "$PY" -m torch.distributed.run --nnodes=1 \
         --nproc-per-node="$1" --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$(port)" \
         --max-restarts=0 examples/train_gpt.py --dataset "$DIR/tokens" \
         --coordinator "127.0.0.1:$COORD_PORT" --documents "${DOCUMENTS:-4000}" \
