@@ -186,8 +186,7 @@ pub async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<Option<Exit
     if !is_token_manifest(&bytes) {
         return Ok(None);
     }
-    let m = TokenManifest::from_json(&bytes)
-        .with_context(|| format!("{}", location.url_of(MANIFEST_NAME)))?;
+    let m = TokenManifest::from_json(&bytes).with_context(|| location.url_of(MANIFEST_NAME))?;
     let optional = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     println!("dataset      {url}");
     println!("format       {} v{}", m.format, m.version);

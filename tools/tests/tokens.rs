@@ -232,10 +232,14 @@ async fn pack_tokens_hf_without_an_eos_token_asks_for_eos_id() {
         tokenizer: tokenizer.display().to_string(),
         ..TokenPackOptions::default()
     };
-    let error = pack(&[corpus.clone()], &dir.path().join("out"), &options)
-        .await
-        .expect_err("no eos")
-        .to_string();
+    let error = pack(
+        std::slice::from_ref(&corpus),
+        &dir.path().join("out"),
+        &options,
+    )
+    .await
+    .expect_err("no eos")
+    .to_string();
     assert!(error.contains("pass --eos-id"), "{error}");
     options.eos_id = Some(1);
     pack(&[corpus], &dir.path().join("out"), &options)
@@ -288,10 +292,14 @@ async fn pack_tokens_bad_input_names_the_file_and_line() {
     for (name, content, needles) in cases {
         let path = dir.path().join(name);
         std::fs::write(&path, content).expect("write");
-        let error = pack(&[path.clone()], &out, &TokenPackOptions::default())
-            .await
-            .expect_err(name)
-            .to_string();
+        let error = pack(
+            std::slice::from_ref(&path),
+            &out,
+            &TokenPackOptions::default(),
+        )
+        .await
+        .expect_err(name)
+        .to_string();
         assert!(error.contains(&path.display().to_string()), "{error}");
         for needle in needles {
             assert!(error.contains(needle), "{name}: `{needle}` not in {error}");
@@ -327,13 +335,21 @@ async fn pack_tokens_refuses_a_dataset_there_and_force_replaces_it() {
     let corpus = dir.path().join("c.jsonl");
     jsonl(&corpus, &["one", "two"]);
     let out = dir.path().join("out");
-    pack(&[corpus.clone()], &out, &TokenPackOptions::default())
-        .await
-        .expect("pack");
-    let error = pack(&[corpus.clone()], &out, &TokenPackOptions::default())
-        .await
-        .expect_err("exists")
-        .to_string();
+    pack(
+        std::slice::from_ref(&corpus),
+        &out,
+        &TokenPackOptions::default(),
+    )
+    .await
+    .expect("pack");
+    let error = pack(
+        std::slice::from_ref(&corpus),
+        &out,
+        &TokenPackOptions::default(),
+    )
+    .await
+    .expect_err("exists")
+    .to_string();
     assert!(
         error.contains("already exists") && error.contains("--force"),
         "{error}"

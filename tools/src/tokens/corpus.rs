@@ -242,7 +242,7 @@ pub fn field_of(line: &[u8], field: &str) -> Result<String, String> {
             if keys.is_empty() {
                 "no fields".to_owned()
             } else {
-                format!("{}", keys.join(", "))
+                keys.join(", ")
             }
         )),
     }

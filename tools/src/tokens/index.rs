@@ -263,7 +263,7 @@ async fn index_file(
         }
         Kind::Raw => {
             let dtype = options.dtype.expect("checked before");
-            if size % dtype.width() != 0 {
+            if !size.is_multiple_of(dtype.width()) {
                 return Err(IdxError {
                     file: url,
                     offset: size - size % dtype.width(),
