@@ -25,4 +25,5 @@ mod resume;
 mod s3;
 mod status;
 mod store_faults;
+mod tokens;
 mod webdataset;
