@@ -55,7 +55,7 @@ fn token_pack_with_bytes_and_a_tokenizer_json_reads_back_every_document() {
     let scratch = Scratch::new();
     let corpus = scratch.path("corpus.jsonl");
     let texts: Vec<String> = (0..120)
-        .map(|i| format!("the cat {} sat", ["a", "b", "c"][i % 3]).repeat(1 + i % 4))
+        .map(|i| format!("the cat {} sat ", ["a", "b", "c"][i % 3]).repeat(1 + i % 4))
         .collect();
     let mut lines: Vec<String> = texts
         .iter()
