@@ -205,7 +205,7 @@ fn token_index_reads_megatron_pairs_and_npy_in_place_and_names_bad_files() {
     std::fs::write(d.join("a.idx"), megatron_idx(&[3, 2])).expect("write");
     // A .npy as numpy writes it: a 128-byte header for this shape.
     let mut header = "{'descr': '<u2', 'fortran_order': False, 'shape': (4,), }".to_owned();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

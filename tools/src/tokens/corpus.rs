@@ -300,3 +300,63 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
         Ok(found.unwrap_or(Found::Missing(keys)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corpus_field_of_reads_only_the_named_string() {
+        let line = br#"{"meta": {"text": "nested", "n": [1, {"a": 2}]}, "text": "caf\u00e9 \"q\"\n", "z": null}"#;
+        assert_eq!(field_of(line, "text"), Ok("café \"q\"\n".to_owned()));
+        assert_eq!(field_of(br#"{"body": "x"}"#, "body"), Ok("x".to_owned()));
+        // The first occurrence counts; a duplicate is ignored like any key.
+        assert_eq!(
+            field_of(br#"{"text": "a", "text": 5}"#, "text"),
+            Ok("a".to_owned())
+        );
+    }
+
+    #[test]
+    fn corpus_field_of_says_what_is_wrong_and_what_to_do() {
+        let missing = field_of(br#"{"body": "x", "id": 3}"#, "text").expect_err("missing");
+        assert!(
+            missing.contains("\"body\", \"id\"") && missing.contains("--text-field"),
+            "{missing}"
+        );
+        let null = field_of(br#"{"text": null}"#, "text").expect_err("null");
+        assert!(null.contains("null, not a string"), "{null}");
+        for bad in [
+            &b"[1]"[..],
+            b"\"text\"",
+            b"{\"text\": \"a\"} trailing",
+            b"{\"text\": ",
+        ] {
+            let error = field_of(bad, "text").expect_err("not an object");
+            assert!(error.contains("not a JSON object"), "{error}");
+        }
+    }
+
+    #[test]
+    fn corpus_files_walks_directories_in_name_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("b")).expect("mkdir");
+        for name in ["z.txt", "a.jsonl", "b/c.ndjson", "notes.md", "b/x.bin"] {
+            std::fs::write(d.join(name), "{}").expect("write");
+        }
+        let (files, skipped) = files(&[d.to_owned(), d.join("z.txt")]).expect("files");
+        let names: Vec<String> = files
+            .iter()
+            .map(|(p, _)| p.strip_prefix(d).expect("inside").display().to_string())
+            .collect();
+        assert_eq!(names, ["a.jsonl", "b/c.ndjson", "z.txt", "z.txt"]);
+        assert_eq!(files[2].1, FileKind::Text);
+        assert_eq!(skipped, 2);
+        let empty = tempfile::tempdir().expect("tempdir");
+        let error = super::files(&[empty.path().to_owned()])
+            .expect_err("empty")
+            .to_string();
+        assert!(error.contains("no .jsonl"), "{error}");
+    }
+}

@@ -172,7 +172,7 @@ mod tests {
     pub(crate) fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
         let mut dict =
             format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + dict.len() + 1) % 64 != 0 {
+        while !(10 + dict.len() + 1).is_multiple_of(64) {
             dict.push(' ');
         }
         dict.push('\n');

@@ -35,7 +35,7 @@ fn megatron_idx(code: u8, width: u64, lengths: &[i32]) -> Vec<u8> {
 fn npy(descr: &str, tokens: usize, data: &[u8]) -> Vec<u8> {
     let mut dict =
         format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({tokens},), }}");
-    while (10 + dict.len() + 1) % 64 != 0 {
+    while !(10 + dict.len() + 1).is_multiple_of(64) {
         dict.push(' ');
     }
     dict.push('\n');
