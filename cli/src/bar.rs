@@ -1,5 +1,5 @@
-//! A progress bar that shows samples/s and MB/s (and, packing, the bytes and
-//! shards uploaded), drawn on stderr when it is a terminal and silent
+//! A progress bar that shows samples/s and MB/s (tokens/s for token
+//! datasets; and, packing, the bytes and shards uploaded), drawn on stderr when it is a terminal and silent
 //! otherwise (each command prints a summary line).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +20,7 @@ pub struct Bar {
 #[derive(Debug, Default)]
 struct Counts {
     bytes: AtomicU64,
+    tokens: AtomicU64,
     uploaded: AtomicU64,
     shards: AtomicU64,
     total_shards: AtomicU64,
@@ -42,6 +43,19 @@ impl Bar {
         }
     }
 
+    /// A bar counting documents, whose message shows tokens/s (token
+    /// packs and indexes).
+    pub fn documents(label: &'static str) -> Self {
+        let bar = Self::new(label, 0);
+        bar.bar.set_style(
+            ProgressStyle::with_template(&format!(
+                "{label:>7} {{spinner}} {{pos}} documents  {{per_sec}}  {{msg}}  {{elapsed}}"
+            ))
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
@@ -50,13 +64,20 @@ impl Bar {
     fn message(&self) -> String {
         let c = &self.counts;
         let bytes = c.bytes.load(Ordering::Relaxed);
-        let rate = bytes as f64 / self.started.elapsed().as_secs_f64().max(1e-3) / 1e6;
+        let seconds = self.started.elapsed().as_secs_f64().max(1e-3);
+        let rate = bytes as f64 / seconds / 1e6;
+        let tokens = c.tokens.load(Ordering::Relaxed);
+        let tokens = if tokens == 0 {
+            String::new()
+        } else {
+            format!("{:.2} M tokens/s, ", tokens as f64 / seconds / 1e6)
+        };
         let total_shards = c.total_shards.load(Ordering::Relaxed);
         if total_shards == 0 {
-            return format!("{rate:.1} MB/s");
+            return format!("{tokens}{rate:.1} MB/s");
         }
         format!(
-            "{rate:.1} MB/s, {:.1} MB up, {}/{total_shards} shards",
+            "{tokens}{rate:.1} MB/s, {:.1} MB up, {}/{total_shards} shards",
             c.uploaded.load(Ordering::Relaxed) as f64 / 1e6,
             c.shards.load(Ordering::Relaxed),
         )
@@ -78,6 +99,11 @@ impl Progress for Bar {
 
     fn total_shards(&self, shards: u64) {
         self.counts.total_shards.store(shards, Ordering::Relaxed);
+    }
+
+    fn tokens(&self, tokens: u64) {
+        self.counts.tokens.fetch_add(tokens, Ordering::Relaxed);
+        self.bar.set_message(self.message());
     }
 
     fn uploaded(&self, bytes: u64, shards: u64) {

@@ -8,6 +8,8 @@
 //!
 //! - `main.rs`: argument parsing and dispatch (this file).
 //! - `storage.rs`: object-store flags and environment, read once at the edge.
+//! - `tokens.rs`: `pack --tokenizer`, `index --tokens` and `inspect` of
+//!   token datasets.
 //! - `upload_args.rs`: `pack`'s upload flags (single-PUT limit, parts).
 //! - `bar.rs`: progress bars with samples/s and MB/s.
 //! - `quickstart.rs`: the README's first command, end to end.
@@ -47,6 +49,7 @@ mod remote;
 mod serve;
 mod status;
 mod storage;
+mod tokens;
 mod upload_args;
 
 use pipeline_args::{u32_in, u64_in, usize_in};
@@ -100,6 +103,11 @@ enum Command {
     /// (KEY.EXT; files sharing a key form a sample, any extension a field),
     /// or a .csv/.jsonl listing of `path,label[,caption]`.
     ///
+    /// With --tokenizer, SRC is a text corpus (one or more JSONL files,
+    /// .txt files, or directories of them) packed into a token dataset:
+    /// each document's token ids and an end-of-document id, in Megatron
+    /// .bin/.idx shards of about --shard-tokens tokens.
+    ///
     /// A CSV listing starts with a header naming its columns, in any order:
     /// `path` (required), `label`, `caption`. A JSONL listing (.jsonl,
     /// .ndjson) holds one object per line with the keys `path` (a string,
@@ -111,22 +119,26 @@ enum Command {
     /// caption a `txt` field, the label a `cls` field (labels that are all
     /// integers are the class indices; others are class names, sorted).
     Pack {
-        src: PathBuf,
+        /// What to pack: one path, or several with --tokenizer.
+        #[arg(required = true, num_args = 1..)]
+        src: Vec<PathBuf>,
         url: String,
+        #[command(flatten)]
+        tokens: tokens::PackArgs,
         /// What SRC is: auto, imagefolder, webdataset or listing. auto: a
         /// .csv or .jsonl file is a listing; a directory holding only
         /// subdirectories of images is an ImageFolder tree; any other
         /// directory holds WebDataset files.
-        #[arg(long, default_value = "auto")]
+        #[arg(long, default_value = "auto", conflicts_with = "tokenizer")]
         format: SourceFormat,
         /// Close a shard before it exceeds this many bytes.
-        #[arg(long, default_value_t = 64 << 20, value_parser = u64_in(1, MAX_SHARD_BYTES))]
+        #[arg(long, default_value_t = 64 << 20, value_parser = u64_in(1, MAX_SHARD_BYTES), conflicts_with = "tokenizer")]
         max_bytes: u64,
         /// Close a shard once it holds this many samples.
-        #[arg(long, default_value_t = u32::MAX, value_parser = u32_in(1, u32::MAX))]
+        #[arg(long, default_value_t = u32::MAX, value_parser = u32_in(1, u32::MAX), conflicts_with = "tokenizer")]
         max_samples: u32,
         /// none, zstd or zstd:LEVEL.
-        #[arg(long, default_value = "none")]
+        #[arg(long, default_value = "none", conflicts_with = "tokenizer")]
         compression: Compression,
         /// Replace a dataset already at URL: the new version is written
         /// under new shard names and its manifest last, so readers see the
@@ -137,23 +149,28 @@ enum Command {
         /// Manifest version to write: 2 (an index object per shard beside
         /// it, the manifest itself small) or 1 (every chunk listed in the
         /// manifest, for readers older than version 2).
-        #[arg(long, default_value = "2")]
+        #[arg(long, default_value = "2", conflicts_with = "tokenizer")]
         manifest_version: ManifestVersion,
         #[command(flatten)]
         upload: upload_args::UploadArgs,
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Build a manifest for WebDataset .tar shards at URL that have none.
+    /// Build a manifest for WebDataset .tar shards at URL that have none,
+    /// or (--tokens, or when URL holds no .tar) for token files read in
+    /// place: Megatron .bin/.idx pairs, 1-D .npy files and raw .bin files
+    /// of --dtype, whose documents end at --eos-id.
     Index {
         url: String,
+        #[command(flatten)]
+        tokens: tokens::IndexArgs,
         /// Replace an existing manifest.
         #[arg(long)]
         force: bool,
         /// Manifest version to write: 2 (an index object per shard beside
         /// it, the manifest itself small) or 1 (every chunk listed in the
         /// manifest, for readers older than version 2).
-        #[arg(long, default_value = "2")]
+        #[arg(long, default_value = "2", conflicts_with = "tokens")]
         manifest_version: ManifestVersion,
         #[command(flatten)]
         store: StoreArgs,
@@ -291,6 +308,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Pack {
             src,
             url,
+            tokens,
             format,
             max_bytes,
             max_samples,
@@ -300,6 +318,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             manifest_version,
             store,
         } => {
+            if tokens.tokenizer.is_some() {
+                return tokens::pack(&src, &url, &tokens, force, &upload, &store).await;
+            }
+            let [src] = &src[..] else {
+                anyhow::bail!(
+                    "pack takes one SRC unless --tokenizer is given (several corpus paths are for token datasets)"
+                );
+            };
             let started = Instant::now();
             let defaults = PackOptions::default();
             let options = PackOptions {
@@ -317,7 +343,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let dest = Location::open(&url, &store.options(&url), true)?;
             let bar = bar::Bar::new("pack", 0);
-            let summary = tributary_tools::pack::pack(&src, &dest, &options, Arc::new(bar.clone()))
+            let summary = tributary_tools::pack::pack(src, &dest, &options, Arc::new(bar.clone()))
                 .await
                 .with_context(|| format!("packing {} into {url}", src.display()))?;
             bar.finish();
@@ -336,11 +362,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Index {
             url,
+            tokens,
             force,
             manifest_version,
             store,
         } => {
             let location = Location::open(&url, &store.options(&url), false)?;
+            if tokens::index_as_tokens(&tokens, &location).await? {
+                return tokens::index(&url, &location, &tokens, force).await;
+            }
             let bar = bar::Bar::new("index", 0);
             let summary = tributary_tools::index::index(
                 &location,
@@ -370,6 +400,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<ExitCode> {
+    if let Some(code) = tokens::inspect(url, store).await? {
+        return Ok(code);
+    }
     let dataset = Dataset::open(url, &store.options(url)).await?;
     let m = &dataset.manifest;
     println!("dataset      {url}");

@@ -197,7 +197,16 @@ impl TokenDataset {
                 let entry = &self.manifest.shards[shard];
                 match layout::rows_from_totals(sequence, entry.tokens, entry.documents) {
                     Some(rows) => Ok(rows),
-                    None => Ok(layout::shard_rows(sequence, &*self.doc_index(shard).await?)),
+                    None => {
+                        // First-fit decreasing over the shard's documents:
+                        // milliseconds of CPU, off the async runtime.
+                        let index = self.doc_index(shard).await?;
+                        Ok(tokio::task::spawn_blocking(move || {
+                            layout::shard_rows(sequence, &index)
+                        })
+                        .await
+                        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())))
+                    }
                 }
             })
             .buffered(INDEX_READS_IN_FLIGHT)

@@ -14,6 +14,10 @@ pub enum ToolsError {
     /// A shard that cannot be written or verified.
     #[error(transparent)]
     Format(#[from] FormatError),
+    /// A token file or Megatron index that cannot be read (names the file
+    /// and the byte offset).
+    #[error(transparent)]
+    Tokens(#[from] tributary_common::tokens::megatron::IdxError),
     #[error(
         "{url} already exists: a dataset is there (replace it with --force, PackOptions::force)"
     )]

@@ -15,6 +15,9 @@
 //! - [`index`]: foreign WebDataset tars indexed in place into a manifest.
 //! - [`inspect`]: a dataset verified shard by shard against its manifest.
 //! - [`synth`]: deterministic photo-like sample images.
+//! - [`tokens`]: token datasets: a text corpus tokenized into Megatron
+//!   `.bin`/`.idx` shards (`pack --tokenizer`), and token files indexed in
+//!   place (`index --tokens`).
 //! - [`progress`]: how long-running tools report progress.
 //! - [`error`]: [`ToolsError`]; object-store errors come from
 //!   `tributary-io`.
@@ -41,5 +44,6 @@ pub mod inspect;
 pub mod pack;
 pub mod progress;
 pub mod synth;
+pub mod tokens;
 
 pub use error::{Result, ToolsError};

@@ -12,6 +12,8 @@ pub trait Progress: Send + Sync {
     /// `bytes` more bytes reached the store, and `shards` more objects were
     /// completed (a pack streams each shard in parts while it is built).
     fn uploaded(&self, _bytes: u64, _shards: u64) {}
+    /// `tokens` more tokens were written (token packs and indexes).
+    fn tokens(&self, _tokens: u64) {}
 }
 
 /// Reports nothing.

@@ -25,5 +25,6 @@ mod resume;
 mod s3;
 mod status;
 mod store_faults;
+mod token_pack;
 mod tokens;
 mod webdataset;

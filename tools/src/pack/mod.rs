@@ -121,7 +121,7 @@ async fn existing(dest: &Location, force: bool) -> Result<Option<Vec<String>>> {
 }
 
 /// Deletes `names` under `dest`, logging (not failing on) what cannot be.
-async fn delete_all(dest: &Location, names: &[String], what: &str) {
+pub(crate) async fn delete_all(dest: &Location, names: &[String], what: &str) {
     let deletes = stream::iter(names)
         .map(|name| async move { (name, dest.delete(name).await) })
         .buffer_unordered(8)

@@ -40,14 +40,11 @@ pub struct SampleBatch {
 ///   counts per rank (the equal split of an epoch, or `tail = pad`): with
 ///   `batch_size` samples per batch, equal samples make equal batches.
 ///
-/// The next strategy, fixed-length token sequences, would cut rows of
-/// `seq_len` tokens across document (sample) boundaries, `batch_size` rows
-/// a batch: lockstep then holds by rows, whatever the documents' lengths,
-/// and the equal share a rank needs is one of tokens, not of samples.
-/// Progress still counts whole documents: a batch consumes the documents
-/// it finishes, and the document it stops inside is carried to the next
-/// batch with an offset (its tokens already used), so that a restart
-/// resumes at (document, offset) and no token is read twice or lost.
+/// Token jobs need no other strategy: their rows of `L` tokens (documents
+/// cut across boundaries or packed, [`tributary_common::tokens`]) are the
+/// plan's samples, so `batch_size` whole rows a batch keeps both counts,
+/// and a restart resumes at a row, every token of which is known from the
+/// plan alone.
 ///
 /// The stage ([`cut`]) numbers the batches a strategy forms and keeps only
 /// its loader's [`Stripe`] of them; a strategy only says where batches end.
