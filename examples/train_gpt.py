@@ -39,7 +39,6 @@ import json
 import math
 import os
 import random
-import struct
 import subprocess
 import time
 
@@ -117,74 +116,13 @@ def ensure_dataset(args):
             return
         corpus = args.dataset.rstrip("/") + ".corpus.jsonl"
         write_corpus(corpus, args.documents, args.seed)
-        help_text = subprocess.run([args.tributary_bin, "pack", "--help"], check=True,
-                                   capture_output=True, text=True).stdout
-        if "--tokenizer" in help_text:
-            subprocess.run([args.tributary_bin, "pack", corpus, args.dataset,
-                            "--tokenizer", "bytes", "--text-field", "text",
-                            "--shard-tokens", str(args.shard_tokens)],
-                           check=True, capture_output=True)
-        else:  # a binary older than `pack --tokenizer`
-            pack_bytes(corpus, args.dataset, args.shard_tokens)
-
-
-def crc32c(data):
-    table = getattr(crc32c, "table", None)
-    if table is None:
-        table = crc32c.table = []
-        for n in range(256):
-            for _ in range(8):
-                n = (n >> 1) ^ (0x82F63B78 if n & 1 else 0)
-            table.append(n)
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def pack_bytes(corpus, out, shard_tokens, eos=256):
-    """What ``tributary pack CORPUS OUT --tokenizer bytes`` writes: u16
-    Megatron .bin/.idx shards (a token per UTF-8 byte, ``eos`` after each
-    document) and a tributary-tokens manifest."""
-    import numpy as np
-
-    os.makedirs(out, exist_ok=True)
-    shards, documents = [], []
-
-    def close():
-        number = len(shards)
-        data = np.concatenate(documents).astype("<u2").tobytes()
-        lengths = [len(d) for d in documents]
-        pointers = np.concatenate([[0], np.cumsum(lengths[:-1]) * 2]).astype("<i8")
-        idx = (b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(lengths), len(lengths) + 1)
-               + np.asarray(lengths, "<i4").tobytes() + pointers.tobytes()
-               + np.arange(len(lengths) + 1, dtype="<i8").tobytes())
-        name = f"shard-{number:06d}"
-        with open(os.path.join(out, name + ".bin"), "wb") as f:
-            f.write(data)
-        with open(os.path.join(out, name + ".idx"), "wb") as f:
-            f.write(idx)
-        shards.append({"name": name + ".bin", "bytes": len(data), "offset": 0,
-                       "tokens": sum(lengths), "documents": len(lengths),
-                       "index": {"name": name + ".idx", "bytes": len(idx), "crc32c": crc32c(idx)}})
-        documents.clear()
-
-    with open(corpus) as f:
-        for line in f:
-            tokens = np.frombuffer(json.loads(line)["text"].encode(), np.uint8).astype(np.uint16)
-            documents.append(np.append(tokens, eos))
-            if sum(len(d) for d in documents) >= shard_tokens:
-                close()
-    if documents:
-        close()
-    manifest = {"format": "tributary-tokens", "version": 1, "dtype": "u16", "eos_id": eos,
-                "vocab_size": 257, "tokenizer": "bytes",
-                "tokens": sum(s["tokens"] for s in shards),
-                "documents": sum(s["documents"] for s in shards),
-                "bytes": sum(s["bytes"] for s in shards), "shards": shards}
-    with open(os.path.join(out, "manifest.json.tmp"), "w") as f:
-        json.dump(manifest, f)
-    os.replace(os.path.join(out, "manifest.json.tmp"), os.path.join(out, "manifest.json"))
+        pack = subprocess.run([args.tributary_bin, "pack", corpus, args.dataset,
+                               "--tokenizer", "bytes", "--text-field", "text",
+                               "--shard-tokens", str(args.shard_tokens)],
+                              capture_output=True, text=True)
+        if pack.returncode != 0:
+            raise SystemExit(f"{args.tributary_bin} pack {corpus} {args.dataset} failed "
+                             f"(--tributary-bin or TRIBUTARY_BIN names the binary):\n{pack.stderr}")
 
 
 # --- the model -------------------------------------------------------------
