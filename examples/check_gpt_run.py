@@ -1,13 +1,14 @@
 """Checks the step log of a preempted examples/train_gpt.py run.
 
-    python examples/check_gpt_run.py STEP_LOG DATASET SEQUENCE_LENGTH
+    python examples/check_gpt_run.py STEP_LOG DATASET SEQUENCE_LENGTH [TRIBUTARY_BIN]
 
 (a) Every row (token window) of the epoch went into the final model exactly
 once, counting only what each group trained up to the checkpoint the next
 group resumed from: a failed group's steps past it were discarded with its
 model. The rows of the epoch are the windows of L + 1 tokens of each shard
 (``(tokens - 1) // L`` per shard; the tokens after a shard's last full window
-are its stated tail); the only ones allowed missing are those of the DDP
+are its stated tail; with TRIBUTARY_BIN, `tributary read --sequence-length`
+must list exactly these row ids for the epoch); the only ones allowed missing are those of the DDP
 lockstep remainder (fewer than one batch per rank of each group).
 (b) The loss kept falling after the restart: the mean loss of the last
 steps is below that of the first steps of the run, and below the mean of
@@ -16,6 +17,7 @@ the restarted group's first steps.
 
 import json
 import os
+import subprocess
 import sys
 
 
@@ -47,9 +49,20 @@ def kept_rows(log):
     return order, kept, discarded, losses
 
 
-def check(log, dataset, length, window=5):
+def read_rows(binary, dataset, length):
+    """The row ids of epoch 0 as `tributary read` lists them (one rank)."""
+    out = subprocess.run([binary, "read", dataset, "--sequence-length", str(length)],
+                         check=True, capture_output=True, text=True).stdout
+    return [int(line.split("\t")[0]) for line in out.splitlines() if line.strip()]
+
+
+def check(log, dataset, length, binary=None, window=5):
     order, kept, discarded, losses = kept_rows(log)
     rows = epoch_rows(dataset, length)
+    if binary:
+        listed = read_rows(binary, dataset, length)
+        assert sorted(listed) == list(range(rows)), \
+            f"tributary read lists {len(listed)} rows, not the {rows} windows of the shards"
     worlds = {int(s[1]): int(s[3]) for s in lines(log, "start")}
     batch = len(lines(log, "train")[0]) - 7
     missing = set(range(rows)) - set(kept)
@@ -77,4 +90,4 @@ def check(log, dataset, length, window=5):
 
 
 if __name__ == "__main__":
-    check(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    check(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)

@@ -60,4 +60,4 @@ echo "the group of two failed; restarting with one rank"
 train 1 >"$DIR/torchrun-1.log" 2>&1 || { cat "$DIR/torchrun-1.log"; exit 1; }
 echo "trained in $("$PY" -c "import time; print(f'{time.time() - $STARTED:.1f}')") s"
 grep -hE "^rank " "$DIR/torchrun-2.log" "$DIR/torchrun-1.log" | grep -E "parameters|step" | tail -n 6
-"$PY" examples/check_gpt_run.py "$DIR/steps.log" "$DIR/tokens" "$LENGTH"
+"$PY" examples/check_gpt_run.py "$DIR/steps.log" "$DIR/tokens" "$LENGTH" "$BIN"
