@@ -82,17 +82,16 @@ def test_bestfit_never_cuts_a_document_that_fits_and_labels_padding_minus_100(co
             assert (labels[row, n - 1:] == -100).all(), "the last token and the padding train nothing"
             assert (doc_ids[row, n:] == -1).all()
             seen_tokens += n
-            for i in range(n):
-                last_of_piece = i + 1 == n or positions[row, i + 1] == 0
-                if last_of_piece:
-                    # Every document fits in L, so every piece is a whole
-                    # document, ending with its end-of-document id.
-                    assert inputs[row, i] == EOS, (row, i)
-                    assert labels[row, i] == -100
-                else:
-                    assert labels[row, i] == inputs[row, i + 1]
-    assert seen_tokens == sum(len(d) for d in docs if len(d) <= L) + sum(
-        len(d) for d in docs if len(d) > L), "every token once"
+            starts = [i for i in range(n) if positions[row, i] == 0] + [n]
+            for start, end in zip(starts, starts[1:]):
+                assert (positions[row, start:end] == np.arange(end - start)).all()
+                assert (labels[row, start:end - 1] == inputs[row, start + 1:end]).all()
+                assert labels[row, end - 1] == -100, "no label across a document's end"
+                if end - start < L:
+                    # A piece shorter than a row is a whole document (or
+                    # the last piece of a longer one): it ends with EOS.
+                    assert inputs[row, end - 1] == EOS, (row, start, end)
+    assert seen_tokens == sum(len(d) for d in docs), "every token once"
 
 
 def test_none_pads_or_truncates_one_document_per_row(corpus):

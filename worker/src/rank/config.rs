@@ -209,6 +209,14 @@ impl RankConfig {
         if self.decode.decode_threads == 0 {
             return bad("decode_threads must be at least 1".into());
         }
+        if self.spec.sequence.is_some() {
+            // A token job's columns, named by `fields`: checked before
+            // anything is opened.
+            crate::pipeline::tokens::TokenOutput::from_fields(
+                &self.decode.fields,
+                self.decode.token_ids,
+            )?;
+        }
         let Stripe { index, count } = self.stripe;
         if count == 0 || index >= count {
             return invalid(InvalidConfig::Stripe { index, count });
