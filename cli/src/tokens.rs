@@ -36,9 +36,9 @@ pub struct PackArgs {
     /// The JSONL field holding each document's text.
     #[arg(long, default_value = "text", requires = "tokenizer")]
     pub text_field: String,
-    /// The end-of-document id appended to every document [default: the
-    /// tokenizer's: 256 for bytes; a tokenizer.json's <|endoftext|>, </s>,
-    /// <|end_of_text|> or <eos>].
+    /// The end-of-document id appended to every document (default: the
+    /// tokenizer's: 256 for bytes; a tokenizer.json's `<|endoftext|>`,
+    /// `</s>`, `<|end_of_text|>` or `<eos>`).
     #[arg(long, requires = "tokenizer")]
     pub eos_id: Option<u32>,
     /// Close a token shard once it holds this many tokens (documents are
