@@ -165,9 +165,16 @@ impl SyncModel {
         Ok(chain)
     }
 
-    /// Whether the job has no commit at all, so a resume seeds it.
+    /// Whether the job has no commit at all and nothing read yet, so a
+    /// resume seeds it. A job whose ranks already read part of a generation
+    /// that nobody committed is not seeded by a late rank's state (one
+    /// written by its own group a moment before it joined): that would
+    /// start a generation of its own beside the group's. Such a state is
+    /// past the job's commit, and refused as such.
     fn unseeded(&self) -> bool {
-        self.commit.is_none() && self.ranks.is_empty()
+        self.commit.is_none()
+            && self.ranks.is_empty()
+            && self.progress.values().all(|&(_, samples)| samples == 0)
     }
 
     /// Checks a Join resuming from `resume` without changing anything.

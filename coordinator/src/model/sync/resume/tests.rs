@@ -322,3 +322,35 @@ fn each_rank_commit_loads_back() {
         .expect("commit");
     assert_eq!(loaded.commit, Some(point(0, 4)));
 }
+
+#[test]
+fn a_late_ranks_state_from_its_own_uncommitted_group_does_not_seed_a_generation_beside_it() {
+    // A fresh job: rank 0 reads (and reports) before rank 1 has joined;
+    // rank 1 then finds the state rank 0 saved a moment ago and loads it.
+    let mut job = Job::new();
+    let (r0, r1) = (rank(0, 2, 0), rank(1, 2, 0));
+    job.join(&r0, None).expect("join");
+    let before = job.model.generations();
+    job.model
+        .report(&job.name, &job.spec, &job.dataset, &r0, Generation(0), 8)
+        .expect("report");
+    let state = Resume {
+        point: point(0, 8),
+        history: job.model.history(0).expect("history"),
+    };
+    let error = job
+        .join(&r1, Some(&state))
+        .expect_err("no commit to resume from");
+    assert!(matches!(error, CoordError::Precondition(_)), "{error}");
+    assert!(
+        error.to_string().contains("past the job's commit"),
+        "{error}"
+    );
+    assert_eq!(
+        job.model.generations(),
+        before,
+        "no generation beside the group's"
+    );
+    // Without the state it joins its group's generation.
+    assert_eq!(job.join(&r1, None).expect("join").record.generation.0, 0);
+}
