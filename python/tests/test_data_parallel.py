@@ -27,7 +27,7 @@ SAMPLES = 240
 # One torchrun rank: a (dp, tp) CPU DeviceMesh over gloo, a loader reading
 # the mesh's data-parallel group, one line per batch (step, generation,
 # samples after it, the sha256 of every column, the sample ids). Every
-# `commit_every` steps rank 0 writes the loader state to ckpt-STEP.json,
+# `commit_every` steps rank 0 writes the loader state to ckpt-RUN-STEP.json,
 # and after a barrier (the checkpoint is durable) every rank commits it. A
 # rank told to hold at a step waits there until it is killed. A restarted
 # run resumes from the newest checkpoint the job committed.
@@ -48,7 +48,10 @@ loader = tributary.Loader(cfg["dataset"], coordinator=cfg["coordinator"], job=cf
                           data_parallel=dp, return_ids=True, **cfg["loader"])
 assert loader.data_parallel == dp, (loader.data_parallel, dp)
 assert (loader.rank, loader.world_size) == (rank, world)
-checkpoints = sorted(glob.glob(os.path.join(cfg["dir"], "ckpt-*.json")),
+# Only earlier runs' checkpoints: one this run's rank 0 wrote a moment ago
+# (a slow peer starting) is not a restart's (the coordinator refuses it too).
+checkpoints = sorted((p for p in glob.glob(os.path.join(cfg["dir"], "ckpt-*.json"))
+                      if not os.path.basename(p).startswith(f"ckpt-{cfg['run']}-")),
                      key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]), reverse=True)
 for path in checkpoints:
     state = json.load(open(path))
@@ -72,7 +75,7 @@ for batch in loader:
               + " ".join(str(i) for i in batch.ids.tolist()) + "\n")
     if step % cfg["commit_every"] == 0:
         if rank == 0:
-            path = os.path.join(cfg["dir"], f"ckpt-{step}.json")
+            path = os.path.join(cfg["dir"], f"ckpt-{cfg['run']}-{step}.json")
             with open(path + ".tmp", "w") as f:
                 json.dump(state, f)
             os.replace(path + ".tmp", path)
