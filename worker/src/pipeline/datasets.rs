@@ -91,23 +91,11 @@ impl Datasets {
     /// for weighted ones, 0: all their samples): the same layout the
     /// coordinator plans with. Errors name the field (`sources[i]`).
     pub fn mixed(datasets: Vec<Dataset>, takes: &[Take], epoch_samples: u64) -> Result<Self> {
-        if datasets.len() != takes.len() {
-            return Err(WorkerError::Config(format!(
-                "{} datasets but {} ways to take from them",
-                datasets.len(),
-                takes.len()
-            )));
-        }
-        let shapes: Vec<SourceShape> = datasets
+        let counts = datasets
             .iter()
-            .zip(takes)
-            .map(|(dataset, &take)| SourceShape {
-                shard_samples: dataset.manifest.shards.iter().map(|s| s.samples).collect(),
-                take,
-            })
+            .map(|d| d.manifest.shards.iter().map(|s| s.samples).collect())
             .collect();
-        let layout = Layout::mixed(&shapes, epoch_samples)
-            .map_err(|e| WorkerError::Config(e.to_string()))?;
+        let layout = mixed_layout(counts, takes, epoch_samples)?;
         Ok(Self {
             datasets: datasets.into(),
             tokens: None,
@@ -132,22 +120,7 @@ impl Datasets {
             })?;
             Layout::single(rows)
         } else {
-            if rows.len() != takes.len() {
-                return Err(WorkerError::Config(format!(
-                    "{} datasets but {} ways to take from them",
-                    rows.len(),
-                    takes.len()
-                )));
-            }
-            let shapes: Vec<SourceShape> = rows
-                .into_iter()
-                .zip(takes)
-                .map(|(shard_samples, &take)| SourceShape {
-                    shard_samples,
-                    take,
-                })
-                .collect();
-            Layout::mixed(&shapes, epoch_samples).map_err(|e| WorkerError::Config(e.to_string()))?
+            mixed_layout(rows, takes, epoch_samples)?
         };
         Ok(Self {
             datasets: Arc::from([]),
@@ -274,4 +247,25 @@ impl Datasets {
             ))),
         }
     }
+}
+
+/// The layout of datasets of `counts` (samples or rows per shard, each)
+/// mixed as `takes` says: one take per dataset.
+fn mixed_layout(counts: Vec<Vec<u32>>, takes: &[Take], epoch_samples: u64) -> Result<Layout> {
+    if counts.len() != takes.len() {
+        return Err(WorkerError::Config(format!(
+            "{} datasets but {} ways to take from them",
+            counts.len(),
+            takes.len()
+        )));
+    }
+    let shapes: Vec<SourceShape> = counts
+        .into_iter()
+        .zip(takes)
+        .map(|(shard_samples, &take)| SourceShape {
+            shard_samples,
+            take,
+        })
+        .collect();
+    Layout::mixed(&shapes, epoch_samples).map_err(|e| WorkerError::Config(e.to_string()))
 }
