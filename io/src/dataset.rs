@@ -40,6 +40,23 @@ pub fn dataset_url(url: &str) -> &str {
     }
 }
 
+/// The manifest's bytes at `location` (either kind of dataset), a
+/// missing one explained.
+pub(crate) async fn read_manifest(location: &Location) -> Result<Bytes> {
+    location
+        .get_at_most(MANIFEST_NAME, MAX_MANIFEST_BYTES)
+        .await
+        .map_err(|e| match e {
+            IoError::NotFound { url, .. } => IoError::NotFound {
+                url,
+                hint: " (no manifest: pass the dataset's directory, which holds manifest.json; \
+                       pack a dataset with `tributary pack`, or index WebDataset shards or token \
+                       files with `tributary index`)",
+            },
+            other => other,
+        })
+}
+
 /// An opened dataset. Clones share the loaded indexes.
 #[derive(Debug, Clone)]
 pub struct Dataset {
@@ -64,19 +81,7 @@ impl Dataset {
     /// the manifest only: shard indexes are read by [`Dataset::shard_meta`].
     pub async fn from_location(location: Location) -> Result<Self> {
         let manifest_url = location.url_of(MANIFEST_NAME);
-        let bytes = location
-            .get_at_most(MANIFEST_NAME, MAX_MANIFEST_BYTES)
-            .await
-            .map_err(|e| match e {
-                IoError::NotFound { url, .. } => IoError::NotFound {
-                    url,
-                    hint:
-                        " (no manifest: pass the dataset's directory, which holds manifest.json; \
-                       pack a dataset with `tributary pack`, or index WebDataset shards with \
-                       `tributary index`)",
-                },
-                other => other,
-            })?;
+        let bytes = read_manifest(&location).await?;
         let manifest = Manifest::from_json(&bytes).map_err(|error| IoError::Manifest {
             url: manifest_url,
             error,

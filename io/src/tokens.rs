@@ -13,7 +13,7 @@ use tributary_common::tokens::manifest::{
 };
 use tributary_common::tokens::{layout, megatron, DocIndex, SequenceSpec, TokenDtype};
 
-use crate::dataset::{dataset_url, Dataset, MAX_MANIFEST_BYTES};
+use crate::dataset::{dataset_url, read_manifest, Dataset};
 use crate::error::{IoError, Result};
 use crate::location::{Location, StoreOptions};
 
@@ -69,22 +69,6 @@ pub async fn open_any(url: &str, options: &StoreOptions) -> Result<AnyDataset> {
             Arc::new(manifest),
         )))
     }
-}
-
-/// The manifest's bytes, a missing one explained.
-pub(crate) async fn read_manifest(location: &Location) -> Result<Bytes> {
-    location
-        .get_at_most(MANIFEST_NAME, MAX_MANIFEST_BYTES)
-        .await
-        .map_err(|e| match e {
-            IoError::NotFound { url, .. } => IoError::NotFound {
-                url,
-                hint: " (no manifest: pass the dataset's directory, which holds manifest.json; \
-                       pack a dataset with `tributary pack`, or index WebDataset shards or token \
-                       files with `tributary index`)",
-            },
-            other => other,
-        })
 }
 
 impl TokenDataset {

@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 use tributary_common::plan::span::Span;
 use tributary_common::sample::{Field, Sample};
 use tributary_common::tokens::layout::{reads, try_row_pieces};
-use tributary_common::tokens::rows::{build, encode_row, IdType, Row, RowsSpec, SequenceBatch};
+use tributary_common::tokens::rows::{build, row_from_reads, IdType, Row, RowsSpec, SequenceBatch};
 
 use super::cut::SampleBatch;
 use super::datasets::{Datasets, TokenSources};
@@ -226,29 +226,26 @@ async fn read_rows(
     let metrics = Arc::clone(metrics);
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
+        let reads: Vec<(Range<u64>, &[u8])> = ranges
+            .iter()
+            .cloned()
+            .zip(data.iter().map(|d| &d[..]))
+            .collect();
         let mut samples = Vec::with_capacity((rows.end - rows.start) as usize);
-        let mut tokens: Vec<u32> = Vec::new();
-        let mut segments: Vec<u32> = Vec::new();
         for (i, row) in rows.enumerate() {
-            tokens.clear();
-            segments.clear();
-            for piece in &pieces.pieces[pieces.bounds[i]..pieces.bounds[i + 1]] {
-                let k = ranges.partition_point(|r| r.end <= piece.start);
-                let range: &Range<u64> = &ranges[k];
-                let from = ((piece.start - range.start) * width) as usize;
-                let to = ((piece.end - range.start) * width) as usize;
-                dtype.decode_into(&data[k][from..to], &mut tokens);
-                segments.push((piece.end - piece.start) as u32);
-            }
+            let (tokens, segments) = row_from_reads(pieces.row(i), &reads, dtype)
+                .map_err(|e| WorkerError::Config(format!("token shard {url}: row {row}: {e}")))?;
             if let Some(vocab) = vocab {
-                if let Some(bad) = tokens.iter().find(|&&t| u64::from(t) >= vocab) {
+                let ids = tokens
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                if let Some(bad) = ids.into_iter().find(|&t| u64::from(t) >= vocab) {
                     return Err(WorkerError::Config(format!(
                         "token shard {url}: row {row} holds token id {bad}, outside the \
                          vocabulary of {vocab} the manifest states"
                     )));
                 }
             }
-            let (tokens, segments) = encode_row(&tokens, &segments);
             samples.push(Sample {
                 id: first_id + row,
                 key: format!("{name}#{row}"),
