@@ -164,6 +164,15 @@ enum Command {
         url: String,
         #[command(flatten)]
         tokens: tokens::IndexArgs,
+        /// What the files are: `tar` (WebDataset shards), `parquet`
+        /// (files read in place: a shard per file, a chunk per row group),
+        /// or `auto`: Parquet when URL holds .parquet files and no .tar.
+        #[arg(long, default_value = "auto", value_parser = ["auto", "tar", "parquet"])]
+        format: String,
+        /// Parquet: index only the files whose names (relative to URL)
+        /// match this glob, e.g. 'train-*.parquet'.
+        #[arg(long = "match", value_name = "GLOB")]
+        pattern: Option<String>,
         /// Replace an existing manifest.
         #[arg(long)]
         force: bool,
@@ -363,11 +372,27 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Index {
             url,
             tokens,
+            format,
+            pattern,
             force,
             manifest_version,
             store,
         } => {
             let location = Location::open(&url, &store.options(&url), false)?;
+            let parquet = match format.as_str() {
+                "parquet" => true,
+                "tar" => false,
+                _ => {
+                    !tokens.tokens
+                        && tributary_tools::table::index::looks_like_parquet(
+                            &location.list().await?,
+                        )
+                }
+            };
+            if parquet {
+                index_parquet(&url, &location, pattern.as_deref(), force).await?;
+                return Ok(ExitCode::SUCCESS);
+            }
             if tokens::index_as_tokens(&tokens, &location).await? {
                 return tokens::index(&url, &location, &tokens, force).await;
             }
@@ -446,4 +471,40 @@ async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<ExitCode> {
         report.shards
     );
     Ok(ExitCode::FAILURE)
+}
+
+/// `tributary index URL --format parquet`: a manifest for the Parquet
+/// files at URL, with a progress bar, and what it found.
+async fn index_parquet(
+    url: &str,
+    location: &Location,
+    pattern: Option<&str>,
+    force: bool,
+) -> anyhow::Result<()> {
+    let bar = bar::Bar::new("index", 0);
+    let summary =
+        tributary_tools::table::index::index(location, pattern, force, Arc::new(bar.clone()))
+            .await?;
+    bar.finish();
+    let columns: Vec<String> = summary
+        .columns
+        .iter()
+        .map(|c| format!("{} ({}: {})", c.name, c.parquet_type, c.kind.as_str()))
+        .collect();
+    println!(
+        "indexed {} Parquet files, {} rows ({:.1} MB), columns {}{}: wrote {url}/manifest.json",
+        summary.files,
+        summary.rows,
+        summary.bytes as f64 / 1e6,
+        columns.join(", "),
+        if summary.classes > 0 {
+            format!(", {} classes", summary.classes)
+        } else {
+            String::new()
+        }
+    );
+    for name in &summary.empty {
+        println!("left out {name}: it holds no rows");
+    }
+    Ok(())
 }

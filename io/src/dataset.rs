@@ -12,6 +12,7 @@ use tributary_common::manifest::{Chunks, Manifest, ShardMeta, MANIFEST_NAME};
 use crate::cache::{ShardCache, ShardObject};
 use crate::error::{IoError, Result};
 use crate::location::{Location, StoreOptions};
+use crate::parquet::Footer;
 
 /// The largest manifest read: ImageNet's is a few MB. A store that claims
 /// more is refused before a byte of the body is read.
@@ -65,6 +66,9 @@ pub struct Dataset {
     /// One cell per shard, filled with its decoded index the first time a
     /// version 2 manifest's shard is asked for; unused for version 1.
     indexes: Arc<[OnceCell<Arc<ShardMeta>>]>,
+    /// One cell per shard of a Parquet dataset, filled with its footer the
+    /// first time it is asked for ([`Dataset::footer`]).
+    footers: Arc<[OnceCell<Arc<Footer>>]>,
     /// Where shard bytes are kept on local disk, if anywhere
     /// ([`Dataset::with_cache`]).
     pub cache: Option<Arc<ShardCache>>,
@@ -92,10 +96,12 @@ impl Dataset {
     /// The dataset of an already parsed `manifest` at `location`.
     pub fn new(location: Location, manifest: Arc<Manifest>) -> Self {
         let indexes = manifest.shards.iter().map(|_| OnceCell::new()).collect();
+        let footers = manifest.shards.iter().map(|_| OnceCell::new()).collect();
         Self {
             location,
             manifest,
             indexes,
+            footers,
             cache: None,
         }
     }
@@ -115,6 +121,12 @@ impl Dataset {
         let index = match &entry.chunks {
             Chunks::Inline(meta) => return Ok(Arc::clone(meta)),
             Chunks::Index(index) => index,
+            Chunks::RowGroups(_) => {
+                return Err(IoError::Parquet {
+                    url: self.location.url_of(&entry.name),
+                    reason: "is a Parquet file: it has row groups, not tar chunks".into(),
+                })
+            }
         };
         let cell = &self.indexes[shard];
         let meta = cell
@@ -154,12 +166,51 @@ impl Dataset {
         Ok(Arc::clone(meta))
     }
 
+    /// Parquet shard `shard`'s footer: its tail read (through the cache
+    /// when there is one), checked against the manifest's crc32c and row
+    /// groups, decoded and bounded ([`Footer::decode`]) the first time any
+    /// clone asks. Concurrent callers share one read.
+    ///
+    /// # Panics
+    ///
+    /// If `shard` is not a shard of the manifest.
+    pub async fn footer(&self, shard: usize) -> Result<Arc<Footer>> {
+        let entry = &self.manifest.shards[shard];
+        let url = self.location.url_of(&entry.name);
+        let Some(groups) = entry.row_groups() else {
+            return Err(IoError::Parquet {
+                url,
+                reason: "is a tar shard, not a Parquet file".into(),
+            });
+        };
+        let footer = self.footers[shard]
+            .get_or_try_init(|| async {
+                let tail = self
+                    .read_range(shard, entry.bytes - groups.tail_bytes..entry.bytes)
+                    .await?;
+                crate::parquet::check_tail(&url, entry, &tail)?;
+                let footer = crate::parquet::decode_blocking(&url, entry.bytes, tail).await?;
+                if footer.rows() != groups.rows {
+                    return Err(IoError::Parquet {
+                        url: url.clone(),
+                        reason: "its row groups are not those its manifest lists; index the \
+                                 dataset again (`tributary index`)"
+                            .into(),
+                    });
+                }
+                Ok(Arc::new(footer))
+            })
+            .await?;
+        Ok(Arc::clone(footer))
+    }
+
     /// Shard `shard`'s full entry if it is at hand without a read: inline
     /// (version 1) or already loaded by [`Dataset::shard_meta`].
     pub fn loaded_shard_meta(&self, shard: usize) -> Option<Arc<ShardMeta>> {
         match &self.manifest.shards.get(shard)?.chunks {
             Chunks::Inline(meta) => Some(Arc::clone(meta)),
             Chunks::Index(_) => self.indexes[shard].get().cloned(),
+            Chunks::RowGroups(_) => None,
         }
     }
 

@@ -59,6 +59,10 @@ pub enum IoError {
     /// what it must (the message names the shard, field or byte offset).
     #[error("{url}: {reason}")]
     Tokens { url: String, reason: String },
+    /// A Parquet file whose footer, page index or pages are not what they
+    /// must be (the message says what, and where).
+    #[error("{url}: {reason}")]
+    Parquet { url: String, reason: String },
     /// An upload that cannot go on (too many parts, a part lost).
     #[error("{url}: upload failed: {reason}")]
     Upload { url: String, reason: String },

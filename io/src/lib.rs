@@ -45,6 +45,7 @@ pub mod dataset;
 pub mod error;
 pub mod location;
 pub mod metrics;
+pub mod parquet;
 pub mod publish;
 pub mod read;
 #[cfg(any(test, feature = "testing"))]

@@ -316,13 +316,24 @@ impl Location {
 
     /// Names (relative to the prefix) of all objects under the prefix.
     pub async fn list(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self
+            .list_meta()
+            .await?
+            .into_iter()
+            .map(|(name, size, _)| (name, size))
+            .collect())
+    }
+
+    /// Names (relative to the prefix), sizes and ETags (where the store
+    /// gives them) of all objects under the prefix, by name.
+    pub async fn list_meta(&self) -> Result<Vec<(String, u64, Option<String>)>> {
         use futures::TryStreamExt;
         let metas: Vec<ObjectMeta> = retry(&self.url, &self.retry, || {
             self.store.list(Some(&self.prefix)).try_collect()
         })
         .await?;
         let prefix_parts = self.prefix.parts().count();
-        let mut names: Vec<(String, u64)> = metas
+        let mut names: Vec<(String, u64, Option<String>)> = metas
             .into_iter()
             .map(|m| {
                 let name = m
@@ -332,7 +343,7 @@ impl Location {
                     .map(|p| p.as_ref().to_owned())
                     .collect::<Vec<_>>()
                     .join("/");
-                (name, m.size)
+                (name, m.size, m.e_tag)
             })
             .collect();
         names.sort();

@@ -44,6 +44,7 @@ pub mod inspect;
 pub mod pack;
 pub mod progress;
 pub mod synth;
+pub mod table;
 pub mod tokens;
 
 pub use error::{Result, ToolsError};

@@ -406,7 +406,7 @@ async fn reads_start_small_and_double_up_to_the_largest() {
             .expect("plan");
     let sizes: Vec<u64> = reads
         .iter()
-        .map(|r| r.range.bytes.end - r.range.bytes.start)
+        .map(|r| r.ranges()[0].end - r.ranges()[0].start)
         .collect();
     // Each read holds at most its limit: first, 2 first, 4 first, then 8.
     for (i, size) in sizes.iter().enumerate() {
@@ -421,7 +421,7 @@ async fn reads_start_small_and_double_up_to_the_largest() {
     assert_eq!(reads[0].want.start, 0);
     assert_eq!(reads.last().expect("reads").want.end, meta.samples);
     assert!(reads.windows(2).all(
-        |w| w[0].want.end == w[1].want.start && w[0].range.bytes.end == w[1].range.bytes.start
+        |w| w[0].want.end == w[1].want.start && w[0].ranges()[0].end == w[1].ranges()[0].start
     ));
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::check::{check_name, check_samples, validate_shard};
 use super::index::{max_index_bytes, IndexRef, ShardSummary};
 use super::meta::{CompressionKind, ShardMeta};
+use super::table::RowGroups;
 
 /// How a manifest entry holds its shard's chunk columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +17,9 @@ pub enum Chunks {
     /// A version 2 manifest names the shard's binary index object, read and
     /// validated by whoever needs the columns ([`super::index`]).
     Index(IndexRef),
+    /// A version 3 manifest's Parquet file: its row groups are its chunks,
+    /// located by its footer ([`super::table`]).
+    RowGroups(Arc<RowGroups>),
 }
 
 /// One shard's entry in the manifest: what every reader and the
@@ -40,14 +44,22 @@ impl ShardEntry {
     pub fn inline(&self) -> Option<&Arc<ShardMeta>> {
         match &self.chunks {
             Chunks::Inline(meta) => Some(meta),
-            Chunks::Index(_) => None,
+            Chunks::Index(_) | Chunks::RowGroups(_) => None,
+        }
+    }
+
+    /// The row groups of a Parquet shard (version 3).
+    pub fn row_groups(&self) -> Option<&Arc<RowGroups>> {
+        match &self.chunks {
+            Chunks::RowGroups(groups) => Some(groups),
+            _ => None,
         }
     }
 
     /// The shard's index object, in a version 2 manifest.
     pub fn index(&self) -> Option<&IndexRef> {
         match &self.chunks {
-            Chunks::Inline(_) => None,
+            Chunks::Inline(_) | Chunks::RowGroups(_) => None,
             Chunks::Index(index) => Some(index),
         }
     }
@@ -83,6 +95,11 @@ pub(super) fn validate_entry(
 ) -> Result<(), (String, String)> {
     match &entry.chunks {
         Chunks::Inline(meta) => validate_shard(meta, compression),
+        Chunks::RowGroups(groups) => {
+            check_name("name", &entry.name)?;
+            check_samples(entry.samples)?;
+            groups.validate(entry.samples, entry.bytes)
+        }
         Chunks::Index(index) => {
             check_name("name", &entry.name)?;
             check_samples(entry.samples)?;

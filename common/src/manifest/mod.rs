@@ -47,6 +47,7 @@ mod check;
 mod entry;
 pub mod index;
 mod meta;
+pub mod table;
 mod wire;
 
 pub(crate) use check::check_name;
@@ -62,6 +63,7 @@ pub use meta::{
     LEGACY_MIN_LIMIT, MANIFEST_NAME, MAX_CHUNK_BYTES, MAX_NAME_BYTES, MIN_SAMPLE_BYTES,
     VERSION_INDEXED, VERSION_INLINE,
 };
+pub use table::{ColumnKind, RowGroups, TableColumn, VERSION_PARQUET};
 
 /// One index object to write beside the shards, before the manifest that
 /// names it.
@@ -83,6 +85,8 @@ pub struct Manifest {
     pub fields: Vec<String>,
     /// Class names; the `cls` field of a sample indexes this list.
     pub classes: Vec<String>,
+    /// A Parquet dataset's columns (version 3); empty for tar shards.
+    pub columns: Vec<TableColumn>,
     /// Total samples over all shards.
     pub samples: u64,
     /// Total bytes over all shards.
@@ -148,6 +152,38 @@ impl Manifest {
         Ok((manifest, indexes))
     }
 
+    /// Builds a version 3 manifest: Parquet files read in place, each
+    /// shard's entry holding its row groups ([`Chunks::RowGroups`]).
+    pub fn new_table(
+        columns: Vec<TableColumn>,
+        classes: Vec<String>,
+        shards: Vec<ShardEntry>,
+    ) -> Result<Self, ManifestError> {
+        let fields = columns.iter().map(|c| c.name.clone()).collect();
+        let mut manifest = Self::from_entries_unchecked(
+            VERSION_PARQUET,
+            CompressionKind::None,
+            fields,
+            classes,
+            shards,
+        );
+        manifest.columns = columns;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// Whether the shards are Parquet files (version 3).
+    pub fn is_table(&self) -> bool {
+        self.version == VERSION_PARQUET
+    }
+
+    /// The column named `name` of a Parquet dataset.
+    pub fn column(&self, name: &str) -> Option<&TableColumn> {
+        self.columns
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
     /// A manifest from its parts, not yet validated.
     #[allow(clippy::too_many_arguments)]
     fn from_parts(
@@ -166,6 +202,7 @@ impl Manifest {
             compression,
             fields,
             classes,
+            columns: Vec::new(),
             samples,
             bytes,
             shards,
@@ -180,12 +217,27 @@ impl Manifest {
         classes: Vec<String>,
         shards: Vec<ShardEntry>,
     ) -> Result<Self, ManifestError> {
-        let mut manifest = Self {
+        let mut manifest =
+            Self::from_entries_unchecked(version, compression, fields, classes, shards);
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// A manifest of `shards`, its totals computed, not yet validated.
+    fn from_entries_unchecked(
+        version: u32,
+        compression: CompressionKind,
+        fields: Vec<String>,
+        classes: Vec<String>,
+        shards: Vec<ShardEntry>,
+    ) -> Self {
+        Self {
             format: FORMAT_NAME.to_owned(),
             version,
             compression,
             fields,
             classes,
+            columns: Vec::new(),
             // Saturating: an overflow is then reported by `validate`.
             samples: shards
                 .iter()
@@ -195,9 +247,7 @@ impl Manifest {
                 .fold(0u64, |sum, s| sum.saturating_add(s.bytes)),
             shards,
             starts: Vec::new(),
-        };
-        manifest.validate()?;
-        Ok(manifest)
+        }
     }
 
     /// Parses and validates manifest JSON of either version. Errors name
@@ -249,11 +299,26 @@ impl Manifest {
                 format!("is `{}`, expected `{FORMAT_NAME}`", self.format),
             ));
         }
-        if !(VERSION_INLINE..=VERSION_INDEXED).contains(&self.version) {
+        if !(VERSION_INLINE..=VERSION_PARQUET).contains(&self.version) {
             return Err(ManifestError::Version {
                 found: self.version,
-                supported: VERSION_INDEXED,
+                supported: VERSION_PARQUET,
             });
+        }
+        if self.is_table() {
+            table::validate_columns(&self.columns)
+                .map_err(|(field, reason)| invalid(field, reason))?;
+            if self.compression != CompressionKind::None {
+                return Err(invalid(
+                    "compression".into(),
+                    "must be `none` for Parquet files (they compress their own pages)".into(),
+                ));
+            }
+        } else if !self.columns.is_empty() {
+            return Err(invalid(
+                "columns".into(),
+                format!("is for Parquet datasets (version {VERSION_PARQUET}) only"),
+            ));
         }
         if self.shards.is_empty() {
             return Err(invalid("shards".into(), "lists no shards".into()));
@@ -302,10 +367,10 @@ impl WireManifest {
     /// [`Manifest::validate`] then checks every number.
     fn into_manifest(self) -> Result<Manifest, ManifestError> {
         let version = self.version;
-        if !(VERSION_INLINE..=VERSION_INDEXED).contains(&version) {
+        if !(VERSION_INLINE..=VERSION_PARQUET).contains(&version) {
             return Err(ManifestError::Version {
                 found: version,
-                supported: VERSION_INDEXED,
+                supported: VERSION_PARQUET,
             });
         }
         let shards = self
@@ -321,7 +386,7 @@ impl WireManifest {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Manifest::from_parts(
+        let mut manifest = Manifest::from_parts(
             self.format,
             version,
             self.compression,
@@ -330,7 +395,9 @@ impl WireManifest {
             self.samples,
             self.bytes,
             shards,
-        ))
+        );
+        manifest.columns = self.columns;
+        Ok(manifest)
     }
 }
 
@@ -342,6 +409,7 @@ impl From<&Manifest> for WireManifest {
             compression: m.compression,
             fields: m.fields.clone(),
             classes: m.classes.clone(),
+            columns: m.columns.clone(),
             samples: m.samples,
             bytes: m.bytes,
             shards: m.shards.iter().map(WireShard::from).collect(),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::entry::{Chunks, ShardEntry};
 use super::index::IndexRef;
 use super::meta::{CompressionKind, ShardMeta, VERSION_INLINE};
+use super::table::{RowGroups, TableColumn, VERSION_PARQUET};
 
 #[derive(Serialize, Deserialize)]
 pub(super) struct WireManifest {
@@ -20,6 +21,8 @@ pub(super) struct WireManifest {
     pub(super) fields: Vec<String>,
     #[serde(default)]
     pub(super) classes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) columns: Vec<TableColumn>,
     pub(super) samples: u64,
     pub(super) bytes: u64,
     pub(super) shards: Vec<WireShard>,
@@ -41,12 +44,41 @@ pub(super) struct WireShard {
     chunk_uncompressed_bytes: Vec<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     index: Option<IndexRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tail_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    row_groups: Option<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    etag: Option<String>,
 }
 
 impl WireShard {
     /// The entry, if the shard has what manifest version `version` needs.
     pub(super) fn into_entry(self, version: u32) -> Result<ShardEntry, (String, String)> {
-        let chunks = if version == VERSION_INLINE {
+        let table_fields = self.tail_bytes.is_some() || self.row_groups.is_some();
+        if table_fields != (version == VERSION_PARQUET) || self.etag.is_some() && !table_fields {
+            return Err((
+                "row_groups".into(),
+                format!(
+                    "with tail_bytes (and etag) is what a version {VERSION_PARQUET} (Parquet) \
+                     manifest lists, and only it"
+                ),
+            ));
+        }
+        let chunks = if version == VERSION_PARQUET {
+            if self.index.is_some() || self.chunk_offsets.is_some() {
+                return Err((
+                    "index".into(),
+                    "is a tar shard's field, in a Parquet manifest".into(),
+                ));
+            }
+            let missing = |field: &str| (field.to_owned(), "is missing".to_owned());
+            Chunks::RowGroups(Arc::new(RowGroups {
+                rows: self.row_groups.ok_or_else(|| missing("row_groups"))?,
+                tail_bytes: self.tail_bytes.ok_or_else(|| missing("tail_bytes"))?,
+                etag: self.etag,
+            }))
+        } else if version == VERSION_INLINE {
             if self.index.is_some() {
                 return Err((
                     "index".into(),
@@ -114,6 +146,9 @@ impl From<&ShardEntry> for WireShard {
             chunk_crc32c: None,
             chunk_uncompressed_bytes: Vec::new(),
             index: None,
+            tail_bytes: None,
+            row_groups: None,
+            etag: None,
         };
         match &s.chunks {
             Chunks::Inline(meta) => {
@@ -123,6 +158,11 @@ impl From<&ShardEntry> for WireShard {
                 wire.chunk_uncompressed_bytes = meta.chunk_uncompressed_bytes.clone();
             }
             Chunks::Index(index) => wire.index = Some(index.clone()),
+            Chunks::RowGroups(groups) => {
+                wire.tail_bytes = Some(groups.tail_bytes);
+                wire.row_groups = Some(groups.rows.clone());
+                wire.etag = groups.etag.clone();
+            }
         }
         wire
     }

@@ -78,7 +78,7 @@ async fn read(server: &FaultyS3, epoch: u64, extra: &[&str]) -> Output {
 fn object_bytes(shard: &ShardEntry) -> u64 {
     match &shard.chunks {
         Chunks::Index(index) => shard.bytes + index.bytes,
-        Chunks::Inline(_) => shard.bytes,
+        Chunks::Inline(_) | Chunks::RowGroups(_) => shard.bytes,
     }
 }
 

@@ -9,12 +9,16 @@
 
 use std::sync::Arc;
 
-use tributary_common::manifest::{Manifest, ShardEntry, ShardMeta};
+use tributary_common::manifest::{ColumnKind, Manifest, ShardEntry, ShardMeta};
 use tributary_common::plan::mix::{Layout, SourceShape, Take};
 use tributary_common::plan::span::Span;
 use tributary_common::tokens::SequenceSpec;
 use tributary_io::{AnyDataset, Dataset, ShardCache, TokenDataset};
 
+use super::decode::fields::Fields;
+use super::fetch::{Read, ReadOf};
+use super::table::{column_reads, plan_rows};
+use super::table_fields::resolve_fields;
 use crate::error::{Result, WorkerError};
 
 /// One dataset, or several mixed by a [`Layout`]: of samples, or of
@@ -24,6 +28,21 @@ pub struct Datasets {
     datasets: Arc<[Dataset]>,
     tokens: Option<Arc<TokenSources>>,
     layout: Arc<Layout>,
+    /// The columns read from each Parquet dataset (none from tar shards):
+    /// those the fields name ([`Datasets::with_fields`]).
+    projections: Arc<[Projection]>,
+}
+
+/// The columns read from a Parquet dataset: names and kinds, as its
+/// manifest lists them.
+pub type Projection = Arc<[(String, ColumnKind)]>;
+
+/// How a span is read: from a tar shard's chunks, or as reads of a
+/// Parquet file's row groups.
+#[derive(Debug)]
+pub enum Planned {
+    Chunks(Arc<ShardMeta>),
+    Rows(Vec<Read>),
 }
 
 /// A token job's datasets, in mix order, and the rows they are cut into.
@@ -82,6 +101,7 @@ impl From<Dataset> for Datasets {
             datasets: Arc::from([dataset]),
             tokens: None,
             layout: Arc::new(Layout::single(counts)),
+            projections: Arc::from([Projection::from([])]),
         }
     }
 }
@@ -96,10 +116,12 @@ impl Datasets {
             .map(|d| d.manifest.shards.iter().map(|s| s.samples).collect())
             .collect();
         let layout = mixed_layout(counts, takes, epoch_samples)?;
+        let projections = datasets.iter().map(|_| Projection::from([])).collect();
         Ok(Self {
             datasets: datasets.into(),
             tokens: None,
             layout: Arc::new(layout),
+            projections,
         })
     }
 
@@ -126,6 +148,7 @@ impl Datasets {
             datasets: Arc::from([]),
             tokens: Some(Arc::new(TokenSources { datasets, sequence })),
             layout: Arc::new(layout),
+            projections: Arc::from([]),
         })
     }
 
@@ -207,6 +230,52 @@ impl Datasets {
             entry: &dataset.manifest.shards[index as usize],
             first_id: self.layout.shard_start(shard),
         })
+    }
+
+    /// How `span` is read: its tar shard's chunk columns (the index loaded
+    /// the first time), or the reads of its Parquet file's row groups (the
+    /// footer loaded the first time), of the columns the fields name.
+    pub async fn plan(&self, span: &Span) -> Result<Planned> {
+        let shard = self.shard(span.shard).ok_or_else(|| {
+            WorkerError::Config(format!(
+                "shard {} is outside the dataset ({} shards)",
+                span.shard,
+                self.layout.shards()
+            ))
+        })?;
+        let Some(groups) = shard.entry.row_groups() else {
+            return Ok(Planned::Chunks(shard.meta().await?));
+        };
+        let footer = shard.dataset.footer(shard.index).await?;
+        let projection = &self.projections[shard.source];
+        let columns =
+            column_reads(&footer, projection).map_err(|reason| tributary_io::IoError::Parquet {
+                url: shard.dataset.location.url_of(&shard.entry.name),
+                reason,
+            })?;
+        let reads = plan_rows(&footer, &groups.starts(), &columns, span)
+            .into_iter()
+            .map(|(want, rows)| Read {
+                shard: span.shard,
+                of: ReadOf::Rows(rows),
+                want,
+            })
+            .collect();
+        Ok(Planned::Rows(reads))
+    }
+
+    /// The same datasets reading, from each Parquet dataset, the columns
+    /// `fields` name; and the fields, each with the decoder its columns
+    /// take (see [`super::table_fields`]).
+    pub fn with_fields(self, fields: &Fields) -> Result<(Self, Fields)> {
+        let (fields, projections) = resolve_fields(&self.datasets, fields)?;
+        Ok((
+            Self {
+                projections: projections.into(),
+                ..self
+            },
+            fields,
+        ))
     }
 
     /// Virtual shard `shard`'s chunk columns, its dataset's index of it

@@ -19,8 +19,9 @@ use tributary_common::format::shard::{chunk_range, ChunkRange};
 use tributary_common::manifest::ShardMeta;
 use tributary_common::plan::span::{Span, SpanSet};
 
-use super::datasets::Datasets;
+use super::datasets::{Datasets, Planned};
 use super::metrics::Metrics;
+use super::table::RowsRead;
 use crate::error::{Result, WorkerError};
 
 /// Bounds of the fetch stage.
@@ -76,17 +77,39 @@ impl ReadSizes {
     }
 }
 
-/// One planned range request: whole chunks of one shard, and the samples of
+/// One planned read: whole chunks of one tar shard, or the projected
+/// columns of one row group of a Parquet shard; and the samples (rows) of
 /// the span wanted from them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
     /// The virtual shard ([`Datasets::shard`]).
     pub shard: u32,
-    /// The shard's chunk columns the read was planned from (loaded once per
-    /// shard: [`tributary_io::Dataset::shard_meta`]).
-    pub meta: Arc<ShardMeta>,
-    pub range: ChunkRange,
+    pub of: ReadOf,
     pub want: Range<u32>,
+}
+
+/// What a read fetches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadOf {
+    /// One range of whole chunks of a tar shard, planned from the shard's
+    /// chunk columns (loaded once per shard:
+    /// [`tributary_io::Dataset::shard_meta`]).
+    Chunks {
+        meta: Arc<ShardMeta>,
+        range: ChunkRange,
+    },
+    /// Pages (or column chunks) of one row group of a Parquet file.
+    Rows(RowsRead),
+}
+
+impl Read {
+    /// The byte ranges this read fetches.
+    pub fn ranges(&self) -> Vec<Range<u64>> {
+        match &self.of {
+            ReadOf::Chunks { range, .. } => std::iter::once(range.bytes.clone()).collect(),
+            ReadOf::Rows(rows) => rows.ranges.clone(),
+        }
+    }
 }
 
 /// Plans the range reads for `spans`, in order, loading the index of each
@@ -99,8 +122,10 @@ pub async fn plan_reads(
     let mut reads = Vec::new();
     let mut sizes = ReadSizes::new(config);
     for span in spans.spans() {
-        let meta = dataset.shard_meta(span.shard).await?;
-        plan_span(&meta, span, &mut sizes, &mut reads);
+        match dataset.plan(span).await? {
+            Planned::Chunks(meta) => plan_span(&meta, span, &mut sizes, &mut reads),
+            Planned::Rows(rows) => reads.extend(rows),
+        }
     }
     Ok(reads)
 }
@@ -125,11 +150,13 @@ fn plan_span(meta: &Arc<ShardMeta>, span: &Span, sizes: &mut ReadSizes, reads: &
         let want = span.start.max(start_sample)..span.end.min(first_sample);
         reads.push(Read {
             shard: span.shard,
-            meta: Arc::clone(meta),
-            range: ChunkRange {
-                chunks: start_chunk..chunk,
-                bytes: start_byte..meta.chunk_offsets[chunk],
-                first_sample: start_sample,
+            of: ReadOf::Chunks {
+                meta: Arc::clone(meta),
+                range: ChunkRange {
+                    chunks: start_chunk..chunk,
+                    bytes: start_byte..meta.chunk_offsets[chunk],
+                    first_sample: start_sample,
+                },
             },
             want,
         });
@@ -150,11 +177,12 @@ pub enum Input {
     Flush,
 }
 
-/// The bytes of one read, with the byte budget they hold until dropped.
+/// The bytes of one read (one part per range of [`Read::ranges`], with
+/// its first byte), with the byte budget they hold until dropped.
 #[derive(Debug)]
 pub struct Raw {
     pub read: Read,
-    pub data: Bytes,
+    pub parts: Vec<(u64, Bytes)>,
     pub budget: OwnedSemaphorePermit,
 }
 
@@ -185,21 +213,21 @@ pub fn fetch(
             let planner = planner.clone();
             async move {
                 match input {
-                    Input::Span(span) => {
-                        let meta = planner.shard_meta(span.shard).await?;
-                        Ok(Some((span, meta)))
-                    }
+                    Input::Span(span) => Ok(Some((span, planner.plan(&span).await?))),
                     Input::Flush => Ok(None),
                 }
             }
         })
         .buffered(config.max_requests.max(1))
-        .flat_map(move |planned: Result<Option<(Span, Arc<ShardMeta>)>>| {
+        .flat_map(move |planned: Result<Option<(Span, Planned)>>| {
             let mut work = Vec::new();
             match planned {
-                Ok(Some((span, meta))) => {
+                Ok(Some((span, Planned::Chunks(meta)))) => {
                     let mut reads = Vec::new();
                     plan_span(&meta, &span, &mut sizes, &mut reads);
+                    work.extend(reads.into_iter().map(|read| Ok(Some(read))));
+                }
+                Ok(Some((_, Planned::Rows(reads)))) => {
                     work.extend(reads.into_iter().map(|read| Ok(Some(read))));
                 }
                 Ok(None) => work.push(Ok(None)),
@@ -215,7 +243,8 @@ pub fn fetch(
                 let Some(read) = read? else {
                     return Ok(Fetch::Flush);
                 };
-                let len = read.range.bytes.end - read.range.bytes.start;
+                let ranges = read.ranges();
+                let len: u64 = ranges.iter().map(|r| r.end - r.start).sum();
                 let permit = budget
                     .acquire_many_owned(budget_units(len).min(total_units))
                     .await
@@ -227,14 +256,16 @@ pub fn fetch(
                 let in_flight = metrics.fetch_started();
                 // The shard cache, or the store with retries, resumption and
                 // errors that name the object and range: `Dataset::read_range`.
-                let data = shard
-                    .dataset
-                    .read_range(shard.index, read.range.bytes.clone())
-                    .await?;
+                let parts = futures::future::try_join_all(ranges.into_iter().map(|range| {
+                    let start = range.start;
+                    let read = shard.dataset.read_range(shard.index, range);
+                    async move { Ok::<_, tributary_io::IoError>((start, read.await?)) }
+                }))
+                .await?;
                 in_flight.done(len);
                 Ok(Fetch::Read(Raw {
                     read,
-                    data,
+                    parts,
                     budget: permit,
                 }))
             }

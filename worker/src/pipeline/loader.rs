@@ -97,9 +97,13 @@ impl LoaderBuilder {
     }
 
     /// Starts the pipeline. Must be called within a tokio runtime.
-    pub async fn build(self) -> Result<Loader> {
-        let config = self.config;
+    pub async fn build(mut self) -> Result<Loader> {
+        let mut config = self.config;
         config.validate()?;
+        // Fields over Parquet datasets name columns, and take their kinds.
+        let (dataset, fields) = self.dataset.with_fields(&config.decode.fields)?;
+        self.dataset = dataset;
+        config.decode.fields = fields;
         let layout = self.dataset.layout();
         let mut padding = None;
         let spans = match self.spans {

@@ -46,6 +46,8 @@ pub mod metrics;
 pub mod output;
 pub mod parse;
 pub mod shuffle;
+pub mod table;
+pub mod table_fields;
 pub mod tokens;
 
 #[cfg(test)]

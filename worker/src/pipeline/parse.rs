@@ -25,8 +25,9 @@ use tributary_common::FormatError;
 
 use super::datasets::Datasets;
 use super::decode::bad_samples::OnError;
-use super::fetch::{Fetch, FetchConfig, Raw, Read};
+use super::fetch::{Fetch, FetchConfig, Raw, Read, ReadOf};
 use super::metrics::Metrics;
+use super::table::read_rows;
 use crate::error::{Result, WorkerError};
 
 /// Samples of one read, with the byte budget they hold until dropped (none
@@ -60,13 +61,17 @@ pub fn parse(
             let dataset = dataset.clone();
             let metrics = Arc::clone(&metrics);
             async move {
-                let Raw { read, data, budget } = match fetched? {
+                let Raw {
+                    read,
+                    parts,
+                    budget,
+                } = match fetched? {
                     Fetch::Read(raw) => raw,
                     Fetch::Flush => return Ok(Output::Flush),
                 };
                 let started = Instant::now();
                 let samples = tokio::task::spawn_blocking(move || {
-                    parse_read(&dataset, &read, &data, on_error)
+                    parse_read(&dataset, &read, parts, on_error)
                 })
                 .await
                 .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
@@ -86,20 +91,47 @@ pub fn parse(
 fn parse_read(
     datasets: &Datasets,
     read: &Read,
-    data: &Bytes,
+    parts: Vec<(u64, Bytes)>,
     on_error: OnError,
 ) -> Result<Vec<Sample>> {
     let shard = datasets
         .shard(read.shard)
         .expect("reads are planned for shards inside the layout");
-    let (meta, first_id, manifest) = (&read.meta, shard.first_id, shard.manifest());
+    let (meta, range) = match &read.of {
+        ReadOf::Chunks { meta, range } => (meta, range),
+        ReadOf::Rows(rows) => {
+            let name = &shard.entry.name;
+            return match read_rows(rows, parts, read.want.clone(), shard.first_id, name) {
+                Ok(samples) => Ok(samples),
+                Err(reason) => {
+                    let url = shard.dataset.location.url_of(name);
+                    let error = tributary_io::IoError::Parquet {
+                        url: url.clone(),
+                        reason,
+                    };
+                    if on_error != OnError::Skip {
+                        return Err(error.into());
+                    }
+                    tracing::warn!(shard = url, %error, "a damaged row group: its rows are skipped");
+                    let reason = error.to_string();
+                    Ok(read
+                        .want
+                        .clone()
+                        .map(|row| placeholder(shard.first_id, name, row, &reason))
+                        .collect())
+                }
+            };
+        }
+    };
+    let data = &parts[0].1;
+    let (first_id, manifest) = (shard.first_id, shard.manifest());
     // A hint only: the samples a read holds are bounded by its bytes (the
     // manifest was validated), not by a number that sizes memory up front.
     let mut samples = Vec::with_capacity(read.want.len().min(4096));
     let parsed = decode_chunks(
         meta,
         manifest.compression,
-        &read.range,
+        range,
         data,
         first_id,
         read.want.clone(),
@@ -112,6 +144,7 @@ fn parse_read(
             let url = shard.dataset.location.url_of(&meta.name);
             chunk_by_chunk(
                 read,
+                range,
                 meta,
                 data,
                 first_id,
@@ -145,8 +178,10 @@ fn damaged(error: &FormatError) -> bool {
 
 /// [`parse_read`] of a read with a damaged chunk: each chunk alone, the
 /// damaged ones' wanted samples as placeholders (see the module docs).
+#[allow(clippy::too_many_arguments)]
 fn chunk_by_chunk(
     read: &Read,
+    range: &ChunkRange,
     meta: &ShardMeta,
     data: &Bytes,
     first_id: u64,
@@ -154,9 +189,9 @@ fn chunk_by_chunk(
     compression: tributary_common::manifest::CompressionKind,
     out: &mut Vec<Sample>,
 ) -> Result<()> {
-    let start = read.range.bytes.start;
-    let mut first_sample = read.range.first_sample;
-    for chunk in read.range.chunks.clone() {
+    let start = range.bytes.start;
+    let mut first_sample = range.first_sample;
+    for chunk in range.chunks.clone() {
         let bytes = meta.chunk_offsets[chunk]..meta.chunk_offsets[chunk + 1];
         let count = meta.samples_in_chunk(chunk);
         let range = ChunkRange {
@@ -187,20 +222,26 @@ fn chunk_by_chunk(
                 );
                 let wanted =
                     (first_sample..first_sample + count).filter(|index| read.want.contains(index));
-                out.extend(wanted.map(|index| Sample {
-                    id: first_id + u64::from(index),
-                    key: format!("{}#{index}", meta.name),
-                    fields: vec![Field {
-                        ext: DAMAGED_FIELD.to_owned(),
-                        data: Bytes::from(reason.clone()),
-                    }],
-                }));
+                out.extend(wanted.map(|index| placeholder(first_id, &meta.name, index, &reason)));
             }
             Err(error) => return Err(error.into()),
         }
         first_sample += count;
     }
     Ok(())
+}
+
+/// The placeholder of sample `index` of shard `name` in a damaged chunk
+/// or row group: its [`DAMAGED_FIELD`] holds `reason`.
+fn placeholder(first_id: u64, name: &str, index: u32, reason: &str) -> Sample {
+    Sample {
+        id: first_id + u64::from(index),
+        key: format!("{name}#{index}"),
+        fields: vec![Field {
+            ext: DAMAGED_FIELD.to_owned(),
+            data: Bytes::from(reason.to_owned()),
+        }],
+    }
 }
 
 fn compact(sample: Sample) -> Sample {

@@ -102,11 +102,20 @@ impl FromStr for FieldSpec {
                 extensions.push(part.to_owned());
             }
         }
-        let decoder = Decoder::of(&extensions[0]);
-        if let Some(other) = extensions.iter().find(|e| Decoder::of(e) != decoder) {
+        // The first alternative that says how it decodes; one that does
+        // not (an unknown extension, or a Parquet column's name such as
+        // `label`) goes with it.
+        let typed = extensions
+            .iter()
+            .find(|e| Decoder::of(e) != Decoder::Bytes)
+            .unwrap_or(&extensions[0]);
+        let decoder = Decoder::of(typed);
+        if let Some(other) = extensions
+            .iter()
+            .find(|e| Decoder::of(e) != decoder && Decoder::of(e) != Decoder::Bytes)
+        {
             return bad(&format!(
-                "mixes decoders: `{}` and `{other}` do not decode alike",
-                extensions[0]
+                "mixes decoders: `{typed}` and `{other}` do not decode alike"
             ));
         }
         if optional && decoder == Decoder::Image {

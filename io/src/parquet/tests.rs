@@ -1,0 +1,1 @@
+//! Tests of Parquet footers and reads.

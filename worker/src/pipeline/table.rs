@@ -1,0 +1,367 @@
+//! Parquet shards: a span's rows planned as reads of the projected
+//! columns' pages (or whole column chunks, where a file has no offset
+//! index) of each row group it touches, and a read's bytes decoded into
+//! samples whose fields are the columns, by name, each value in the form
+//! its field's decoder takes: an image's or a binary's bytes, a string's
+//! UTF-8, an integer in decimal (a label), a float or boolean as JSON, a
+//! list of numbers as an `.npy` array.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parquet::basic::Type as Physical;
+use parquet::column::page::PageReader;
+use parquet::column::reader::{get_column_reader, get_typed_column_reader, ColumnReader};
+use parquet::data_type::{
+    BoolType, ByteArrayType, DataType, DoubleType, FloatType, Int32Type, Int64Type,
+};
+use parquet::file::serialized_reader::SerializedPageReader;
+use tributary_common::manifest::ColumnKind;
+use tributary_common::plan::span::Span;
+use tributary_common::sample::{Field, Sample};
+use tributary_io::parquet::schema::{read_plan, ColumnRead};
+use tributary_io::parquet::{Footer, SparseFile};
+
+/// The reads of one row group: which rows, which columns, which bytes.
+#[derive(Debug, Clone)]
+pub struct RowsRead {
+    pub footer: Arc<Footer>,
+    pub group: usize,
+    /// The row group's first row in the file.
+    pub first_row: u32,
+    pub columns: Arc<[ColumnRead]>,
+    /// The bytes to fetch, sorted, not overlapping.
+    pub ranges: Vec<Range<u64>>,
+}
+
+impl PartialEq for RowsRead {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.footer, &other.footer)
+            && self.group == other.group
+            && self.ranges == other.ranges
+            && self.columns == other.columns
+    }
+}
+impl Eq for RowsRead {}
+
+/// How each of `columns` (name and kind, as the manifest lists them) is
+/// read in the file `footer` describes.
+pub fn column_reads(
+    footer: &Footer,
+    columns: &[(String, ColumnKind)],
+) -> Result<Arc<[ColumnRead]>, String> {
+    let schema = footer.metadata.file_metadata().schema_descr();
+    columns
+        .iter()
+        .map(|(name, kind)| {
+            let mut read = read_plan(schema, name, *kind == ColumnKind::Image)?;
+            read.kind = *kind;
+            Ok(read)
+        })
+        .collect()
+}
+
+/// The reads of `span` (rows of the file `footer` describes, whose row
+/// groups start at `starts`): one per row group it touches, each rows
+/// `want` of the file.
+pub fn plan_rows(
+    footer: &Arc<Footer>,
+    starts: &[u32],
+    columns: &Arc<[ColumnRead]>,
+    span: &Span,
+) -> Vec<(Range<u32>, RowsRead)> {
+    let mut reads = Vec::new();
+    let first = starts
+        .partition_point(|&s| s <= span.start)
+        .saturating_sub(1);
+    for group in first..starts.len().saturating_sub(1) {
+        let (g0, g1) = (starts[group], starts[group + 1]);
+        if g0 >= span.end {
+            break;
+        }
+        let want = span.start.max(g0)..span.end.min(g1);
+        if want.is_empty() {
+            continue;
+        }
+        let relative = want.start - g0..want.end - g0;
+        let mut ranges: Vec<Range<u64>> = columns
+            .iter()
+            .flat_map(|c| footer.ranges(group, c.leaf, relative.clone()))
+            .collect();
+        ranges.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            match merged.last_mut() {
+                Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+                _ => merged.push(range),
+            }
+        }
+        reads.push((
+            want,
+            RowsRead {
+                footer: Arc::clone(footer),
+                group,
+                first_row: g0,
+                columns: Arc::clone(columns),
+                ranges: merged,
+            },
+        ));
+    }
+    reads
+}
+
+/// The samples of rows `want` (of the file) from the fetched `parts` of
+/// `read`: ids from `first_id`, keys `NAME#ROW`. Errors say which column
+/// and row group, and why; a panic in the `parquet` crate's decoding (a
+/// hostile page) is one of them.
+pub fn read_rows(
+    read: &RowsRead,
+    parts: Vec<(u64, Bytes)>,
+    want: Range<u32>,
+    first_id: u64,
+    name: &str,
+) -> Result<Vec<Sample>, String> {
+    let file = Arc::new(SparseFile::new(read.footer.size, parts));
+    let skip = (want.start - read.first_row) as usize;
+    let rows = want.len();
+    let columns: Vec<Vec<Option<Bytes>>> = read
+        .columns
+        .iter()
+        .map(|column| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                read_column(read, &file, column, skip, rows)
+            }))
+            .unwrap_or_else(|_| Err("the page decoder gave up".into()))
+            .map_err(|e| format!("row group {}, column `{}`: {e}", read.group, column.name))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut samples = Vec::with_capacity(rows);
+    for (i, row) in want.clone().enumerate() {
+        let mut len = 0;
+        for values in &columns {
+            len += values[i].as_ref().map_or(0, Bytes::len);
+        }
+        // One allocation per sample, as the tar path's samples have.
+        let mut buf = Vec::with_capacity(len);
+        for values in &columns {
+            if let Some(value) = &values[i] {
+                buf.extend_from_slice(value);
+            }
+        }
+        let buf = Bytes::from(buf);
+        let mut at = 0;
+        let fields = read
+            .columns
+            .iter()
+            .zip(&columns)
+            .filter_map(|(column, values)| {
+                let value = values[i].as_ref()?;
+                at += value.len();
+                Some(Field {
+                    ext: column.name.clone(),
+                    data: buf.slice(at - value.len()..at),
+                })
+            })
+            .collect();
+        samples.push(Sample {
+            id: first_id + u64::from(row),
+            key: format!("{name}#{row}"),
+            fields,
+        });
+    }
+    Ok(samples)
+}
+
+/// Column `column`'s values of `rows` rows after the first `skip` of row
+/// group `read.group`, one per row (`None`: null), each encoded for its
+/// kind.
+fn read_column(
+    read: &RowsRead,
+    file: &Arc<SparseFile>,
+    column: &ColumnRead,
+    skip: usize,
+    rows: usize,
+) -> Result<Vec<Option<Bytes>>, String> {
+    let footer = &read.footer;
+    let group = footer.metadata.row_group(read.group);
+    let chunk = group.column(column.leaf);
+    let pages = footer.pages(read.group, column.leaf).map(<[_]>::to_vec);
+    let page_reader: Box<dyn PageReader> = Box::new(
+        SerializedPageReader::new(Arc::clone(file), chunk, group.num_rows() as usize, pages)
+            .map_err(|e| e.to_string())?,
+    );
+    let descr = footer
+        .metadata
+        .file_metadata()
+        .schema_descr()
+        .column(column.leaf);
+    let (max_def, max_rep) = (descr.max_def_level(), descr.max_rep_level());
+    let reader = get_column_reader(descr, page_reader);
+    let shape = Shape {
+        skip,
+        rows,
+        max_def,
+        max_rep,
+    };
+    match column.physical {
+        Physical::BYTE_ARRAY => {
+            shape.values::<ByteArrayType>(reader, |v| Bytes::copy_from_slice(v.data()))
+        }
+        Physical::INT32 if column.list => shape.arrays::<Int32Type>(reader, "<i4"),
+        Physical::INT64 if column.list => shape.arrays::<Int64Type>(reader, "<i8"),
+        Physical::FLOAT if column.list => shape.arrays::<FloatType>(reader, "<f4"),
+        Physical::DOUBLE if column.list => shape.arrays::<DoubleType>(reader, "<f8"),
+        Physical::INT32 => shape.values::<Int32Type>(reader, |v| Bytes::from(v.to_string())),
+        Physical::INT64 => shape.values::<Int64Type>(reader, |v| Bytes::from(v.to_string())),
+        Physical::FLOAT => shape.values::<FloatType>(reader, |v| json(f64::from(*v))),
+        Physical::DOUBLE => shape.values::<DoubleType>(reader, |v| json(*v)),
+        Physical::BOOLEAN => shape.values::<BoolType>(reader, |v| json(*v)),
+        other => Err(format!("values of physical type {other} are not read yet")),
+    }
+}
+
+fn json<T: serde::Serialize>(value: T) -> Bytes {
+    Bytes::from(serde_json::to_vec(&value).unwrap_or_else(|_| b"null".to_vec()))
+}
+
+/// Which rows of a column chunk are read, and its levels.
+struct Shape {
+    skip: usize,
+    rows: usize,
+    max_def: i16,
+    max_rep: i16,
+}
+
+impl Shape {
+    /// The levels and non-null values of the rows.
+    fn read<T: DataType>(&self, reader: ColumnReader) -> Result<Levels<T::T>, String> {
+        let mut reader = get_typed_column_reader::<T>(reader);
+        let skipped = reader.skip_records(self.skip).map_err(|e| e.to_string())?;
+        if skipped != self.skip {
+            return Err(format!(
+                "has {skipped} rows before the read, {} expected",
+                self.skip
+            ));
+        }
+        let (mut values, mut def, mut rep) = (Vec::new(), Vec::new(), Vec::new());
+        let mut got = 0;
+        while got < self.rows {
+            let (records, _, _) = reader
+                .read_records(self.rows - got, Some(&mut def), Some(&mut rep), &mut values)
+                .map_err(|e| e.to_string())?;
+            if records == 0 {
+                break;
+            }
+            got += records;
+        }
+        if got != self.rows {
+            return Err(format!(
+                "has {got} rows where its footer promises {}",
+                self.rows
+            ));
+        }
+        Ok(Levels { values, def, rep })
+    }
+
+    /// One value per row (`None`: null), encoded by `encode`.
+    fn values<T: DataType>(
+        &self,
+        reader: ColumnReader,
+        encode: impl Fn(&T::T) -> Bytes,
+    ) -> Result<Vec<Option<Bytes>>, String> {
+        let levels = self.read::<T>(reader)?;
+        if self.max_def == 0 {
+            return Ok(levels.values.iter().map(|v| Some(encode(v))).collect());
+        }
+        let mut values = levels.values.iter();
+        levels
+            .def
+            .iter()
+            .map(|&d| {
+                if d == self.max_def {
+                    values
+                        .next()
+                        .map(|v| Some(encode(v)))
+                        .ok_or_else(|| "has fewer values than its levels say".to_owned())
+                } else {
+                    Ok(None)
+                }
+            })
+            .collect()
+    }
+
+    /// One `.npy` array of `descr` per row (an empty one for a null or
+    /// empty list; null elements are left out).
+    fn arrays<T: DataType>(
+        &self,
+        reader: ColumnReader,
+        descr: &str,
+    ) -> Result<Vec<Option<Bytes>>, String>
+    where
+        T::T: Copy + ToLe,
+    {
+        let levels = self.read::<T>(reader)?;
+        let mut rows: Vec<Vec<T::T>> = Vec::with_capacity(self.rows);
+        let mut values = levels.values.iter();
+        for (i, &d) in levels.def.iter().enumerate() {
+            if levels.rep.get(i).copied().unwrap_or(0) == 0 {
+                rows.push(Vec::new());
+            }
+            if d == self.max_def {
+                let value = values
+                    .next()
+                    .ok_or_else(|| "has fewer values than its levels say".to_owned())?;
+                rows.last_mut()
+                    .ok_or_else(|| "starts inside a list".to_owned())?
+                    .push(*value);
+            }
+        }
+        debug_assert!(self.max_rep == 1);
+        Ok(rows.iter().map(|row| Some(npy(descr, row))).collect())
+    }
+}
+
+struct Levels<T> {
+    values: Vec<T>,
+    def: Vec<i16>,
+    rep: Vec<i16>,
+}
+
+/// Numbers in little-endian bytes.
+pub trait ToLe {
+    fn extend_le(&self, out: &mut Vec<u8>);
+}
+
+macro_rules! to_le {
+    ($($t:ty),*) => {$(
+        impl ToLe for $t {
+            fn extend_le(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+to_le!(i32, i64, f32, f64);
+
+/// A one-dimensional `.npy` (version 1.0) of `values`.
+fn npy<T: ToLe>(descr: &str, values: &[T]) -> Bytes {
+    let dict = format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({},), }}",
+        values.len()
+    );
+    // Magic, version, header length, then the header padded with spaces
+    // and ending in a newline so that the data starts 64-byte aligned.
+    let unpadded = 10 + dict.len() + 1;
+    let header_len = dict.len() + 1 + (64 - unpadded % 64) % 64;
+    let mut out = Vec::with_capacity(10 + header_len + size_of_val(values));
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header_len as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(10 + header_len - 1, b' ');
+    out.push(b'\n');
+    for value in values {
+        value.extend_le(&mut out);
+    }
+    Bytes::from(out)
+}
