@@ -114,7 +114,7 @@ pub async fn pack(
     }
     if summary.skipped_files > 0 {
         println!(
-            "skipped {} files in corpus directories that are not .jsonl, .ndjson, .json or .txt",
+            "skipped {} files in corpus directories that are not .jsonl, .ndjson, .json, .txt or .parquet",
             summary.skipped_files
         );
     }

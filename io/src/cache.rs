@@ -167,6 +167,8 @@ struct Shard {
     name: String,
     bytes: u64,
     crc32c: u32,
+    /// The first byte `crc32c` covers ([`ShardObject::checked_from`]).
+    checked_from: u64,
     /// Its entry's file name.
     entry: String,
 }
@@ -317,6 +319,7 @@ impl ShardCache {
                 name: meta.name.to_owned(),
                 bytes: meta.bytes,
                 crc32c: meta.crc32c,
+                checked_from: meta.checked_from,
                 entry: entry_name(&location.url_of(meta.name), meta.bytes, meta.crc32c),
             };
             let this = Arc::clone(self);

@@ -139,6 +139,7 @@ impl Dataset {
                             name: &index.name,
                             bytes: index.bytes,
                             crc32c: index.crc32c,
+                            checked_from: 0,
                         };
                         cache
                             .read_range(&self.location, object, 0..index.bytes)

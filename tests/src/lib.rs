@@ -30,6 +30,7 @@ pub mod dataset;
 pub mod etcd;
 pub mod faulty_s3;
 pub mod gcs;
+pub mod parquet;
 pub mod process;
 pub mod s3;
 pub mod tls;

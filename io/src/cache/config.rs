@@ -62,6 +62,10 @@ pub struct ShardObject<'a> {
     pub name: &'a str,
     pub bytes: u64,
     pub crc32c: u32,
+    /// The first byte `crc32c` covers: 0 for a shard's whole object; for a
+    /// Parquet file, the start of its tail (footer and page indexes), all
+    /// its manifest knows of its bytes.
+    pub checked_from: u64,
 }
 
 impl<'a> From<&'a ShardEntry> for ShardObject<'a> {
@@ -70,6 +74,9 @@ impl<'a> From<&'a ShardEntry> for ShardObject<'a> {
             name: &entry.name,
             bytes: entry.bytes,
             crc32c: entry.crc32c,
+            checked_from: entry
+                .row_groups()
+                .map_or(0, |groups| entry.bytes - groups.tail_bytes),
         }
     }
 }
@@ -80,6 +87,7 @@ impl<'a> From<&'a ShardMeta> for ShardObject<'a> {
             name: &meta.name,
             bytes: meta.bytes,
             crc32c: meta.crc32c,
+            checked_from: 0,
         }
     }
 }

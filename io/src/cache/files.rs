@@ -77,6 +77,8 @@ pub(super) enum Progress {
 pub(super) struct FileSink {
     pub(super) file: tokio::fs::File,
     pub(super) crc32c: u32,
+    /// The first byte the crc32c covers.
+    pub(super) checked_from: u64,
     pub(super) path: PathBuf,
     /// Bytes on disk (written and flushed) so far.
     pub(super) written: u64,
@@ -89,7 +91,11 @@ impl Sink for FileSink {
     fn reserve(&mut self, _bytes: u64) {}
 
     async fn append(&mut self, bytes: Bytes) -> Result<()> {
-        self.crc32c = crc32c::crc32c_append(self.crc32c, &bytes);
+        let skip = self
+            .checked_from
+            .saturating_sub(self.written)
+            .min(bytes.len() as u64);
+        self.crc32c = crc32c::crc32c_append(self.crc32c, &bytes[skip as usize..]);
         self.file
             .write_all(&bytes)
             .await
@@ -116,7 +122,7 @@ pub(super) fn check(file: &File, shard: &Shard) -> io::Result<Option<String>> {
         )));
     }
     let mut buf = vec![0; CHECK_BLOCK.min(len as usize)];
-    let (mut offset, mut crc) = (0u64, 0u32);
+    let (mut offset, mut crc) = (shard.checked_from.min(len), 0u32);
     while offset < len {
         let n = (len - offset).min(buf.len() as u64) as usize;
         file.read_exact_at(&mut buf[..n], offset)?;

@@ -191,6 +191,7 @@ impl ShardCache {
         let sink = FileSink {
             file: tokio::fs::File::from_std(file),
             crc32c: 0,
+            checked_from: shard.checked_from,
             path: tmp_path.clone(),
             written: 0,
             reader: Arc::new(reader),

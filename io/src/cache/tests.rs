@@ -134,6 +134,7 @@ async fn a_shard_read_whole_on_a_miss_comes_from_the_store_once() {
                 name,
                 bytes: *bytes,
                 crc32c: *crc32c,
+                checked_from: 0,
             };
             let want = shard_bytes(i as u8, *bytes as usize)
                 [range.start as usize..range.end as usize]
@@ -366,6 +367,7 @@ async fn two_processes_filling_at_once_never_exceed_the_limit() {
                 name: meta.name.clone(),
                 bytes: meta.bytes,
                 crc32c: meta.crc32c,
+                checked_from: 0,
                 entry: String::new(),
             };
             assert_eq!(check(&file, &shard).expect("check"), None, "{path:?}");

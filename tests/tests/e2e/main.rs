@@ -21,6 +21,7 @@ mod hostile;
 mod lifecycle;
 mod metrics;
 mod mix;
+mod parquet;
 mod resume;
 mod s3;
 mod status;

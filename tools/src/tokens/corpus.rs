@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
 use crate::error::{Result, ToolsError};
+use crate::tokens::parquet_rows::ParquetRows;
 
 /// The longest document (a `.txt` file or a JSONL line): 1 GiB.
 pub const MAX_DOCUMENT_BYTES: u64 = 1 << 30;
@@ -22,6 +23,8 @@ pub enum FileKind {
     Jsonl,
     /// One document (`.txt`).
     Text,
+    /// A Parquet file: one document a row, the text in one string column.
+    Parquet,
 }
 
 impl FileKind {
@@ -29,6 +32,7 @@ impl FileKind {
         match path.extension()?.to_str()? {
             "jsonl" | "ndjson" | "json" => Some(Self::Jsonl),
             "txt" => Some(Self::Text),
+            "parquet" => Some(Self::Parquet),
             _ => None,
         }
     }
@@ -47,14 +51,14 @@ pub fn files(paths: &[PathBuf]) -> Result<(Vec<(PathBuf, FileKind)>, u64)> {
             walk(path, &mut out, &mut skipped)?;
             if out.len() == before {
                 return Err(ToolsError::Config(format!(
-                    "{}: no .jsonl, .ndjson, .json or .txt files in this directory",
+                    "{}: no .jsonl, .ndjson, .json, .txt or .parquet files in this directory",
                     path.display()
                 )));
             }
         } else {
             let kind = FileKind::of(path).ok_or_else(|| {
                 ToolsError::Config(format!(
-                    "{}: not a corpus file (expected .jsonl, .ndjson, .json or .txt, or a directory of them)",
+                    "{}: not a corpus file (expected .jsonl, .ndjson, .json, .txt or .parquet, or a directory of them)",
                     path.display()
                 ))
             })?;
@@ -74,6 +78,9 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, FileKind)>, skipped: &mut u64) -> Re
     for path in entries {
         if path.is_dir() {
             walk(&path, out, skipped)?;
+        } else if path.file_name().is_some_and(|n| n == "manifest.json") {
+            // A dataset's manifest beside its Parquet files is no document.
+            *skipped += 1;
         } else if let Some(kind) = FileKind::of(&path) {
             out.push((path, kind));
         } else {
@@ -109,6 +116,8 @@ pub struct Reader {
     batch_bytes: usize,
     next_file: usize,
     open: Option<(usize, BufReader<File>, u64)>,
+    /// The Parquet file being read: its index and rows.
+    rows: Option<(usize, ParquetRows)>,
     line: Vec<u8>,
 }
 
@@ -120,6 +129,7 @@ impl Reader {
             batch_bytes: batch_bytes.max(1),
             next_file: 0,
             open: None,
+            rows: None,
             line: Vec::new(),
         }
     }
@@ -147,6 +157,22 @@ impl Reader {
 
     fn next_document(&mut self) -> Result<Option<Document>> {
         loop {
+            if let Some((file, rows)) = self.rows.as_mut() {
+                let path = &self.files[*file].0;
+                match rows.next(path)? {
+                    Some((line, text)) => {
+                        return Ok(Some(Document {
+                            file: *file,
+                            line,
+                            text,
+                        }))
+                    }
+                    None => {
+                        self.rows = None;
+                        continue;
+                    }
+                }
+            }
             if self.open.is_none() {
                 let Some((path, kind)) = self.files.get(self.next_file) else {
                     return Ok(None);
@@ -154,6 +180,10 @@ impl Reader {
                 let file = self.next_file;
                 self.next_file += 1;
                 let handle = File::open(path).map_err(|error| file_error(path, error))?;
+                if *kind == FileKind::Parquet {
+                    self.rows = Some((file, ParquetRows::open(path, handle, &self.field)?));
+                    continue;
+                }
                 if *kind == FileKind::Text {
                     return read_text(path, handle).map(|text| {
                         Some(Document {

@@ -16,6 +16,7 @@ mod index;
 mod inspect;
 mod npy;
 mod pack;
+pub mod parquet_rows;
 pub mod tokenizer;
 
 pub use index::{index_tokens, IndexTokensOptions, IndexTokensSummary};

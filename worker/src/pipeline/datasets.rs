@@ -16,8 +16,7 @@ use tributary_common::tokens::SequenceSpec;
 use tributary_io::{AnyDataset, Dataset, ShardCache, TokenDataset};
 
 use super::decode::fields::Fields;
-use super::fetch::{Read, ReadOf};
-use super::table::{column_reads, plan_rows};
+use super::table::{column_reads, plan_rows, RowsRead};
 use super::table_fields::resolve_fields;
 use crate::error::{Result, WorkerError};
 
@@ -42,7 +41,8 @@ pub type Projection = Arc<[(String, ColumnKind)]>;
 #[derive(Debug)]
 pub enum Planned {
     Chunks(Arc<ShardMeta>),
-    Rows(Vec<Read>),
+    /// Each read's rows of the file, and what it fetches.
+    Rows(Vec<(std::ops::Range<u32>, RowsRead)>),
 }
 
 /// A token job's datasets, in mix order, and the rows they are cut into.
@@ -253,14 +253,7 @@ impl Datasets {
                 url: shard.dataset.location.url_of(&shard.entry.name),
                 reason,
             })?;
-        let reads = plan_rows(&footer, &groups.starts(), &columns, span)
-            .into_iter()
-            .map(|(want, rows)| Read {
-                shard: span.shard,
-                of: ReadOf::Rows(rows),
-                want,
-            })
-            .collect();
+        let reads = plan_rows(&footer, &groups.starts(), &columns, span);
         Ok(Planned::Rows(reads))
     }
 

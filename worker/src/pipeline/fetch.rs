@@ -124,10 +124,19 @@ pub async fn plan_reads(
     for span in spans.spans() {
         match dataset.plan(span).await? {
             Planned::Chunks(meta) => plan_span(&meta, span, &mut sizes, &mut reads),
-            Planned::Rows(rows) => reads.extend(rows),
+            Planned::Rows(rows) => reads.extend(rows_reads(span, rows)),
         }
     }
     Ok(reads)
+}
+
+/// The reads of a Parquet span's row groups.
+fn rows_reads(span: &Span, rows: Vec<(Range<u32>, RowsRead)>) -> impl Iterator<Item = Read> + '_ {
+    rows.into_iter().map(|(want, rows)| Read {
+        shard: span.shard,
+        of: ReadOf::Rows(rows),
+        want,
+    })
 }
 
 /// Appends the range reads for one span of the shard `meta` describes.
@@ -227,8 +236,8 @@ pub fn fetch(
                     plan_span(&meta, &span, &mut sizes, &mut reads);
                     work.extend(reads.into_iter().map(|read| Ok(Some(read))));
                 }
-                Ok(Some((_, Planned::Rows(reads)))) => {
-                    work.extend(reads.into_iter().map(|read| Ok(Some(read))));
+                Ok(Some((span, Planned::Rows(rows)))) => {
+                    work.extend(rows_reads(&span, rows).map(|read| Ok(Some(read))));
                 }
                 Ok(None) => work.push(Ok(None)),
                 Err(error) => work.push(Err(error)),

@@ -55,7 +55,8 @@ pub fn resolve_fields(datasets: &[Dataset], fields: &Fields) -> Result<(Fields, 
             }
             let manifest = &dataset.manifest;
             let bare = spec.name.trim_end_matches('?');
-            let column = std::iter::once(bare)
+            let column = bare
+                .split(';')
                 .chain(spec.extensions.iter().map(String::as_str))
                 .find_map(|name| manifest.column(name));
             let Some(column) = column else {
