@@ -71,6 +71,9 @@ def hub(tmp_path_factory):
     done = index(root)
     assert done.returncode == 0, done.stderr
     assert "3 Parquet files, 91 rows" in done.stdout and "3 classes" in done.stdout, done.stdout
+    inspected = subprocess.run([tributary_bin(), "inspect", str(root)], capture_output=True,
+                               text=True)
+    assert "verified     3 of 3 shards" in inspected.stdout, inspected.stdout + inspected.stderr
     return str(root)
 
 
