@@ -125,10 +125,12 @@ enum Command {
         url: String,
         #[command(flatten)]
         tokens: tokens::PackArgs,
-        /// What SRC is: auto, imagefolder, webdataset or listing. auto: a
-        /// .csv or .jsonl file is a listing; a directory holding only
-        /// subdirectories of images is an ImageFolder tree; any other
-        /// directory holds WebDataset files.
+        /// What SRC is: auto, imagefolder, webdataset, listing or parquet.
+        /// auto: a .csv or .jsonl file is a listing; a .parquet file or a
+        /// directory of them is Parquet (a row a sample: images, labels,
+        /// text, binary columns as jpg/png, cls, txt, bin fields); a
+        /// directory holding only subdirectories of images is an
+        /// ImageFolder tree; any other directory holds WebDataset files.
         #[arg(long, default_value = "auto", conflicts_with = "tokenizer")]
         format: SourceFormat,
         /// Close a shard before it exceeds this many bytes.

@@ -251,3 +251,44 @@ def test_a_parquet_text_column_packs_into_token_shards(corpus, tmp_path):
                               shuffle=False, fields=["input_ids"])
     rows = sum(len(batch[0]) for batch in loader)
     assert rows == len(texts), "one row a document"
+
+
+def test_nested_columns_read_as_python_values(tmp_path):
+    rows = [{"meta": {"w": i, "tags": ["a", "b"][: i % 3]}, "words": [f"w{i}", None][: 1 + i % 2]}
+            for i in range(14)]
+    rows[5]["meta"] = None
+    table = pa.table({"meta": pa.array([r["meta"] for r in rows],
+                                       pa.struct([("w", pa.int64()), ("tags", pa.list_(pa.string()))])),
+                      "words": pa.array([r["words"] for r in rows], pa.list_(pa.string()))})
+    pq.write_table(table, tmp_path / "nested.parquet", row_group_size=4, write_page_index=True)
+    done = index(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "meta (struct<w: int64, tags: list<string>>: json)" in done.stdout, done.stdout
+    loader = tributary.Loader(str(tmp_path), fields=["meta?", "words"], shuffle=False,
+                              batch_size=3, return_ids=True)
+    seen = 0
+    for metas, words, ids in loader:
+        for meta, word, i in zip(metas, words, ids):
+            assert meta == rows[int(i)]["meta"], f"row {i}"
+            assert word == rows[int(i)]["words"], f"row {i}"
+            seen += 1
+    assert seen == 14
+
+
+def test_a_hub_style_image_dataset_packs_into_tar_shards(hub, tmp_path):
+    out = tmp_path / "shards"
+    done = subprocess.run([tributary_bin(), "pack", hub, str(out), "--max-samples", "40"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["samples"] == ROWS and manifest["classes"] == CLASSES
+    assert manifest["fields"] == ["cls", "png"], manifest["fields"]
+    loader = tributary.Loader(str(out), fields=["image", "cls"], transform="none", dtype="uint8",
+                              layout="NHWC", shuffle=False, batch_size=8, return_ids=True)
+    seen = 0
+    for images, labels, ids in loader:
+        for image, label, i in zip(images, labels, ids):
+            i = int(i)  # packed in file and row order
+            assert (np.array(image) == pixels_of(i)).all() and label == i % 3, i
+            seen += 1
+    assert seen == ROWS

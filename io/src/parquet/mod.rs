@@ -120,9 +120,10 @@ impl Footer {
             }
             for (c, column) in group.columns().iter().enumerate() {
                 let at = || format!("row group {g}, column {}", column.column_path());
+                // Where the `parquet` crate's readers start: the dictionary
+                // page when there is one (`ColumnChunkMetaData::byte_range`).
                 let data = column.data_page_offset();
-                let dict = column.dictionary_page_offset().unwrap_or(data);
-                let start = data.min(dict);
+                let start = column.dictionary_page_offset().unwrap_or(data);
                 let len = column.compressed_size();
                 if start < 4
                     || len <= 0
@@ -187,15 +188,22 @@ impl Footer {
             .collect()
     }
 
+    /// The bytes of leaf column `column`'s whole column chunk in row group
+    /// `group`.
+    pub fn chunk_range(&self, group: usize, column: usize) -> Range<u64> {
+        let (start, len) = self.metadata.row_group(group).column(column).byte_range();
+        start..start + len
+    }
+
     /// The bytes of leaf column `column` in row group `group` that rows
     /// `rows` (relative to the row group) need: its dictionary page and the
     /// pages that hold those rows where the file has an offset index, else
     /// the whole column chunk.
     pub fn ranges(&self, group: usize, column: usize, rows: Range<u32>) -> Vec<Range<u64>> {
-        let chunk = self.metadata.row_group(group).column(column);
-        let (start, len) = chunk.byte_range();
+        let whole = self.chunk_range(group, column);
+        let start = whole.start;
         let Some(pages) = self.pages(group, column) else {
-            return std::iter::once(start..start + len).collect();
+            return std::iter::once(whole).collect();
         };
         let mut ranges: Vec<Range<u64>> = Vec::new();
         let first = pages[0].offset as u64;

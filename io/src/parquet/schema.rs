@@ -10,11 +10,13 @@
 //! | int32, int64 | label (int64) | the column |
 //! | list of int32/int64/float/double | array (one per row) | the list's element |
 //! | boolean, float, double | JSON-like values | the column |
+//! | any other nested column | JSON-like values | every leaf under it |
 //!
 //! A Hugging Face dataset's metadata (the `huggingface` key) names its
 //! features: `Image` columns are images, and a `ClassLabel`'s names
-//! become the dataset's classes. Other nested columns are listed as `json`
-//! but not read yet (asking for one says so).
+//! become the dataset's classes. Other nested columns (structs, maps, lists
+//! of strings or structs) are `json`: JSON-like values, assembled from
+//! their whole column chunks.
 
 use parquet::basic::{ConvertedType, LogicalType, Repetition, Type as Physical};
 use parquet::file::metadata::KeyValue;
@@ -39,6 +41,9 @@ pub struct ColumnRead {
     pub list: bool,
     /// The leaf's physical type.
     pub physical: Physical,
+    /// A nested column read whole as JSON-like values: every leaf under it
+    /// (the column chunks are read whole, the row group's rows assembled).
+    pub nested: Vec<usize>,
 }
 
 /// The Hugging Face feature types of a file's columns, by name, and the
@@ -131,6 +136,7 @@ pub fn read_plan(
         leaf,
         list,
         physical: schema.column(leaf).physical_type(),
+        nested: Vec::new(),
     };
     if field.is_primitive() {
         let leaf = *leaves.first().ok_or_else(unsupported)?;
@@ -158,7 +164,11 @@ pub fn read_plan(
             return Ok(plan(leaf, ColumnKind::Array, true));
         }
     }
-    Err(unsupported())
+    // Anything else nested: JSON-like values, from every leaf under it.
+    let first = *leaves.first().ok_or_else(unsupported)?;
+    let mut read = plan(first, ColumnKind::Json, false);
+    read.nested = leaves;
+    Ok(read)
 }
 
 fn numeric(physical: Physical) -> bool {

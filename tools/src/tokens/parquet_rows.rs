@@ -7,11 +7,11 @@ use std::fs::File;
 use std::path::Path;
 
 use parquet::basic::Type as Physical;
-use parquet::column::reader::ColumnReader;
-use parquet::file::reader::{FileReader, RowGroupReader};
+use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::SerializedFileReader;
 
 use crate::error::{Result, ToolsError};
+use crate::table::rows::{read_values, Value};
 
 /// The rows of one Parquet file's text column, a row group at a time.
 pub struct ParquetRows {
@@ -80,10 +80,10 @@ impl ParquetRows {
                 .get_row_group(self.next_group)
                 .map_err(|e| bad(path, format!("row group {}: {e}", self.next_group)))?;
             let rows = group.metadata().num_rows().max(0) as usize;
-            let texts = read_texts(group.as_ref(), self.column, rows)
+            let texts = read_values(group.as_ref(), self.column, rows)
                 .map_err(|e| bad(path, format!("row group {}: {e}", self.next_group)))?;
             for (i, text) in texts.into_iter().enumerate() {
-                if let Some(text) = text {
+                if let Some(Value::Bytes(text)) = text {
                     let text = String::from_utf8(text).map_err(|_| {
                         bad(
                             path,
@@ -98,50 +98,4 @@ impl ParquetRows {
         }
         Ok(self.pending.pop_front())
     }
-}
-
-/// Column `column`'s `rows` values of a row group (`None`: null).
-fn read_texts(
-    group: &dyn RowGroupReader,
-    column: usize,
-    rows: usize,
-) -> std::result::Result<Vec<Option<Vec<u8>>>, String> {
-    let ColumnReader::ByteArrayColumnReader(mut reader) =
-        group.get_column_reader(column).map_err(|e| e.to_string())?
-    else {
-        return Err("the text column is not binary".into());
-    };
-    let (mut values, mut def) = (Vec::new(), Vec::new());
-    let mut got = 0;
-    while got < rows {
-        let (records, _, _) = reader
-            .read_records(rows - got, Some(&mut def), None, &mut values)
-            .map_err(|e| e.to_string())?;
-        if records == 0 {
-            break;
-        }
-        got += records;
-    }
-    if got != rows {
-        return Err(format!("{got} rows where the footer promises {rows}"));
-    }
-    let max_def = group
-        .metadata()
-        .schema_descr()
-        .column(column)
-        .max_def_level();
-    let mut values = values.into_iter();
-    if max_def == 0 {
-        return Ok(values.map(|v| Some(v.data().to_vec())).collect());
-    }
-    Ok(def
-        .iter()
-        .map(|&d| {
-            if d == max_def {
-                values.next().map(|v| v.data().to_vec())
-            } else {
-                None
-            }
-        })
-        .collect())
 }

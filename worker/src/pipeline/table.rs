@@ -16,7 +16,11 @@ use parquet::column::reader::{get_column_reader, get_typed_column_reader, Column
 use parquet::data_type::{
     BoolType, ByteArrayType, DataType, DoubleType, FloatType, Int32Type, Int64Type,
 };
-use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::file::metadata::page_index::RowGroupPageIndex;
+use parquet::file::properties::ReaderProperties;
+use parquet::file::serialized_reader::{SerializedPageReader, SerializedRowGroupReader};
+use parquet::record::reader::RowIter;
+use parquet::schema::types::Type;
 use tributary_common::manifest::ColumnKind;
 use tributary_common::plan::span::Span;
 use tributary_common::sample::{Field, Sample};
@@ -87,7 +91,17 @@ pub fn plan_rows(
         let relative = want.start - g0..want.end - g0;
         let mut ranges: Vec<Range<u64>> = columns
             .iter()
-            .flat_map(|c| footer.ranges(group, c.leaf, relative.clone()))
+            .flat_map(|c| {
+                if c.nested.is_empty() {
+                    footer.ranges(group, c.leaf, relative.clone())
+                } else {
+                    // Nested values are assembled from whole column chunks.
+                    c.nested
+                        .iter()
+                        .map(|&leaf| footer.chunk_range(group, leaf))
+                        .collect()
+                }
+            })
             .collect();
         ranges.sort_by_key(|r| r.start);
         let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
@@ -183,6 +197,9 @@ fn read_column(
     skip: usize,
     rows: usize,
 ) -> Result<Vec<Option<Bytes>>, String> {
+    if !column.nested.is_empty() {
+        return read_nested(read, file, column, skip, rows);
+    }
     let footer = &read.footer;
     let group = footer.metadata.row_group(read.group);
     let chunk = group.column(column.leaf);
@@ -219,6 +236,62 @@ fn read_column(
         Physical::BOOLEAN => shape.values::<BoolType>(reader, |v| json(*v)),
         other => Err(format!("values of physical type {other} are not read yet")),
     }
+}
+
+/// A nested column's values of `rows` rows after the first `skip`, each
+/// as JSON (`None`: null), assembled by the `parquet` crate's record
+/// reader from the column's whole column chunks.
+fn read_nested(
+    read: &RowsRead,
+    file: &Arc<SparseFile>,
+    column: &ColumnRead,
+    skip: usize,
+    rows: usize,
+) -> Result<Vec<Option<Bytes>>, String> {
+    let footer = &read.footer;
+    let metadata = footer.metadata.row_group(read.group);
+    let props = Arc::new(ReaderProperties::builder().build());
+    let reader = SerializedRowGroupReader::new(
+        Arc::clone(file),
+        metadata,
+        RowGroupPageIndex::new(read.group, None),
+        props,
+    )
+    .map_err(|e| e.to_string())?;
+    let field = footer
+        .metadata
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .get_fields()
+        .iter()
+        .find(|f| f.name() == column.name)
+        .ok_or_else(|| format!("no column `{}`", column.name))?;
+    let projection = Type::group_type_builder("schema")
+        .with_fields(vec![Arc::clone(field)])
+        .build()
+        .map_err(|e| e.to_string())?;
+    let values = RowIter::from_row_group(Some(projection), &reader)
+        .map_err(|e| e.to_string())?
+        .skip(skip)
+        .take(rows)
+        .map(|row| {
+            let row = row.map_err(|e| e.to_string())?;
+            let value = row
+                .get_column_iter()
+                .next()
+                .map_or(serde_json::Value::Null, |(_, field)| field.to_json_value());
+            Ok((!value.is_null()).then(|| json(value)))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if values.len() != rows {
+        return Err(format!(
+            "has {} rows where its footer promises {}",
+            values.len() + skip,
+            rows + skip
+        ));
+    }
+    Ok(values)
 }
 
 fn json<T: serde::Serialize>(value: T) -> Bytes {

@@ -18,6 +18,8 @@ pub enum SourceFormat {
     /// A listing: JSONL where the file ends in `.jsonl` or `.ndjson`, CSV
     /// otherwise.
     Listing,
+    /// Parquet files: a row a sample, its columns fields.
+    Parquet,
 }
 
 impl SourceFormat {
@@ -27,6 +29,7 @@ impl SourceFormat {
             Self::ImageFolder => "imagefolder",
             Self::WebDataset => "webdataset",
             Self::Listing => "listing",
+            Self::Parquet => "parquet",
         }
     }
 }
@@ -40,8 +43,9 @@ impl FromStr for SourceFormat {
             "imagefolder" => Ok(Self::ImageFolder),
             "webdataset" => Ok(Self::WebDataset),
             "listing" => Ok(Self::Listing),
+            "parquet" => Ok(Self::Parquet),
             _ => Err(format!(
-                "unknown source format `{text}` (expected auto, imagefolder, webdataset or listing)"
+                "unknown source format `{text}` (expected auto, imagefolder, webdataset, listing or parquet)"
             )),
         }
     }

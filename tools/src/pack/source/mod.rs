@@ -16,6 +16,8 @@
 //!   (and counted).
 //! - **A listing** (`.csv` or `.jsonl` of `path,label[,caption]`,
 //!   [`Listing`]): see [`listing`].
+//! - **Parquet files** (a `.parquet` file or a directory of them,
+//!   [`ParquetFiles`]): a row a sample, its columns fields by kind.
 //!
 //! Hidden files and directories (a name starting with `.`) are never packed.
 //!
@@ -33,6 +35,7 @@ mod files;
 mod format;
 mod image_folder;
 pub mod listing;
+mod parquet;
 mod sample;
 mod stream;
 mod webdataset;
@@ -46,6 +49,7 @@ pub use check::{check_sample, Checker, MAX_FIELDS};
 pub use format::SourceFormat;
 pub use image_folder::ImageFolder;
 pub use listing::Listing;
+pub use parquet::ParquetFiles;
 pub use sample::{read_field, FieldData, SourceField, SourceSample};
 pub use stream::{Samples, Source, VecSource};
 pub use webdataset::{WebDatasetFiles, MAX_CLS_BYTES, MAX_DEPTH};
@@ -60,6 +64,7 @@ pub fn open(src: &Path, format: SourceFormat) -> Result<Box<dyn Source>> {
     Ok(match format {
         SourceFormat::ImageFolder => Box::new(ImageFolder::open(src)?),
         SourceFormat::WebDataset => Box::new(WebDatasetFiles::open(src)),
+        SourceFormat::Parquet => Box::new(ParquetFiles::open(src)?),
         SourceFormat::Listing | SourceFormat::Auto => Box::new(Listing::open(src)?),
     })
 }
@@ -69,6 +74,9 @@ pub fn detect(src: &Path) -> Result<SourceFormat> {
     let meta = std::fs::metadata(src).map_err(|e| files::io_err(src, e))?;
     if meta.is_file() {
         let name = src.to_string_lossy().to_ascii_lowercase();
+        if name.ends_with(".parquet") {
+            return Ok(SourceFormat::Parquet);
+        }
         if [".csv", ".jsonl", ".ndjson"]
             .iter()
             .any(|ext| name.ends_with(ext))
@@ -88,6 +96,14 @@ pub fn detect(src: &Path) -> Result<SourceFormat> {
         )));
     }
     let (dirs, files): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, _, meta)| meta.is_dir());
+    // Parquet files (and perhaps the manifest `tributary index` wrote).
+    if files.iter().any(|(name, _, _)| name.ends_with(".parquet"))
+        && files
+            .iter()
+            .all(|(name, _, _)| name.ends_with(".parquet") || name == "manifest.json")
+    {
+        return Ok(SourceFormat::Parquet);
+    }
     let mut images = false;
     for (_, dir, _) in &dirs {
         let mut image_keys = HashSet::new();
