@@ -55,9 +55,11 @@ def write(args) -> None:
                           "label": pa.array([label for _, label in part], pa.int64())},
                          schema=schema)
         name = os.path.join(args.out, "data", f"train-{f:05d}-of-{files:05d}.parquet")
-        pq.write_table(table, name, row_group_size=args.row_group, write_page_index=True)
+        pq.write_table(table, name, row_group_size=args.row_group, write_page_index=True,
+                       compression=args.compression)
         total += os.path.getsize(name)
     print(f"wrote {len(rows)} rows in {files} Parquet files, row groups of {args.row_group}, "
+          f"{args.compression}, "
           f"{total / 1e6:.1f} MB, to {args.out}/data")
 
 
@@ -115,6 +117,8 @@ def main() -> None:
     w.add_argument("out")
     w.add_argument("--files", type=int, default=8)
     w.add_argument("--row-group", type=int, default=100)
+    w.add_argument("--compression", default="snappy",
+                   help="pyarrow's compression: snappy (its default and `datasets`'), none, zstd")
     t = sub.add_parser("table", help="the table of the contenders' JSON lines")
     t.add_argument("results")
     t.add_argument("--cores", type=int, required=True)

@@ -6,14 +6,15 @@
 # DataLoader, on the same cores, in the same run.
 #
 #   bench/parquet.sh [IMAGES]        (default 5000; run by hand, not by CI)
-#   IMAGES=20000 ROUNDS=3 FILES=8 ROW_GROUP=100 bench/parquet.sh
+#   IMAGES=20000 ROUNDS=3 FILES=8 ROW_GROUP=100 COMPRESSION=snappy bench/parquet.sh
 #
 # - `tributary synth` images (ImageNet-like sizes, JPEG), packed into tar
 #   shards with `tributary pack`, and the same images and labels written
 #   into FILES Parquet files data/train-0000i-of-0000N.parquet (an `image`
 #   struct {bytes, path}, an int64 `label`, the `huggingface` schema
-#   metadata, row groups of ROW_GROUP rows, a page index; bench/parquet.py
-#   write), indexed with `tributary index`; all of it in the page cache;
+#   metadata, row groups of ROW_GROUP rows, COMPRESSION (snappy, pyarrow's
+#   and `datasets`' default), a page index; bench/parquet.py write),
+#   indexed with `tributary index`; all of it in the page cache;
 # - every contender in a process of its own (bench/contenders.py), the
 #   train preset (RandomResizedCrop 224 + flip + normalise, float32
 #   N x 3 x 224 x 224, batches of 64), every image once, all cores:
@@ -21,10 +22,11 @@
 #   tributary.Loader over the tar shards, and `datasets` (pinned,
 #   DATASETS_VERSION) load_dataset("parquet", streaming=True) with PIL and
 #   torchvision in a DataLoader with one worker per core;
-# - ROUNDS (3) interleaved rounds; the steady samples/s (half to 80% of the
-#   epoch) and the first batch (construction included), medians and
-#   min-max, and the ratios Parquet / tar and Parquet / `datasets` taken
-#   within each round (bench/parquet.py table);
+# - ROUNDS (3) interleaved rounds, each starting with the next contender;
+#   the steady samples/s (half to 80% of the epoch) and the first batch
+#   (construction included), medians and min-max, and the ratios Parquet /
+#   tar and Parquet / `datasets` taken within each round (bench/parquet.py
+#   table);
 # - then `tributary bench` over both datasets (one decode thread): the
 #   stage times of one loader without Python (fetch, parse, decode).
 #
@@ -38,6 +40,7 @@ IMAGES=${1:-${IMAGES:-5000}}
 ROUNDS=${ROUNDS:-3}
 FILES=${FILES:-8}
 ROW_GROUP=${ROW_GROUP:-100}
+COMPRESSION=${COMPRESSION:-snappy}
 DATASETS_VERSION=5.2.0
 CORES=$(nproc)
 
@@ -69,19 +72,29 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME=$WORK/hf-home
 echo "== $IMAGES synthetic ImageNet-like images: tar shards, Parquet files" >&2
 "$BIN" synth "$WORK/images" --images "$IMAGES" --classes 10 >&2
 "$BIN" pack "$WORK/images" "$WORK/shards" >/dev/null
-"$PY" bench/parquet.py write "$WORK/images" "$WORK/parquet" --files "$FILES" --row-group "$ROW_GROUP" >&2
+"$PY" bench/parquet.py write "$WORK/images" "$WORK/parquet" --files "$FILES" --row-group "$ROW_GROUP" \
+    --compression "$COMPRESSION" >&2
 "$BIN" index "$WORK/parquet" >&2
 cat "$WORK"/shards/* "$WORK"/parquet/data/* >/dev/null  # into the page cache
 PARQUET_FILES=("$WORK"/parquet/data/*.parquet)
 
 echo "machine: $CORES cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "tar shards: $(du -sm "$WORK/shards" | cut -f1) MB; Parquet: ${#PARQUET_FILES[@]} files, row groups of $ROW_GROUP, $(du -sm "$WORK/parquet" | cut -f1) MB"
+echo "tar shards: $(du -sm "$WORK/shards" | cut -f1) MB; Parquet: ${#PARQUET_FILES[@]} files, row groups of $ROW_GROUP, $COMPRESSION, $(du -sm "$WORK/parquet" | cut -f1) MB"
 run() { echo "== $*" >&2; "$PY" bench/contenders.py "$@" | tee -a "$RESULTS"; }
+contender() {
+    case $1 in
+    parquet) run tributary --label parquet --dataset "$WORK/parquet" --fields image,label ;;
+    tar) run tributary --label tar --dataset "$WORK/shards" ;;
+    datasets) run hf-datasets --label datasets --parquet "${PARQUET_FILES[@]}" --workers "$CORES" ;;
+    esac
+}
+order=(parquet tar datasets)
 for round in $(seq "$ROUNDS"); do
     echo "== round $round of $ROUNDS" >&2
-    run tributary --label parquet --dataset "$WORK/parquet" --fields image,label
-    run tributary --label tar --dataset "$WORK/shards"
-    run hf-datasets --label datasets --parquet "${PARQUET_FILES[@]}" --workers "$CORES"
+    # Each round starts with the next contender: none always runs first.
+    for i in 0 1 2; do
+        contender "${order[(round - 1 + i) % 3]}"
+    done
 done
 "$PY" bench/parquet.py table "$RESULTS" --cores "$CORES"
 
