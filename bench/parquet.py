@@ -67,6 +67,7 @@ LABELS = {
     "parquet": "Tributary Loader, Parquet (image struct + label)",
     "tar": "Tributary Loader, tar shards",
     "datasets": "`datasets` streaming Parquet + DataLoader",
+    "folder": "DataLoader, ImageFolder (the run.sh baseline)",
 }
 
 

@@ -21,7 +21,9 @@
 #   tributary.Loader(fields=["image", "label"]) over the Parquet files,
 #   tributary.Loader over the tar shards, and `datasets` (pinned,
 #   DATASETS_VERSION) load_dataset("parquet", streaming=True) with PIL and
-#   torchvision in a DataLoader with one worker per core;
+#   torchvision in a DataLoader with one worker per core; and, for
+#   reference, bench/run.sh's baseline: the DataLoader over the images as
+#   files (torchvision's ImageFolder);
 # - ROUNDS (3) interleaved rounds, each starting with the next contender;
 #   the steady samples/s (half to 80% of the epoch) and the first batch
 #   (construction included), medians and min-max, and the ratios Parquet /
@@ -94,14 +96,15 @@ contender() {
     parquet) run tributary --label parquet --dataset "$WORK/parquet" --fields image,label ;;
     tar) run tributary --label tar --dataset "$WORK/shards" ;;
     datasets) run hf-datasets --label datasets --parquet "${PARQUET_FILES[@]}" --workers "$CORES" ;;
+    folder) run torch-folder --label folder --images "$WORK/images" --workers "$CORES" ;;
     esac
 }
-order=(parquet tar datasets)
+order=(parquet tar datasets folder)
 for round in $(seq "$ROUNDS"); do
     echo "== round $round of $ROUNDS" >&2
     # Each round starts with the next contender: none always runs first.
-    for i in 0 1 2; do
-        contender "${order[(round - 1 + i) % 3]}"
+    for i in "${!order[@]}"; do
+        contender "${order[(round - 1 + i) % ${#order[@]}]}"
     done
 done
 "$PY" bench/parquet.py table "$RESULTS" --cores "$CORES"
