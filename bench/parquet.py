@@ -15,7 +15,8 @@ the class directories' indices in sorted order, as pack gives them.
 
 `table` prints the contenders' JSON lines (bench/contenders.py) as one
 table: the median and the min-max over the rounds of each row's steady
-samples/s and first batch, and the ratios Parquet / tar shards and Parquet /
+samples/s, first batch, CPU-milliseconds per image (the process and its
+children) and peak RSS, and the ratios Parquet / tar shards and Parquet /
 `datasets` + DataLoader, each the median (and min-max) of the ratios taken
 within one round.
 """
@@ -91,14 +92,14 @@ def table(args) -> None:
 
     rounds = max((len(v) for v in rows.values()), default=0)
     print(f"\n{args.cores} cores; {rounds} rounds; median (min-max over the rounds)\n")
-    print("| contender | samples/s (steady) | first batch | CPU s | peak RSS | Parquet / this |")
+    print("| contender | samples/s (steady) | first batch | CPU ms / image | peak RSS | Parquet / this |")
     print("|---|---:|---:|---:|---:|---:|")
     for label, name in LABELS.items():
         if not rows[label]:
             continue
         print(f"| {name} | {spread(rate(label), lambda x: f'{x:.1f}')} "
               f"| {spread([r['first_batch_s'] for r in rows[label]], lambda x: f'{x:.2f} s')} "
-              f"| {spread([r['cpu_s'] for r in rows[label]], lambda x: f'{x:.1f}')} "
+              f"| {spread([1e3 * r['cpu_s'] / r['samples'] for r in rows[label]], lambda x: f'{x:.2f}')} "
               f"| {spread([r['peak_rss_mib'] for r in rows[label]], lambda x: f'{x:.0f} MiB')} "
               f"| {'1.00x' if label == 'parquet' else ratio('parquet', label)} |")
     if rows["parquet"] and rows["tar"] and rows["datasets"]:
