@@ -44,11 +44,12 @@ cd "$(dirname "$0")/.."
 # after the steady window (half to 80%). More cores need more images.
 IMAGES=${1:-${IMAGES:-12000}}
 ROUNDS=${ROUNDS:-3}
-FILES=${FILES:-8}
 ROW_GROUP=${ROW_GROUP:-100}
 COMPRESSION=${COMPRESSION:-snappy}
 DATASETS_VERSION=5.2.0
 CORES=$(nproc)
+# `datasets` gives each DataLoader worker whole files: at least one a worker.
+FILES=${FILES:-$((CORES > 8 ? CORES : 8))}
 if [ "$IMAGES" -lt $((1024 * CORES * 5)) ]; then
     echo "note: with $IMAGES images the \`datasets\` row's steady window holds its workers' 5-s sleep" \
         "(more than $((1024 * CORES * 5)) images leave it out)" >&2
