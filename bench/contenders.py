@@ -7,12 +7,18 @@ server and the delaying proxy, which share this machine's cores).
     python bench/contenders.py torch-folder  --images DIR  [--workers N]
     python bench/contenders.py torch-s3      --bucket B --keys FILE --endpoint URL [--workers N]
     python bench/contenders.py tributary     --dataset URL [--endpoint URL] [--threads N] [--epochs E]
-                                             [--dtype uint8]
+                                             [--dtype uint8] [--fields image,label]
+    python bench/contenders.py hf-datasets   --parquet FILE... [--workers N]
     ... [--transform eval]    (torch-folder, tributary)
 
 Every contender makes the `train` preset, RandomResizedCrop(224) +
 horizontal flip + normalise, float32 N x 3 x 224 x 224, batches of 64, and
-reads every image once per epoch. `--transform eval` makes torchvision's
+reads every image once per epoch. `hf-datasets` is Hugging Face `datasets`
+streaming the Parquet files (`load_dataset("parquet", streaming=True)`, a
+shuffle buffer of 1024 like Tributary's, PIL decoding, the torchvision
+transforms in `.map`) under a torch DataLoader, whose workers split the
+files between them (as `datasets` does: it needs files >= workers).
+`--fields` picks Tributary's columns (a Parquet dataset's `image,label`). `--transform eval` makes torchvision's
 evaluation preset instead, Resize(256) + CenterCrop(224) + normalise, read
 in order (an unshuffled DataLoader; Tributary's `shuffle=False` reading).
 `--dtype uint8` (Tributary only) yields raw uint8 pixels N x 224 x 224 x 3
@@ -157,11 +163,15 @@ def epochs(args):
                                   epochs=args.epochs, decode_threads=args.threads,
                                   storage_options=options, transform=args.transform,
                                   shuffle=args.transform == "train",
-                                  dtype=args.dtype, layout=layout)
+                                  dtype=args.dtype, layout=layout,
+                                  **({"fields": args.fields.split(",")} if args.fields else {}))
         for _ in range(args.epochs):
             yield loader
         return
     import torch.utils.data
+    if args.contender == "hf-datasets":
+        yield from hf_datasets(args)
+        return
     import torchvision
 
     torch.set_num_threads(1)
@@ -176,14 +186,41 @@ def epochs(args):
         yield loader
 
 
+def hf_datasets(args):
+    """Hugging Face `datasets` streaming the Parquet files, decoded with PIL
+    and transformed by torchvision in the DataLoader's workers."""
+    import datasets
+    import torch.utils.data
+
+    torch.set_num_threads(1)
+    dataset = datasets.load_dataset("parquet", data_files=args.parquet, split="train", streaming=True)
+    if not isinstance(dataset.features["image"], datasets.Image):  # no `huggingface` metadata
+        dataset = dataset.cast_column("image", datasets.Image())
+    transform = transforms(args.transform)
+
+    def prepare(example):
+        return {"image": transform(example["image"].convert("RGB")), "label": example["label"]}
+
+    if args.transform == "train":
+        dataset = dataset.shuffle(seed=0, buffer_size=1024)
+    dataset = dataset.map(prepare)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=args.workers,
+                                         persistent_workers=True)
+    for epoch in range(args.epochs):
+        dataset.set_epoch(epoch)
+        yield ((batch["image"], batch["label"]) for batch in loader)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("contender", choices=["torch-folder", "torch-s3", "tributary"])
+    p.add_argument("contender", choices=["torch-folder", "torch-s3", "tributary", "hf-datasets"])
     p.add_argument("--images", help="ImageFolder directory (torch-folder)")
     p.add_argument("--bucket", help="bucket of the per-image objects (torch-s3)")
     p.add_argument("--keys", help="file listing the per-image keys (torch-s3)")
     p.add_argument("--dataset", help="Tributary dataset URL (tributary)")
     p.add_argument("--endpoint", help="S3 endpoint URL")
+    p.add_argument("--fields", help="Tributary's fields, comma-separated (e.g. image,label)")
+    p.add_argument("--parquet", nargs="+", help="Parquet files (hf-datasets)")
     p.add_argument("--workers", type=int, default=os.cpu_count())
     p.add_argument("--threads", type=int, default=None, help="Tributary decode threads")
     p.add_argument("--epochs", type=int, default=1)
@@ -197,7 +234,7 @@ def main() -> None:
                    help="other processes (the S3 server, the proxy) whose CPU time to report")
     args = p.parse_args()
     if args.transform != "train" and args.contender == "torch-s3":
-        p.error("--transform eval: torch-folder or tributary")
+        p.error("--transform eval: torch-folder, tributary or hf-datasets")
     if args.dtype != "float32" and args.contender != "tributary":
         p.error("--dtype uint8: tributary only")
     shape = (224, 224, 3) if args.dtype == "uint8" else (3, 224, 224)

@@ -24,12 +24,14 @@ use anyhow::Context;
 use futures::StreamExt;
 use rayon::prelude::*;
 use tributary_common::plan::epoch_spans;
+use tributary_common::sample::Sample;
+use tributary_worker::pipeline::decode::fields::Decoder;
 use tributary_worker::pipeline::decode::pixels::ImageKind;
 use tributary_worker::pipeline::decode::{image_field, jpeg, render};
 use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
-use tributary_worker::pipeline::span_samples;
-use tributary_worker::{Dataset, Loader};
+use tributary_worker::pipeline::{span_samples, Datasets};
+use tributary_worker::{Dataset, Fields, Loader};
 
 use crate::pipeline_args::{PipelineArgs, SequenceArgs};
 use crate::process_stats::peak_rss_kib;
@@ -72,6 +74,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await?
         .with_cache(args.cache.open()?);
     let config = args.pipeline.config();
+    // What the ceiling phase reads: of a Parquet dataset, the columns the
+    // fields name (of tar shards, whole samples); and the fields, resolved.
+    let (ceiling_data, fields) =
+        Datasets::from(dataset.clone()).with_fields(&config.decode.fields)?;
     let threads = config.decode.decode_threads;
     let counts: Vec<u32> = dataset.manifest.shards.iter().map(|s| s.samples).collect();
     let all = epoch_spans(&counts, 0, 0);
@@ -110,7 +116,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut encoded = Vec::new();
     let mut held = 0usize;
     let mut stream = std::pin::pin!(span_samples(
-        dataset.clone(),
+        ceiling_data,
         &spans,
         &FetchConfig::default(),
         Arc::new(Metrics::default())
@@ -130,7 +136,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .par_iter()
             .with_max_len(1)
             .map(|sample| -> anyhow::Result<usize> {
-                let (_, bytes) = image_field(sample)?;
+                let bytes = image_bytes(sample, &fields)?;
                 // The fastest decoder the loader uses, on the whole image.
                 let width = match ImageKind::sniff(bytes) {
                     Some(ImageKind::Jpeg) => jpeg::decode_whole(bytes).map(|(w, _)| w),
@@ -190,4 +196,25 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     println!("  pipeline / ceiling   {:.2}", pipeline_rate / ceiling);
     tracing::debug!(checksum, "output checksum");
     Ok(())
+}
+
+/// The sample's image: its first field with an image extension, or (a
+/// Parquet row's fields are named by column) the first field an image
+/// field of `fields` names.
+fn image_bytes<'a>(sample: &'a Sample, fields: &Fields) -> anyhow::Result<&'a [u8]> {
+    image_field(sample).map(|(_, bytes)| bytes).or_else(|e| {
+        fields
+            .0
+            .iter()
+            .filter(|spec| spec.decoder == Decoder::Image)
+            .flat_map(|spec| &spec.extensions)
+            .find_map(|name| {
+                sample
+                    .fields
+                    .iter()
+                    .find(|f| f.ext.eq_ignore_ascii_case(name))
+            })
+            .map(|f| &f.data[..])
+            .ok_or_else(|| e.into())
+    })
 }
