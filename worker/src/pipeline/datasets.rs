@@ -234,8 +234,9 @@ impl Datasets {
 
     /// How `span` is read: its tar shard's chunk columns (the index loaded
     /// the first time), or the reads of its Parquet file's row groups (the
-    /// footer loaded the first time), of the columns the fields name.
-    pub async fn plan(&self, span: &Span) -> Result<Planned> {
+    /// footer loaded the first time), of the columns the fields name, each
+    /// of about `max_read_bytes` where the file has an offset index.
+    pub async fn plan(&self, span: &Span, max_read_bytes: u64) -> Result<Planned> {
         let shard = self.shard(span.shard).ok_or_else(|| {
             WorkerError::Config(format!(
                 "shard {} is outside the dataset ({} shards)",
@@ -253,7 +254,7 @@ impl Datasets {
                 url: shard.dataset.location.url_of(&shard.entry.name),
                 reason,
             })?;
-        let reads = plan_rows(&footer, &groups.starts(), &columns, span);
+        let reads = plan_rows(&footer, &groups.starts(), &columns, span, max_read_bytes);
         Ok(Planned::Rows(reads))
     }
 

@@ -122,7 +122,7 @@ pub async fn plan_reads(
     let mut reads = Vec::new();
     let mut sizes = ReadSizes::new(config);
     for span in spans.spans() {
-        match dataset.plan(span).await? {
+        match dataset.plan(span, config.max_read_bytes).await? {
             Planned::Chunks(meta) => plan_span(&meta, span, &mut sizes, &mut reads),
             Planned::Rows(rows) => reads.extend(rows_reads(span, rows)),
         }
@@ -215,6 +215,7 @@ pub fn fetch(
     let budget = Arc::new(Semaphore::new(total_units as usize));
     let mut sizes = ReadSizes::new(config);
     let planner = dataset.clone();
+    let max_read_bytes = config.max_read_bytes;
     input
         // The shard indexes of the next spans load while earlier reads run
         // (once per shard: `Dataset::shard_meta`).
@@ -222,7 +223,9 @@ pub fn fetch(
             let planner = planner.clone();
             async move {
                 match input {
-                    Input::Span(span) => Ok(Some((span, planner.plan(&span).await?))),
+                    Input::Span(span) => {
+                        Ok(Some((span, planner.plan(&span, max_read_bytes).await?)))
+                    }
                     Input::Flush => Ok(None),
                 }
             }

@@ -67,13 +67,16 @@ pub fn column_reads(
 }
 
 /// The reads of `span` (rows of the file `footer` describes, whose row
-/// groups start at `starts`): one per row group it touches, each rows
-/// `want` of the file.
+/// groups start at `starts`), each rows `want` of the file: one per row
+/// group it touches, or, where every column has an offset index, several
+/// of about `max_read_bytes` each (a row group can be hundreds of MB: read
+/// whole, it would delay the first batch and hold its bytes at once).
 pub fn plan_rows(
     footer: &Arc<Footer>,
     starts: &[u32],
     columns: &Arc<[ColumnRead]>,
     span: &Span,
+    max_read_bytes: u64,
 ) -> Vec<(Range<u32>, RowsRead)> {
     let mut reads = Vec::new();
     let first = starts
@@ -88,41 +91,96 @@ pub fn plan_rows(
         if want.is_empty() {
             continue;
         }
-        let relative = want.start - g0..want.end - g0;
-        let mut ranges: Vec<Range<u64>> = columns
+        let whole = group_read(footer, columns, group, g0, want.clone());
+        let bytes: u64 = whole.ranges.iter().map(|r| r.end - r.start).sum();
+        let paged = columns
             .iter()
-            .flat_map(|c| {
-                if c.nested.is_empty() {
-                    footer.ranges(group, c.leaf, relative.clone())
-                } else {
-                    // Nested values are assembled from whole column chunks.
-                    c.nested
-                        .iter()
-                        .map(|&leaf| footer.chunk_range(group, leaf))
-                        .collect()
-                }
+            .all(|c| c.nested.is_empty() && footer.pages(group, c.leaf).is_some());
+        if !paged || bytes <= max_read_bytes.max(1) || want.len() < 2 {
+            reads.push((want, whole));
+            continue;
+        }
+        // Rows in parts of about `max_read_bytes`, cut where a page of the
+        // largest column starts (so that none of its pages is fetched
+        // twice); each part fetches the pages holding its rows.
+        let largest = columns
+            .iter()
+            .max_by_key(|c| {
+                footer
+                    .ranges(group, c.leaf, want.start - g0..want.end - g0)
+                    .iter()
+                    .map(|r| r.end - r.start)
+                    .sum::<u64>()
             })
-            .collect();
-        ranges.sort_by_key(|r| r.start);
-        let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
-        for range in ranges {
-            match merged.last_mut() {
-                Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
-                _ => merged.push(range),
+            .map(|c| c.leaf);
+        let pages = largest
+            .and_then(|leaf| footer.pages(group, leaf))
+            .unwrap_or(&[]);
+        let mut at = want.start;
+        let mut held = 0u64;
+        for (p, page) in pages.iter().enumerate() {
+            let first = g0 + page.first_row_index as u32;
+            let end = pages
+                .get(p + 1)
+                .map_or(g1, |next| g0 + next.first_row_index as u32);
+            if end <= want.start || first >= want.end {
+                continue;
             }
+            if first > at && held >= max_read_bytes {
+                reads.push((at..first, group_read(footer, columns, group, g0, at..first)));
+                at = first;
+                held = 0;
+            }
+            held += page.compressed_page_size as u64;
         }
         reads.push((
-            want,
-            RowsRead {
-                footer: Arc::clone(footer),
-                group,
-                first_row: g0,
-                columns: Arc::clone(columns),
-                ranges: merged,
-            },
+            at..want.end,
+            group_read(footer, columns, group, g0, at..want.end),
         ));
     }
     reads
+}
+
+/// The read of rows `rows` (of the file) of row group `group`, whose
+/// first row is `g0`: the pages (or column chunks) of `columns` they need,
+/// merged where they touch.
+fn group_read(
+    footer: &Arc<Footer>,
+    columns: &Arc<[ColumnRead]>,
+    group: usize,
+    g0: u32,
+    rows: Range<u32>,
+) -> RowsRead {
+    let relative = rows.start - g0..rows.end - g0;
+    let mut ranges: Vec<Range<u64>> = columns
+        .iter()
+        .flat_map(|c| {
+            if c.nested.is_empty() {
+                footer.ranges(group, c.leaf, relative.clone())
+            } else {
+                // Nested values are assembled from whole column chunks.
+                c.nested
+                    .iter()
+                    .map(|&leaf| footer.chunk_range(group, leaf))
+                    .collect()
+            }
+        })
+        .collect();
+    ranges.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        match merged.last_mut() {
+            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+            _ => merged.push(range),
+        }
+    }
+    RowsRead {
+        footer: Arc::clone(footer),
+        group,
+        first_row: g0,
+        columns: Arc::clone(columns),
+        ranges: merged,
+    }
 }
 
 /// The samples of rows `want` (of the file) from the fetched `parts` of
@@ -438,3 +496,6 @@ fn npy<T: ToLe>(descr: &str, values: &[T]) -> Bytes {
     }
     Bytes::from(out)
 }
+
+#[cfg(test)]
+mod tests;
