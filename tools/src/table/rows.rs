@@ -3,7 +3,8 @@
 //! `pack` from an image dataset): byte-array and integer columns, one
 //! value per row (`None`: null).
 
-use parquet::column::reader::ColumnReader;
+use parquet::column::reader::{get_typed_column_reader, ColumnReader};
+use parquet::data_type::{ByteArrayType, DataType, Int32Type, Int64Type};
 use parquet::file::reader::RowGroupReader;
 
 /// One row's value of a column.
@@ -21,63 +22,34 @@ pub fn read_values(
     rows: usize,
 ) -> Result<Vec<Option<Value>>, String> {
     let max_def = group.metadata().schema_descr().column(leaf).max_def_level();
-    match group.get_column_reader(leaf).map_err(|e| e.to_string())? {
-        ColumnReader::ByteArrayColumnReader(mut reader) => {
-            let mut values = Vec::new();
-            let def = read_all(
-                rows,
-                |def, values_out: &mut Vec<_>| {
-                    reader.read_records(rows, Some(def), None, values_out)
-                },
-                &mut values,
-            )?;
-            Ok(spread(
-                &def,
-                max_def,
-                values.into_iter().map(|v| Value::Bytes(v.data().to_vec())),
-            ))
+    let reader = group.get_column_reader(leaf).map_err(|e| e.to_string())?;
+    match &reader {
+        ColumnReader::ByteArrayColumnReader(_) => {
+            typed::<ByteArrayType>(reader, rows, max_def, |v| Value::Bytes(v.data().to_vec()))
         }
-        ColumnReader::Int32ColumnReader(mut reader) => {
-            let mut values = Vec::new();
-            let def = read_all(
-                rows,
-                |def, values_out: &mut Vec<_>| {
-                    reader.read_records(rows, Some(def), None, values_out)
-                },
-                &mut values,
-            )?;
-            Ok(spread(
-                &def,
-                max_def,
-                values.into_iter().map(|v| Value::Int(i64::from(v))),
-            ))
+        ColumnReader::Int32ColumnReader(_) => {
+            typed::<Int32Type>(reader, rows, max_def, |v| Value::Int(i64::from(v)))
         }
-        ColumnReader::Int64ColumnReader(mut reader) => {
-            let mut values = Vec::new();
-            let def = read_all(
-                rows,
-                |def, values_out: &mut Vec<_>| {
-                    reader.read_records(rows, Some(def), None, values_out)
-                },
-                &mut values,
-            )?;
-            Ok(spread(&def, max_def, values.into_iter().map(Value::Int)))
-        }
+        ColumnReader::Int64ColumnReader(_) => typed::<Int64Type>(reader, rows, max_def, Value::Int),
         _ => Err("only binary, string and integer columns are read here".into()),
     }
 }
 
-/// Reads `rows` records with `read` (which appends levels and values),
-/// returning the definition levels.
-fn read_all<T>(
+/// The `rows` values of a column of type `T`, each made a [`Value`] by
+/// `wrap`; a row whose definition level is below `max_def` is null.
+fn typed<T: DataType>(
+    reader: ColumnReader,
     rows: usize,
-    mut read: impl FnMut(&mut Vec<i16>, &mut Vec<T>) -> parquet::errors::Result<(usize, usize, usize)>,
-    values: &mut Vec<T>,
-) -> Result<Vec<i16>, String> {
-    let mut def = Vec::new();
+    max_def: i16,
+    wrap: impl Fn(T::T) -> Value,
+) -> Result<Vec<Option<Value>>, String> {
+    let mut reader = get_typed_column_reader::<T>(reader);
+    let (mut values, mut def) = (Vec::new(), Vec::new());
     let mut got = 0;
     while got < rows {
-        let (records, _, _) = read(&mut def, values).map_err(|e| e.to_string())?;
+        let (records, _, _) = reader
+            .read_records(rows - got, Some(&mut def), None, &mut values)
+            .map_err(|e| e.to_string())?;
         if records == 0 {
             break;
         }
@@ -86,16 +58,12 @@ fn read_all<T>(
     if got != rows {
         return Err(format!("{got} rows where the footer promises {rows}"));
     }
-    Ok(def)
-}
-
-/// The values in their rows: a row whose level is below `max_def` is null.
-fn spread(def: &[i16], max_def: i16, values: impl Iterator<Item = Value>) -> Vec<Option<Value>> {
-    let mut values = values;
+    let mut values = values.into_iter().map(wrap);
     if max_def == 0 {
-        return values.map(Some).collect();
+        return Ok(values.map(Some).collect());
     }
-    def.iter()
+    Ok(def
+        .iter()
         .map(|&d| if d == max_def { values.next() } else { None })
-        .collect()
+        .collect())
 }
