@@ -200,6 +200,7 @@ fn dynamic_members_of_a_token_job_take_over_a_killed_members_rows() {
     survivor.wait_ok(WAIT);
     let mut acked = Vec::new();
     let mut delivered = Vec::new();
+    let mut unchecked = Vec::new();
     for member in [&victim, &survivor] {
         let lines = member.lines();
         for (i, line) in lines.iter().enumerate() {
@@ -207,8 +208,11 @@ fn dynamic_members_of_a_token_job_take_over_a_killed_members_rows() {
                 acked.push(unit.to_owned());
             }
             if let Some(ids) = line.strip_prefix("got ") {
-                // A member killed between the two lines printed no CRCs.
+                // A member killed between the two lines printed no CRCs:
+                // its rows were delivered (and their unit may be acked,
+                // so no one reads them again), only not checked.
                 let Some(crcs) = lines.get(i + 1).and_then(|l| l.strip_prefix("rows ")) else {
+                    unchecked.extend(ids.split(' ').map(|id| id.parse::<u64>().expect("id")));
                     continue;
                 };
                 for (id, crc) in ids.split(' ').zip(crcs.split(' ')) {
@@ -219,6 +223,8 @@ fn dynamic_members_of_a_token_job_take_over_a_killed_members_rows() {
     }
     let unique: BTreeSet<&String> = acked.iter().collect();
     assert_eq!(unique.len(), acked.len(), "a unit acknowledged twice");
-    let rows: BTreeSet<u64> = checked(delivered, &replay).into_iter().collect();
+    let mut rows: BTreeSet<u64> = checked(delivered, &replay).into_iter().collect();
+    assert!(unchecked.len() <= 8, "one batch at most lost its CRC line");
+    rows.extend(unchecked);
     assert_eq!(rows.len(), replay.len(), "every row of the epoch delivered");
 }
