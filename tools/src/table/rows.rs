@@ -3,9 +3,26 @@
 //! `pack` from an image dataset): byte-array and integer columns, one
 //! value per row (`None`: null).
 
+use std::fs::File;
+use std::path::Path;
+
 use parquet::column::reader::{get_typed_column_reader, ColumnReader};
 use parquet::data_type::{ByteArrayType, DataType, Int32Type, Int64Type};
 use parquet::file::reader::RowGroupReader;
+use parquet::file::serialized_reader::SerializedFileReader;
+
+use crate::error::{Result, ToolsError};
+
+/// An error about the Parquet file at `path`.
+pub fn bad(path: &Path, reason: impl std::fmt::Display) -> ToolsError {
+    ToolsError::Config(format!("{}: {reason}", path.display()))
+}
+
+/// The reader of `file`, the Parquet file at `path`: its footer read.
+pub fn open_reader(path: &Path, file: File) -> Result<SerializedFileReader<File>> {
+    SerializedFileReader::new(file)
+        .map_err(|e| bad(path, format!("not a readable Parquet file: {e}")))
+}
 
 /// One row's value of a column.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use parquet::basic::Type as Physical;
 use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::SerializedFileReader;
 
-use crate::error::{Result, ToolsError};
-use crate::table::rows::{read_values, Value};
+use crate::error::Result;
+use crate::table::rows::{bad, open_reader, read_values, Value};
 
 /// The rows of one Parquet file's text column, a row group at a time.
 pub struct ParquetRows {
@@ -33,15 +33,10 @@ impl std::fmt::Debug for ParquetRows {
     }
 }
 
-fn bad(path: &Path, reason: impl std::fmt::Display) -> ToolsError {
-    ToolsError::Config(format!("{}: {reason}", path.display()))
-}
-
 impl ParquetRows {
     /// Opens `file` (at `path`) and finds its string column `field`.
     pub fn open(path: &Path, file: File, field: &str) -> Result<Self> {
-        let reader = SerializedFileReader::new(file)
-            .map_err(|e| bad(path, format!("not a readable Parquet file: {e}")))?;
+        let reader = open_reader(path, file)?;
         let schema = reader.metadata().file_metadata().schema_descr();
         let column = (0..schema.num_columns())
             .find(|&i| {

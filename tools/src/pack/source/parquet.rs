@@ -26,8 +26,8 @@ use super::files::{io_err, sorted_entries};
 use super::format::SourceFormat;
 use super::sample::{SourceField, SourceSample};
 use super::stream::{Samples, Source};
-use crate::error::{Result, ToolsError};
-use crate::table::rows::{read_values, Value};
+use crate::error::Result;
+use crate::table::rows::{bad, open_reader, read_values, Value};
 
 /// Parquet files whose rows are packed.
 #[derive(Debug)]
@@ -40,14 +40,9 @@ pub struct ParquetFiles {
     pub left_out: Vec<String>,
 }
 
-fn bad(path: &Path, reason: impl std::fmt::Display) -> ToolsError {
-    ToolsError::Config(format!("{}: {reason}", path.display()))
-}
-
 fn open_file(path: &Path) -> Result<SerializedFileReader<File>> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
-    SerializedFileReader::new(file)
-        .map_err(|e| bad(path, format!("not a readable Parquet file: {e}")))
+    open_reader(path, file)
 }
 
 impl ParquetFiles {
