@@ -246,7 +246,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    let result = runtime.block_on(run(cli.command));
+    // A read stuck in the kernel (a hung network filesystem) holds a
+    // blocking thread: exit without waiting for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");

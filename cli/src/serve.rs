@@ -17,8 +17,10 @@ use tributary_coordinator::auth::DatasetPolicy;
 use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore};
 
 mod etcd_args;
+mod limit_args;
 
 use etcd_args::EtcdArgs;
+use limit_args::LimitArgs;
 use tributary_coordinator::{keys, Listeners, ServerConfig};
 
 use crate::pipeline_args::u64_in;
@@ -90,6 +92,8 @@ pub struct Args {
     allowed_datasets: Vec<String>,
     #[command(flatten)]
     etcd_args: EtcdArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// Check the flags and environment, print the settings, and exit.
     #[arg(long)]
     check: bool,
@@ -127,6 +131,7 @@ impl Args {
             ),
             format!("tls key       {}", or(&path(&self.tls_key), "none")),
             self.etcd_args.describe(),
+            self.limits.describe(),
             format!(
                 "client ca     {}",
                 or(&path(&self.tls_client_ca), "none: no client certificates")
@@ -280,6 +285,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     config.finished_job_ttl = args.finished_job_ttl;
     config.flush_interval = Duration::from_millis(args.flush_ms);
     config.store_options = args.store.options("s3://");
+    config.limits = args.limits.limits();
     let scheme = if tls.is_some() { "TLS" } else { "plaintext" };
     config.tls = tls;
     if auth_token.is_none() {

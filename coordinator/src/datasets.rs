@@ -1,17 +1,22 @@
 //! A job's dataset as the coordinator sees it: its manifests read (all
-//! within [`MANIFEST_TIMEOUT`]), their digests taken, and the layout that
-//! planning works on built; and a loaded job's manifests checked against
-//! the digests it was created with.
+//! within [`MANIFEST_TIMEOUT`], at most [`Limits::manifest_opens`] at once
+//! over the replica, each of at most [`Limits::manifest_bytes`] and parsed
+//! off the async runtime), their digests taken, and the layout that
+//! planning works on built and checked against [`Limits::check_plan`];
+//! and a loaded job's manifests checked against the digests it was created
+//! with.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use tributary_common::ids::JobId;
 use tributary_common::plan::mix::{Layout, SourceShape};
-use tributary_io::{AnyDataset, StoreOptions};
+use tributary_io::{AnyDataset, IoError, StoreOptions};
 
 use crate::digest::sha256_hex;
 use crate::error::{CoordError, Result};
+use crate::limits::Limits;
 use crate::model::{Dataset, StoredJob};
 use tributary_common::job::JobSpec;
 
@@ -32,22 +37,67 @@ pub struct OpenedDataset {
     pub sources: Vec<String>,
 }
 
-/// Opens a job's dataset (or each of its mixed datasets, concurrently),
-/// all within `MANIFEST_TIMEOUT` (20 s).
-pub async fn open_dataset(
+/// How a replica reads manifests: its store options, its caps, and the
+/// permits that bound the manifests read at once.
+#[derive(Debug, Clone)]
+pub struct Manifests {
+    options: StoreOptions,
+    limits: Limits,
+    opens: Arc<Semaphore>,
+}
+
+impl Manifests {
+    pub fn new(options: StoreOptions, limits: Limits) -> Self {
+        Self {
+            opens: Arc::new(Semaphore::new(limits.manifest_opens.max(1))),
+            options,
+            limits,
+        }
+    }
+
+    /// The replica's caps.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Opens a job's dataset (or each of its mixed datasets), all within
+    /// `MANIFEST_TIMEOUT` (20 s), waiting for permits included; a plan over
+    /// the replica's caps is refused before any epoch is built.
+    pub async fn open(&self, job: &JobId, config: &JobSpec) -> Result<OpenedDataset> {
+        let opened = open_dataset(job, config, self).await?;
+        self.limits
+            .check_plan(job, config, &opened.dataset.layout)?;
+        Ok(opened)
+    }
+}
+
+async fn open_dataset(
     job: &JobId,
     config: &JobSpec,
-    options: &StoreOptions,
+    manifests: &Manifests,
 ) -> Result<OpenedDataset> {
     let failed = |error: String| CoordError::Dataset {
         job: job.clone(),
         error,
     };
+    let limit = manifests.limits.manifest_bytes;
     let urls = config.manifest_urls();
     let opens = futures::future::try_join_all(urls.iter().map(|url| async move {
-        let opened = tributary_io::open_any(url, options)
+        let _permit = manifests
+            .opens
+            .acquire()
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|_| failed("the coordinator is shutting down".into()))?;
+        let opened = tributary_io::open_any_within(url, &manifests.options, limit)
+            .await
+            .map_err(|e| match e {
+                IoError::TooLarge { .. } => CoordError::Exhausted(format!(
+                    "job {:?}: {e}: the coordinator reads manifests of at most {limit} bytes \
+                     (--max-manifest-bytes)",
+                    job.as_str()
+                )),
+                e => failed(e.to_string()),
+            })?;
         shard_counts(opened, config)
             .await
             .map_err(|e| failed(e.to_string()))

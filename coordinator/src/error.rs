@@ -63,6 +63,9 @@ pub enum CoordError {
     Encode { key: String, error: String },
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
+    /// Over one of the replica's caps (`crate::limits`).
+    #[error("{0}")]
+    Exhausted(String),
     #[error("permission denied: {0}")]
     PermissionDenied(String),
     #[error("not the leader (leader: {})", .0.as_deref().unwrap_or("none elected yet"))]
@@ -91,6 +94,7 @@ impl From<CoordError> for Status {
             CoordError::Encode { .. } => Code::Internal,
             CoordError::Unauthenticated(_) => Code::Unauthenticated,
             CoordError::PermissionDenied(_) => Code::PermissionDenied,
+            CoordError::Exhausted(_) => Code::ResourceExhausted,
             CoordError::NotLeader(_) | CoordError::Store(_) => Code::Unavailable,
         };
         let mut status = Status::new(code, error.to_string());

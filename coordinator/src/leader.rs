@@ -30,9 +30,10 @@ use tokio::task::JoinHandle;
 use tributary_common::ids::JobId;
 use tributary_io::StoreOptions;
 
-use crate::datasets::{check_stored, open_dataset};
+use crate::datasets::{check_stored, Manifests};
 use crate::error::{CoordError, Result};
 use crate::keys;
+use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::model::{Effects, Event, Job, LeaseGrant, Outcome, Tally};
 use crate::store::{KeyValue, Leadership, LeaseId, MetaStore};
@@ -54,6 +55,8 @@ pub struct LeaderConfig {
     pub flush_interval: Duration,
     /// How the leader reads manifests.
     pub store_options: StoreOptions,
+    /// What the leader agrees to hold.
+    pub limits: Limits,
     /// The replica's metrics.
     pub metrics: Metrics,
     /// How long a finished job is kept before it is deleted.
@@ -106,7 +109,7 @@ pub struct Leader {
     store: Arc<dyn MetaStore>,
     writer: Writer,
     address: String,
-    options: StoreOptions,
+    manifests: Manifests,
     jobs: Mutex<HashMap<JobId, Slot>>,
     /// True once a write failed: the replica must step down.
     failed: watch::Receiver<bool>,
@@ -139,7 +142,7 @@ impl Leader {
             store: Arc::clone(&store),
             writer,
             address: config.address,
-            options: config.store_options,
+            manifests: Manifests::new(config.store_options, config.limits),
             jobs: Mutex::new(HashMap::new()),
             failed,
             metrics: config.metrics,
@@ -175,9 +178,18 @@ impl Leader {
         let Some(stored) = Job::stored_of(name, kvs)? else {
             return Ok(None);
         };
-        let opened = open_dataset(name, &stored.config, &self.options).await?;
+        let opened = self.manifests.open(name, &stored.config).await?;
         check_stored(name, &stored, &opened)?;
-        let job = Job::load(name, stored, opened.dataset, kvs)?;
+        // Building the model plans the open epoch: CPU work, off the
+        // async runtime.
+        let (owned, kvs) = (name.clone(), kvs.to_vec());
+        let mut job =
+            tokio::task::spawn_blocking(move || Job::load(&owned, stored, opened.dataset, &kvs))
+                .await
+                .map_err(|e| {
+                    CoordError::Corrupt(format!("building job {:?} failed: {e}", name.as_str()))
+                })??;
+        job.member_cap = self.manifests.limits().members_per_job;
         tracing::info!(
             job = name.as_str(),
             members = job.members.len(),

@@ -18,6 +18,7 @@
 //!   is built and parsed there.
 //! - [`config`]: what the coordinator adds to a job's spec
 //!   ([`tributary_common::job`]): request validation, the world bound.
+//! - [`limits`]: the caps on what callers can make a replica hold.
 //! - [`datasets`]: a job's manifests read, their digests checked, and the
 //!   layout planning works on.
 //! - [`model`]: each job's state and every change to it (sync generations,
@@ -45,6 +46,7 @@ pub mod digest;
 pub mod error;
 pub mod keys;
 pub mod leader;
+pub mod limits;
 pub mod local;
 pub mod metrics;
 pub mod model;

@@ -27,6 +27,7 @@ use tributary_io::StoreOptions;
 
 use crate::auth::{DatasetPolicy, TokenCheck};
 use crate::leader::{housekeeping, Leader, LeaderConfig};
+use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::service::{Role, Service};
 use crate::store::{Election, MetaStore};
@@ -41,6 +42,8 @@ pub struct ServerConfig {
     pub flush_interval: Duration,
     /// How the coordinator reads manifests.
     pub store_options: StoreOptions,
+    /// What the replica agrees to hold (jobs, members, units, manifests).
+    pub limits: Limits,
     /// Serve the main port with TLS (the health port stays plaintext).
     /// With a client CA root in it, callers must present certificates.
     pub tls: Option<ServerTlsConfig>,
@@ -86,6 +89,7 @@ impl ServerConfig {
             advertise: advertise.into(),
             flush_interval: Duration::from_millis(50),
             store_options: StoreOptions::default(),
+            limits: Limits::default(),
             tls: None,
             auth_token: None,
             datasets: DatasetPolicy::any(),
@@ -100,6 +104,7 @@ impl ServerConfig {
             address: self.advertise.clone(),
             flush_interval: self.flush_interval,
             store_options: self.store_options.clone(),
+            limits: self.limits,
             metrics: self.metrics.clone(),
             finished_job_ttl: self.finished_job_ttl,
         }

@@ -43,9 +43,9 @@ pub fn dataset_url(url: &str) -> &str {
 
 /// The manifest's bytes at `location` (either kind of dataset), a
 /// missing one explained.
-pub(crate) async fn read_manifest(location: &Location) -> Result<Bytes> {
+pub(crate) async fn read_manifest(location: &Location, limit: u64) -> Result<Bytes> {
     location
-        .get_at_most(MANIFEST_NAME, MAX_MANIFEST_BYTES)
+        .get_at_most(MANIFEST_NAME, limit)
         .await
         .map_err(|e| match e {
             IoError::NotFound { url, .. } => IoError::NotFound {
@@ -85,7 +85,7 @@ impl Dataset {
     /// the manifest only: shard indexes are read by [`Dataset::shard_meta`].
     pub async fn from_location(location: Location) -> Result<Self> {
         let manifest_url = location.url_of(MANIFEST_NAME);
-        let bytes = read_manifest(&location).await?;
+        let bytes = read_manifest(&location, MAX_MANIFEST_BYTES).await?;
         let manifest = Manifest::from_json(&bytes).map_err(|error| IoError::Manifest {
             url: manifest_url,
             error,

@@ -116,6 +116,9 @@ pub struct Location {
     /// part alone. `None` (the local filesystem): parts go through the
     /// store's own upload, without per-part retries.
     pub multipart: Option<Arc<dyn MultipartStore>>,
+    /// The directory of a local (`file://`) location: its objects are
+    /// checked to be regular files before they are opened.
+    local: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for Location {
@@ -190,12 +193,16 @@ impl Location {
         }
         let (store, multipart, prefix) =
             build(&parsed, &options.options).map_err(|e| bad(e.to_string()))?;
+        let local = (parsed.scheme() == "file")
+            .then(|| parsed.to_file_path().ok())
+            .flatten();
         Ok(Self {
             store,
             prefix,
             url: url.trim_end_matches('/').to_owned(),
             retry: options.retry.clone(),
             multipart,
+            local,
         })
     }
 
@@ -207,6 +214,7 @@ impl Location {
             url: url.into(),
             retry: RetryPolicy::default(),
             multipart: None,
+            local: None,
         }
     }
 
@@ -265,6 +273,7 @@ impl Location {
         range: Range<u64>,
         sink: S,
     ) -> Result<S> {
+        self.check_regular(name)?;
         let (path, url) = (self.path(name), self.url_of(name));
         read::read_into(
             &*self.store,
@@ -277,7 +286,28 @@ impl Location {
         .await
     }
 
+    /// Refuses a local object that is not a regular file (a FIFO, a
+    /// device, a directory) before it is opened: opening a FIFO blocks a
+    /// thread until a writer comes, and a read of it never ends. A missing
+    /// object is left to the store to report.
+    fn check_regular(&self, name: &str) -> Result<()> {
+        let Some(root) = &self.local else {
+            return Ok(());
+        };
+        let path = name.split('/').fold(root.clone(), |p, part| p.join(part));
+        match std::fs::metadata(&path) {
+            Ok(meta) if !meta.is_file() => Err(IoError::Local {
+                path: path.display().to_string(),
+                error: std::io::Error::other(
+                    "not a regular file (a FIFO, a device or a directory): only regular files are read",
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     async fn read(&self, name: &str, want: Want) -> Result<Bytes> {
+        self.check_regular(name)?;
         let (path, url) = (self.path(name), self.url_of(name));
         read::read(&*self.store, &path, &url, want, &self.retry).await
     }
@@ -530,5 +560,30 @@ mod tests {
             .expect("memory URL");
         assert_eq!(location.path("a/b.tar").as_ref(), "ds/train/a/b.tar");
         assert_eq!(location.url_of("a/b.tar"), "memory:///ds/train/a/b.tar");
+    }
+
+    #[tokio::test]
+    async fn a_fifo_is_refused_before_it_is_opened() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("manifest.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let location = Location::open(
+            dir.path().to_str().expect("utf-8"),
+            &StoreOptions::default(),
+            false,
+        )
+        .expect("open");
+        // Without the check this read would wait for a writer forever.
+        let error = location
+            .get_at_most("manifest.json", 1 << 20)
+            .await
+            .expect_err("a FIFO")
+            .to_string();
+        assert!(error.contains("not a regular file"), "{error}");
+        assert!(error.contains("manifest.json"), "{error}");
     }
 }

@@ -13,7 +13,7 @@ use tributary_common::tokens::manifest::{
 };
 use tributary_common::tokens::{layout, megatron, DocIndex, SequenceSpec, TokenDtype};
 
-use crate::dataset::{dataset_url, read_manifest, Dataset};
+use crate::dataset::{dataset_url, read_manifest, Dataset, MAX_MANIFEST_BYTES};
 use crate::error::{IoError, Result};
 use crate::location::{Location, StoreOptions};
 
@@ -47,11 +47,26 @@ impl AnyDataset {
 /// Opens the dataset at `url` (its directory, or its `manifest.json`),
 /// whichever kind its manifest says it is.
 pub async fn open_any(url: &str, options: &StoreOptions) -> Result<AnyDataset> {
+    open_any_within(url, options, MAX_MANIFEST_BYTES).await
+}
+
+/// [`open_any`] with a manifest of at most `limit` bytes (a larger one is
+/// refused before its body is read), parsed off the async runtime.
+pub async fn open_any_within(url: &str, options: &StoreOptions, limit: u64) -> Result<AnyDataset> {
     let location = Location::open(dataset_url(url), options, false)?;
-    let bytes = read_manifest(&location).await?;
+    let bytes = read_manifest(&location, limit).await?;
+    tokio::task::spawn_blocking(move || parse_any(location, &bytes))
+        .await
+        .map_err(|e| IoError::Local {
+            path: url.to_owned(),
+            error: std::io::Error::other(format!("parsing the manifest failed: {e}")),
+        })?
+}
+
+fn parse_any(location: Location, bytes: &[u8]) -> Result<AnyDataset> {
     let manifest_url = location.url_of(MANIFEST_NAME);
-    if is_token_manifest(&bytes) {
-        let manifest = TokenManifest::from_json(&bytes).map_err(|e| IoError::Tokens {
+    if is_token_manifest(bytes) {
+        let manifest = TokenManifest::from_json(bytes).map_err(|e| IoError::Tokens {
             url: manifest_url,
             reason: e.to_string(),
         })?;
@@ -60,7 +75,7 @@ pub async fn open_any(url: &str, options: &StoreOptions) -> Result<AnyDataset> {
             Arc::new(manifest),
         )))
     } else {
-        let manifest = Manifest::from_json(&bytes).map_err(|error| IoError::Manifest {
+        let manifest = Manifest::from_json(bytes).map_err(|error| IoError::Manifest {
             url: manifest_url,
             error,
         })?;

@@ -141,13 +141,10 @@ async fn job_open(url: &str) -> Duration {
         }))
         .expect("config");
     let started = Instant::now();
-    tributary_coordinator::datasets::open_dataset(
-        &JobId::from("bench"),
-        &config,
-        &StoreOptions::default(),
-    )
-    .await
-    .expect("open_dataset");
+    tributary_coordinator::datasets::Manifests::new(StoreOptions::default(), Default::default())
+        .open(&JobId::from("bench"), &config)
+        .await
+        .expect("open the dataset");
     started.elapsed()
 }
 

@@ -24,9 +24,33 @@ pub fn coordinator(etcd: &[String], s3_endpoint: &str) -> (Proc, String) {
 
 /// [`coordinator`] with more flags.
 pub fn coordinator_with(etcd: &[String], s3_endpoint: &str, extra: &[&str]) -> (Proc, String) {
+    coordinator_command(Command::new(tributary_bin()), etcd, s3_endpoint, extra)
+}
+
+/// [`coordinator_with`] with its address space capped at `bytes`
+/// (`prlimit --as`): an allocation past it aborts the process.
+pub fn coordinator_limited(
+    etcd: &[String],
+    s3_endpoint: &str,
+    extra: &[&str],
+    bytes: u64,
+) -> (Proc, String) {
+    let mut command = Command::new("prlimit");
+    command
+        .arg(format!("--as={bytes}"))
+        .arg("--")
+        .arg(tributary_bin());
+    coordinator_command(command, etcd, s3_endpoint, extra)
+}
+
+fn coordinator_command(
+    mut command: Command,
+    etcd: &[String],
+    s3_endpoint: &str,
+    extra: &[&str],
+) -> (Proc, String) {
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
-    let mut command = Command::new(tributary_bin());
     command.args([
         "coordinator",
         "--listen",

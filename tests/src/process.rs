@@ -71,10 +71,20 @@ impl Proc {
 
     /// Resident memory (VmRSS), in bytes; None once the process is gone.
     pub fn rss(&self) -> Option<u64> {
+        self.status_bytes("VmRSS:")
+    }
+
+    /// The most resident memory the process has had (VmHWM), in bytes.
+    pub fn peak_rss(&self) -> Option<u64> {
+        self.status_bytes("VmHWM:")
+    }
+
+    /// A `kB` field of `/proc/PID/status`, in bytes.
+    fn status_bytes(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
         let kb: u64 = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .find_map(|l| l.strip_prefix(field))?
             .trim()
             .trim_end_matches("kB")
             .trim()

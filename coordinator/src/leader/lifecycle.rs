@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tributary_common::ids::JobId;
 
 use super::{JobHandle, Leader, Slot};
-use crate::datasets::open_dataset;
 use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::metrics::JOB_GAUGES_INTERVAL;
@@ -114,9 +113,12 @@ impl Leader {
                 return existing(&handle, config).await;
             }
             Some(Slot::Failed(reason)) => return Err(failed(reason)),
-            None => {}
+            None => self
+                .manifests
+                .limits()
+                .check_jobs(&name, self.jobs.lock().await.len())?,
         }
-        let opened = open_dataset(&name, &config, &self.options).await?;
+        let opened = self.manifests.open(&name, &config).await?;
         let stored = StoredJob {
             config: config.clone(),
             manifest_crc32c: opened.crc32c,
@@ -127,7 +129,15 @@ impl Leader {
             shards: opened.dataset.layout.shards() as u32,
         };
         let (samples, shards) = (stored.samples, stored.shards);
-        let (job, effects) = Job::create(name.clone(), stored, opened.dataset)?;
+        // Creating a dynamic job plans its first epoch: off the runtime.
+        let owned = name.clone();
+        let (mut job, effects) =
+            tokio::task::spawn_blocking(move || Job::create(owned, stored, opened.dataset))
+                .await
+                .map_err(|e| {
+                    CoordError::Corrupt(format!("building job {:?} failed: {e}", name.as_str()))
+                })??;
+        job.member_cap = self.manifests.limits().members_per_job;
         let (_, revision) = self.store.range(&keys::members(&name)).await?;
         let room = self.writer.reserve().await?;
         let mut jobs = self.jobs.lock().await;

@@ -11,8 +11,9 @@ use tributary_common::ids::{Generation, JobId, MemberId};
 use tributary_common::proto::v1;
 
 use super::*;
-use crate::datasets::open_dataset;
+use crate::datasets::Manifests;
 use crate::keys::Key;
+use crate::limits::Limits;
 use crate::model::{Caller, Dataset, Identity, StoredJob};
 use crate::server::ServerConfig;
 use crate::store::{Compare, MemoryStore, StoreResult, TxnOutcome, WatchEvent};
@@ -269,7 +270,8 @@ async fn a_job_whose_manifest_hangs_never_holds_up_another() {
     }
     let mut config = stored().config;
     config.manifest_url = good_url.clone();
-    let opened = open_dataset(&good, &config, &options)
+    let opened = Manifests::new(options.clone(), Limits::default())
+        .open(&good, &config)
         .await
         .expect("good manifest");
     let store = MemoryStore::new();

@@ -166,7 +166,23 @@ impl Job {
         if self.members.contains_key(member) && self.authorize(member, secret).is_err() {
             return Err(self.already_joined(member));
         }
+        self.room_for(member)?;
         Ok(self.lease_for_join())
+    }
+
+    /// Refuses a new member once the job holds [`Job::member_cap`] (one
+    /// that replaces itself takes no room).
+    fn room_for(&self, member: &MemberId) -> Result<()> {
+        if self.members.contains_key(member) || self.members.len() < self.member_cap {
+            return Ok(());
+        }
+        Err(CoordError::Exhausted(format!(
+            "job {:?} has {} live members, this coordinator's cap per job \
+             (--max-members-per-job {}): a new member can join once one leaves or expires",
+            self.name.as_str(),
+            self.members.len(),
+            self.member_cap
+        )))
     }
 
     fn already_joined(&self, member: &MemberId) -> CoordError {
@@ -207,6 +223,7 @@ impl Job {
             secret,
             resume,
         } = joiner;
+        self.room_for(&member)?;
         let ttl = self.lease_for_join().ttl;
         let mut effects = Effects::default();
         let mut response = Joined {

@@ -125,6 +125,9 @@ pub struct Job {
     pub seen: SeenMembers,
     /// Deleted: every change is refused; the handle is on its way out.
     pub deleted: bool,
+    /// The most live members a Join may bring the job to (the leader's
+    /// `Limits::members_per_job`).
+    pub member_cap: usize,
 }
 
 #[derive(Debug)]
@@ -165,6 +168,7 @@ impl Job {
             finished_at: None,
             seen: SeenMembers::new(),
             deleted: false,
+            member_cap: usize::MAX,
         }
     }
 

@@ -468,3 +468,36 @@ fn a_dynamic_job_refuses_a_data_parallel_member() {
     assert_eq!((effects.revoke, effects.ops.len()), (vec![7], 0));
     assert!(job.members.is_empty());
 }
+
+#[test]
+fn a_join_past_the_member_cap_is_refused_and_a_member_replacing_itself_is_not() {
+    let (mut job, _) = created(v1::Mode::Dynamic);
+    job.member_cap = 2;
+    let name = |n: &str| (Identity::Name(n.into()), MemberId::from(n));
+    let mut secrets = Vec::new();
+    for n in ["a", "b"] {
+        let (identity, member) = name(n);
+        let (joined, _) = job.join(joiner(identity, member, ""), "c".repeat(32), 7);
+        secrets.push(joined.expect("within the cap").secret);
+    }
+    let (identity, member) = name("c");
+    let refused = joiner(identity, member, "");
+    let error = job.prepare_join(&refused).expect_err("over the cap");
+    assert!(matches!(error, CoordError::Exhausted(_)), "{error}");
+    assert!(
+        error.to_string().contains("--max-members-per-job 2"),
+        "{error}"
+    );
+    let (answer, effects) = job.join(refused, "d".repeat(32), 8);
+    assert!(answer.is_err(), "join checks the cap again under its lock");
+    assert_eq!(
+        effects.revoke,
+        vec![8],
+        "the refused join's lease is revoked"
+    );
+    assert_eq!(job.members.len(), 2);
+    // "a" joining again with its secret takes no new room.
+    let (identity, member) = name("a");
+    let (again, _) = job.join(joiner(identity, member, &secrets[0]), "e".repeat(32), 9);
+    again.expect("a member replacing itself");
+}

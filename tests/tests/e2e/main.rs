@@ -19,6 +19,7 @@ mod epochs;
 mod freeze;
 mod hostile;
 mod lifecycle;
+mod limits;
 mod metrics;
 mod mix;
 mod parquet;

@@ -377,6 +377,25 @@ impl Layout {
         }
     }
 
+    /// At most how many spans [`Self::epoch_spans`] returns, computed
+    /// without building them: what a caller bounds before it materialises
+    /// an epoch (the coordinator's units per epoch).
+    pub fn max_epoch_spans(&self) -> u64 {
+        if self.parts.is_empty() {
+            return self.shard_samples.len() as u64;
+        }
+        let total = self.epoch_samples();
+        let piece = MIX_PIECE.max(total.div_ceil(MAX_MIX_PIECES));
+        // Each shard of each pass is one span, plus one more per piece
+        // cut from it.
+        let passes: u64 = self
+            .parts
+            .iter()
+            .map(|p| (p.per_epoch / p.samples + 1).saturating_mul(u64::from(p.shards)))
+            .fold(0, u64::saturating_add);
+        passes.saturating_add(total / piece)
+    }
+
     /// The datasets' shards together: virtual shards `0..` this are each
     /// dataset's shards once, in mix order.
     pub fn concatenated_shards(&self) -> u32 {

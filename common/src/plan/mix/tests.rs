@@ -195,6 +195,8 @@ proptest! {
             Err(error) => prop_assert!(error.to_string().contains("no samples")),
             Ok(layout) => {
                 let spans = layout.epoch_spans(seed, epoch);
+                // The bound callers check before they build an epoch holds.
+                prop_assert!(spans.spans().len() as u64 <= layout.max_epoch_spans());
                 let (counts, _) = tally(&layout, &spans);
                 let want: Vec<u64> = datasets.iter().map(|(_, n)| *n).collect();
                 prop_assert_eq!(counts, want);
@@ -266,6 +268,7 @@ fn a_huge_mixed_epoch_is_cut_into_a_bounded_number_of_pieces() {
     .expect("valid mix");
     let spans = layout.epoch_spans(1, 0);
     assert_eq!(spans.len(), layout.epoch_samples());
+    assert!(spans.spans().len() as u64 <= layout.max_epoch_spans());
     assert!(
         spans.spans().len() as u64 <= MAX_MIX_PIECES + 8,
         "{}",

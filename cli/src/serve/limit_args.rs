@@ -1,0 +1,63 @@
+//! The coordinator's caps on what callers can make it hold
+//! (`tributary_coordinator::limits`).
+
+use tributary_coordinator::limits::Limits;
+
+use crate::pipeline_args::u64_in;
+
+#[derive(Debug, clap::Args)]
+pub struct LimitArgs {
+    /// Jobs this coordinator holds at most (created, loaded or failed); a
+    /// CreateJob past it is refused (RESOURCE_EXHAUSTED) until finished
+    /// jobs are deleted.
+    #[arg(long, env = "TRIBUTARY_MAX_JOBS", default_value_t = Limits::default().jobs as u64,
+          value_parser = u64_in(1, 1 << 20))]
+    max_jobs: u64,
+    /// Live members one job may have at most; a Join past it is refused.
+    #[arg(long, env = "TRIBUTARY_MAX_MEMBERS_PER_JOB",
+          default_value_t = Limits::default().members_per_job as u64,
+          value_parser = u64_in(1, 1 << 20))]
+    max_members_per_job: u64,
+    /// Units (dynamic jobs) or shard spans (sync jobs) one epoch of a job
+    /// may be planned into: each costs about 30 bytes of the coordinator's
+    /// memory while its epoch is open.
+    #[arg(long, env = "TRIBUTARY_MAX_UNITS_PER_EPOCH",
+          default_value_t = Limits::default().units_per_epoch,
+          value_parser = u64_in(1, 1 << 30))]
+    max_units_per_epoch: u64,
+    /// Bytes of one manifest the coordinator reads and parses (ranks read
+    /// manifests of up to 1 GiB; the coordinator keeps every job's).
+    #[arg(long, env = "TRIBUTARY_MAX_MANIFEST_BYTES",
+          default_value_t = Limits::default().manifest_bytes,
+          value_parser = u64_in(1 << 10, 1 << 30))]
+    max_manifest_bytes: u64,
+    /// Manifests read at once, over every CreateJob and job load.
+    #[arg(long, env = "TRIBUTARY_MAX_MANIFEST_READS",
+          default_value_t = Limits::default().manifest_opens as u64,
+          value_parser = u64_in(1, 256))]
+    max_manifest_reads: u64,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            jobs: self.max_jobs as usize,
+            members_per_job: self.max_members_per_job as usize,
+            units_per_epoch: self.max_units_per_epoch,
+            manifest_bytes: self.max_manifest_bytes,
+            manifest_opens: self.max_manifest_reads as usize,
+        }
+    }
+
+    /// One line, as `--check` prints it.
+    pub fn describe(&self) -> String {
+        format!(
+            "caps          {} jobs, {} members per job, {} units per epoch, manifests of {} bytes, {} read at once",
+            self.max_jobs,
+            self.max_members_per_job,
+            self.max_units_per_epoch,
+            self.max_manifest_bytes,
+            self.max_manifest_reads
+        )
+    }
+}

@@ -1,0 +1,154 @@
+//! What one replica agrees to hold: caps on everything a caller can make
+//! the coordinator keep in memory or in the store. A request over a cap is
+//! refused with RESOURCE_EXHAUSTED naming the cap and its flag; a stored
+//! job over a cap (one created under larger caps) fails alone when it
+//! loads, never the replica.
+
+use tributary_common::ids::JobId;
+use tributary_common::job::{JobSpec, Mode};
+use tributary_common::plan::mix::Layout;
+
+use crate::error::{CoordError, Result};
+
+/// The caps, each set by a `tributary coordinator` flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Jobs the replica holds, loaded or failed (`--max-jobs`).
+    pub jobs: usize,
+    /// Live members of one job (`--max-members-per-job`).
+    pub members_per_job: usize,
+    /// Units (dynamic) or spans (sync) one epoch of one job is planned
+    /// into (`--max-units-per-epoch`): the plan of an epoch is built in
+    /// memory, about 30 bytes per unit.
+    pub units_per_epoch: u64,
+    /// Bytes of one manifest the coordinator reads and parses
+    /// (`--max-manifest-bytes`), separately from the ranks' larger bound.
+    pub manifest_bytes: u64,
+    /// Manifests read at once, over every CreateJob and job load.
+    pub manifest_opens: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            jobs: 1024,
+            members_per_job: 65_536,
+            units_per_epoch: 1 << 22,
+            manifest_bytes: 256 << 20,
+            manifest_opens: 4,
+        }
+    }
+}
+
+impl Limits {
+    /// Refuses a job whose epoch would plan into more units (or spans)
+    /// than the cap: checked from the layout's counts, before any epoch
+    /// is built.
+    pub fn check_plan(&self, job: &JobId, config: &JobSpec, layout: &Layout) -> Result<()> {
+        let spans = layout.max_epoch_spans();
+        let (what, count) = match config.mode {
+            Mode::Dynamic => (
+                format!(
+                    "units of {} samples (config.unit_samples)",
+                    config.unit_samples
+                ),
+                spans.saturating_add(layout.epoch_samples() / u64::from(config.unit_samples)),
+            ),
+            Mode::Sync => ("shard spans".to_owned(), spans),
+        };
+        if count > self.units_per_epoch {
+            return Err(CoordError::Exhausted(format!(
+                "job {:?}: an epoch of {} samples would be planned into up to {count} {what}; \
+                 this coordinator's cap is {} per epoch (--max-units-per-epoch): use larger \
+                 units, fewer repeats, or raise the cap",
+                job.as_str(),
+                layout.epoch_samples(),
+                self.units_per_epoch,
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a new job when the replica holds `held` already.
+    pub fn check_jobs(&self, job: &JobId, held: usize) -> Result<()> {
+        if held >= self.jobs {
+            return Err(CoordError::Exhausted(format!(
+                "cannot create job {:?}: this coordinator holds {held} jobs, its cap \
+                 (--max-jobs {}); delete finished jobs (`tributary job delete`) or raise the cap",
+                job.as_str(),
+                self.jobs
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tributary_common::plan::mix::{SourceShape, Take};
+
+    fn spec(mode: Mode, unit_samples: u32) -> JobSpec {
+        let mut spec = JobSpec::new("memory:///d/manifest.json");
+        spec.mode = mode;
+        spec.unit_samples = unit_samples;
+        spec
+    }
+
+    #[test]
+    fn a_dynamic_job_of_one_sample_units_over_a_repeated_tiny_dataset_is_refused() {
+        // The reproduction: 200 samples taken 200,000,000 times, units of 1.
+        let layout = Layout::mixed(
+            &[SourceShape {
+                shard_samples: vec![200],
+                take: Take::Samples(200_000_000),
+            }],
+            0,
+        )
+        .expect("a valid mix");
+        let job = JobId::from("bomb");
+        let limits = Limits::default();
+        let error = limits
+            .check_plan(&job, &spec(Mode::Dynamic, 1), &layout)
+            .expect_err("over the cap")
+            .to_string();
+        assert!(error.contains("--max-units-per-epoch"), "{error}");
+        assert!(error.contains("200000000 samples"), "{error}");
+        // The same epoch in units of 1,024 samples fits.
+        limits
+            .check_plan(&job, &spec(Mode::Dynamic, 1024), &layout)
+            .expect("within the cap");
+    }
+
+    #[test]
+    fn the_cap_is_inclusive_and_counts_spans_in_sync_jobs() {
+        let layout = Layout::single(vec![10; 100]);
+        let job = JobId::from("j");
+        let exact = Limits {
+            units_per_epoch: 100,
+            ..Limits::default()
+        };
+        exact
+            .check_plan(&job, &spec(Mode::Sync, 1), &layout)
+            .expect("100 spans within a cap of 100");
+        let error = Limits {
+            units_per_epoch: 99,
+            ..exact
+        }
+        .check_plan(&job, &spec(Mode::Sync, 1), &layout)
+        .expect_err("over");
+        assert!(matches!(error, CoordError::Exhausted(_)), "{error}");
+    }
+
+    #[test]
+    fn the_job_cap_names_its_flag() {
+        let limits = Limits {
+            jobs: 2,
+            ..Limits::default()
+        };
+        let job = JobId::from("j");
+        limits.check_jobs(&job, 1).expect("room");
+        let error = limits.check_jobs(&job, 2).expect_err("full").to_string();
+        assert!(error.contains("--max-jobs 2"), "{error}");
+    }
+}
