@@ -18,6 +18,7 @@ use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore}
 
 mod etcd_args;
 mod limit_args;
+mod open_files;
 
 use etcd_args::EtcdArgs;
 use limit_args::LimitArgs;
@@ -237,6 +238,10 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     }
     let tls = args.tls()?;
     let auth_token = args.auth_token()?;
+    match open_files::raise() {
+        Ok(limit) => tracing::info!(limit, "open files"),
+        Err(error) => tracing::warn!(%error, "cannot raise the open-files limit"),
+    }
     let datasets = args.datasets()?;
     let listener = TcpListener::bind(&args.listen)
         .await
@@ -286,6 +291,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     config.flush_interval = Duration::from_millis(args.flush_ms);
     config.store_options = args.store.options("s3://");
     config.limits = args.limits.limits();
+    config.connections = args.limits.connections();
     let scheme = if tls.is_some() { "TLS" } else { "plaintext" };
     config.tls = tls;
     if auth_token.is_none() {

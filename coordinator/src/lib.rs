@@ -34,6 +34,8 @@
 //! - [`digest`]: the SHA-256 that tokens, secrets and manifests are
 //!   compared by.
 //! - [`server`]: one replica: server, health, election loop.
+//! - [`transport`]: listening sockets with a cap on connections and a
+//!   deadline for a connection's first valid call.
 //! - [`local`]: a coordinator inside the calling process, on the in-memory
 //!   store, for single-node runs.
 //! - [`metrics`]: the replica's Prometheus metrics (`docs/METRICS.md`).
@@ -53,6 +55,7 @@ pub mod model;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod transport;
 pub mod writer;
 
 pub use error::CoordError;

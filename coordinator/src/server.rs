@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::{watch, RwLock};
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::server::NamedService;
 use tonic::transport::{Server, ServerTlsConfig};
 use tonic_health::server::HealthReporter;
@@ -31,6 +30,7 @@ use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::service::{Role, Service};
 use crate::store::{Election, MetaStore};
+use crate::transport::{self, Proof};
 
 /// How a replica runs.
 #[derive(Debug, Clone)]
@@ -44,6 +44,9 @@ pub struct ServerConfig {
     pub store_options: StoreOptions,
     /// What the replica agrees to hold (jobs, members, units, manifests).
     pub limits: Limits,
+    /// Connections each listener holds, and how soon each must make a
+    /// valid call.
+    pub connections: transport::Limits,
     /// Serve the main port with TLS (the health port stays plaintext).
     /// With a client CA root in it, callers must present certificates.
     pub tls: Option<ServerTlsConfig>,
@@ -67,6 +70,23 @@ pub const HEALTH_READY: &str = "ready";
 pub const HEALTH_LEADER: &str = <CoordinatorServer<Service> as NamedService>::NAME;
 /// How often a replica re-checks that it can redirect to a leader.
 const READINESS_INTERVAL: Duration = Duration::from_secs(1);
+/// HTTP/2 keep-alive: a proven connection whose peer stops answering
+/// pings for `KEEPALIVE_TIMEOUT` after one sent every `KEEPALIVE_INTERVAL`
+/// is closed.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Calls in flight on one connection (a rank makes a few; a Watch and an
+/// Acquire each hold one while they wait).
+const STREAMS_PER_CONNECTION: u32 = 1024;
+
+/// A server builder with the transport's bounds.
+fn bounded() -> Server {
+    Server::builder()
+        .tcp_keepalive(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .max_concurrent_streams(Some(STREAMS_PER_CONNECTION))
+}
 
 /// Where a replica serves.
 #[derive(Debug)]
@@ -90,6 +110,7 @@ impl ServerConfig {
             flush_interval: Duration::from_millis(50),
             store_options: StoreOptions::default(),
             limits: Limits::default(),
+            connections: transport::Limits::default(),
             tls: None,
             auth_token: None,
             datasets: DatasetPolicy::any(),
@@ -139,8 +160,9 @@ pub async fn run(
         metrics: config.metrics.clone(),
     };
     let token = TokenCheck::new(config.auth_token.as_deref());
+    let connections = config.connections;
     let refused = config.metrics.clone();
-    let mut main = Server::builder();
+    let mut main = bounded();
     if let Some(tls) = config.tls.clone() {
         main = main.tls_config(tls)?;
     }
@@ -163,10 +185,10 @@ pub async fn run(
     let health_server = async {
         match listeners.health {
             Some(listener) => {
-                Server::builder()
+                bounded()
                     .add_service(health_service.clone())
                     .serve_with_incoming_shutdown(
-                        TcpListenerStream::new(listener),
+                        transport::incoming(listener, connections, Arc::default()),
                         until_stopped(stopped.clone()),
                     )
                     .await
@@ -179,12 +201,17 @@ pub async fn run(
         .add_service(CoordinatorServer::with_interceptor(service, move |r| {
             // Refused before any handler: counted under method "*" (the
             // interceptor does not see which method was called).
-            token
+            let r = token
                 .check(r)
-                .inspect_err(|s| refused.rpc("*", s.code(), Duration::ZERO))
+                .inspect_err(|s| refused.rpc("*", s.code(), Duration::ZERO))?;
+            // A valid call: its connection stays open (`transport`).
+            if let Some(proof) = r.extensions().get::<Proof>() {
+                proof.prove();
+            }
+            Ok(r)
         }))
         .serve_with_incoming_shutdown(
-            TcpListenerStream::new(listeners.grpc),
+            transport::incoming(listeners.grpc, connections, Arc::default()),
             until_stopped(stopped.clone()),
         );
     let result = tokio::try_join!(main_server, health_server).map(|_| ());

@@ -6,7 +6,10 @@
 //! The endpoint is an open port on a cluster network, so it is bounded like
 //! every other: HTTP/1 only, headers within hyper's limits and read within
 //! [`HEADER_TIMEOUT`], at most [`MAX_CONNECTIONS`] connections at once
-//! (more wait in the kernel's backlog), and request bodies are never read.
+//! (more wait in the kernel's backlog), one request per connection, each
+//! connection closed [`CONNECTION_DEADLINE`] after it opened whatever it
+//! is doing (a client that pipelines requests and never reads the answers
+//! holds a slot that long at most), and request bodies are never read.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -34,6 +37,8 @@ pub const PATH: &str = "/metrics";
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
+/// The longest a connection is kept, its answer's write included.
+pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(15);
 
 /// The registry's metrics in the text exposition format.
 pub fn render(registry: &Registry) -> String {
@@ -121,17 +126,24 @@ pub async fn serve(
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
-            let result = tokio::select! {
-                result = connection.as_mut() => result,
-                _ = async { drop(stopped.wait_for(|s| *s).await) } => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+            let served = tokio::time::timeout(CONNECTION_DEADLINE, async {
+                tokio::select! {
+                    result = connection.as_mut() => result,
+                    _ = async { drop(stopped.wait_for(|s| *s).await) } => {
+                        connection.as_mut().graceful_shutdown();
+                        connection.as_mut().await
+                    }
                 }
-            };
-            if let Err(error) = result {
-                tracing::debug!(%peer, %error, "metrics endpoint: connection ended");
+            });
+            match served.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    tracing::debug!(%peer, %error, "metrics endpoint: connection ended")
+                }
+                Err(_) => tracing::debug!(%peer, "metrics endpoint: connection past its deadline"),
             }
         });
     }
@@ -212,5 +224,30 @@ mod tests {
             garbage.is_empty() || garbage.starts_with("HTTP/1.1 400"),
             "{garbage}"
         );
+    }
+
+    #[tokio::test]
+    async fn clients_that_pipeline_requests_and_never_read_do_not_block_a_scrape() {
+        let registry = Registry::new();
+        let counter = IntCounter::new("tributary_test_total", "A test counter.").expect("counter");
+        registry.register(Box::new(counter)).expect("register");
+        let server = MetricsServer::bind("127.0.0.1:0", registry)
+            .await
+            .expect("bind");
+        let mut hogs = Vec::new();
+        for _ in 0..(MAX_CONNECTIONS + 6) {
+            let mut hog = TcpStream::connect(server.address()).await.expect("connect");
+            let pipelined = "GET /metrics HTTP/1.1\r\n\r\n".repeat(100);
+            hog.write_all(pipelined.as_bytes()).await.expect("pipeline");
+            hogs.push(hog);
+        }
+        let scrape = tokio::time::timeout(
+            HEADER_TIMEOUT,
+            get(server.address(), "GET /metrics HTTP/1.1\r\n\r\n"),
+        )
+        .await
+        .expect("a scrape is answered while the hogs hold their connections");
+        assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
+        drop(hogs);
     }
 }

@@ -2,6 +2,7 @@
 //! (`tributary_coordinator::limits`).
 
 use tributary_coordinator::limits::Limits;
+use tributary_coordinator::transport;
 
 use crate::pipeline_args::u64_in;
 
@@ -36,6 +37,13 @@ pub struct LimitArgs {
           default_value_t = Limits::default().manifest_opens as u64,
           value_parser = u64_in(1, 256))]
     max_manifest_reads: u64,
+    /// Connections each port holds at once; one more is closed as it is
+    /// accepted. A connection that makes no valid call within 10 s of
+    /// opening is closed.
+    #[arg(long, env = "TRIBUTARY_MAX_CONNECTIONS",
+          default_value_t = transport::Limits::default().connections as u64,
+          value_parser = u64_in(16, 1 << 20))]
+    max_connections: u64,
 }
 
 impl LimitArgs {
@@ -49,15 +57,24 @@ impl LimitArgs {
         }
     }
 
+    /// The bounds of each listening port.
+    pub fn connections(&self) -> transport::Limits {
+        transport::Limits {
+            connections: self.max_connections as usize,
+            ..transport::Limits::default()
+        }
+    }
+
     /// One line, as `--check` prints it.
     pub fn describe(&self) -> String {
         format!(
-            "caps          {} jobs, {} members per job, {} units per epoch, manifests of {} bytes, {} read at once",
+            "caps          {} jobs, {} members per job, {} units per epoch, manifests of {} bytes, {} read at once, {} connections",
             self.max_jobs,
             self.max_members_per_job,
             self.max_units_per_epoch,
             self.max_manifest_bytes,
-            self.max_manifest_reads
+            self.max_manifest_reads,
+            self.max_connections
         )
     }
 }

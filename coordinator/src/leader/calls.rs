@@ -17,6 +17,9 @@ use crate::model::{
 };
 use crate::store::StoreError;
 
+/// Event streams a job holds beyond two per member.
+const WATCH_SLACK: usize = 16;
+
 impl Leader {
     /// A member joins the job `name` ([`Job::join`]).
     pub async fn join(&self, name: &JobId, joiner: Joiner) -> Result<Joined> {
@@ -72,7 +75,22 @@ impl Leader {
     /// deleted (once the last call holding it returns).
     pub async fn watch(&self, name: &JobId, caller: &Caller) -> Result<broadcast::Receiver<Event>> {
         let handle = self.job(name).await?;
-        handle.job.lock().await.lease_of(caller)?;
+        let members = {
+            let job = handle.job.lock().await;
+            job.lease_of(caller)?;
+            job.members.len()
+        };
+        // Each member watches once (a client that reconnects may hold two
+        // for a moment): more streams than that are refused, not held.
+        let cap = 2 * members + WATCH_SLACK;
+        let watching = handle.events.receiver_count();
+        if watching >= cap {
+            return Err(CoordError::Exhausted(format!(
+                "job {:?} has {watching} event streams open for {members} members: a member \
+                 watches once; close the streams it no longer reads",
+                name.as_str()
+            )));
+        }
         Ok(handle.events.subscribe())
     }
 

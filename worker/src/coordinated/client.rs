@@ -25,6 +25,7 @@
 //! deadline, asking whether `tributary coordinator` runs there (`client/reach.rs`).
 
 mod reach;
+mod scheme;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -226,6 +227,18 @@ impl Client {
     /// Sends `authorization: Bearer <token>` on every call (none: nothing).
     #[must_use]
     pub fn with_auth_token(mut self, token: Option<&AuthToken>) -> Self {
+        if token.is_some() && self.scheme == "http" {
+            if let Some(remote) = self
+                .endpoints
+                .iter()
+                .find(|e| !scheme::is_loopback(host(e)))
+            {
+                tracing::warn!(
+                    coordinator = remote.as_str(),
+                    "the bearer token goes to {remote} in clear (http://): use https:// beyond this machine"
+                );
+            }
+        }
         self.auth = Auth(token.map(AuthToken::header));
         self
     }
@@ -409,6 +422,9 @@ impl Client {
                 .map(|v| v.to_str().unwrap_or_default().to_owned());
             if !retry || leader.is_some() {
                 self.reached.store(true, Ordering::Relaxed);
+            }
+            if let Some(leader) = leader.as_deref() {
+                scheme::check_redirect(self.scheme, &address, leader)?;
             }
             if !retry {
                 return Err(coordinator_error(&status));
