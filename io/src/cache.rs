@@ -114,10 +114,13 @@ mod stats;
 use config::fnv64;
 pub use config::{entry_name, parse_bytes, CacheConfig, ShardObject};
 use files::{check, remove, remove_regular, Admit, DirLock, Progress, Scan, Victim};
-use guard::{create_options, open_own_file, open_regular, own_dir, Found, Seal, TAG};
+use guard::{create_options, open_own_file, open_regular, own_dir, Found, Seal};
 pub use stats::CacheStats;
 use stats::{Counter, Counters};
 
+/// Bytes an entry's file holds beyond its object's: the tag that shows
+/// this user's cache wrote it. The limit counts them.
+pub const ENTRY_OVERHEAD: u64 = guard::TAG;
 /// Background fills at once per process, by default.
 pub const DEFAULT_FILLS: usize = 4;
 /// Shards waiting for a fill slot, at most.
@@ -297,7 +300,7 @@ impl ShardCache {
     ) -> Result<Bytes> {
         let meta = meta.into();
         let len = range.end.saturating_sub(range.start);
-        if meta.bytes.saturating_add(TAG) <= self.limit && range.end <= meta.bytes {
+        if meta.bytes.saturating_add(ENTRY_OVERHEAD) <= self.limit && range.end <= meta.bytes {
             let shard = Shard {
                 name: meta.name.to_owned(),
                 bytes: meta.bytes,

@@ -98,7 +98,7 @@ async fn a_miss_fills_the_shard_and_reads_wait_for_the_fill_then_hit_the_file() 
     assert_eq!((stats.misses, stats.hits, stats.fills), (0, 1, 1));
     assert_eq!(stats.fill_bytes, 5000);
     // The object and its tag.
-    assert_eq!(cache.used_bytes().expect("used"), 5000 + TAG);
+    assert_eq!(cache.used_bytes().expect("used"), 5000 + ENTRY_OVERHEAD);
     read(&cache, &location, &metas[0], 0..5000).await;
     read(&cache, &location, &metas[0], 4000..4001).await;
     let stats = cache.stats();
@@ -187,8 +187,14 @@ async fn the_least_recently_used_entry_is_evicted_and_use_survives_a_restart() {
     fill(&second, &location, &metas[2]).await;
     assert!(a.exists() && !b.exists() && c.exists());
     let stats = second.stats();
-    assert_eq!((stats.evictions, stats.evicted_bytes), (1, 1000 + TAG));
-    assert_eq!(second.used_bytes().expect("used"), 2000 + 2 * TAG);
+    assert_eq!(
+        (stats.evictions, stats.evicted_bytes),
+        (1, 1000 + ENTRY_OVERHEAD)
+    );
+    assert_eq!(
+        second.used_bytes().expect("used"),
+        2000 + 2 * ENTRY_OVERHEAD
+    );
 
     // The evicted shard comes back from the store, evicting the oldest.
     set_age(&c, 10);
@@ -283,7 +289,7 @@ async fn an_object_that_differs_from_its_manifest_is_not_cached() {
 async fn a_file_left_by_a_dead_writer_is_reclaimed_and_a_live_one_is_not_touched() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (location, metas) = dataset(&[1000, 1000]).await;
-    let cache = cache(dir.path(), 2000 + TAG);
+    let cache = cache(dir.path(), 2000 + ENTRY_OVERHEAD);
     let dead = cache.tmp.join("dead");
     File::create(&dead)
         .expect("create")
@@ -305,7 +311,7 @@ async fn a_file_left_by_a_dead_writer_is_reclaimed_and_a_live_one_is_not_touched
     fill(&cache, &location, &metas[1]).await;
     assert!(live_path.exists(), "being written elsewhere: left alone");
     assert_eq!(cache.stats().fills, 1);
-    assert_eq!(cache.used_bytes().expect("used"), 2000 + TAG);
+    assert_eq!(cache.used_bytes().expect("used"), 2000 + ENTRY_OVERHEAD);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

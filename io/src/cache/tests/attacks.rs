@@ -67,7 +67,7 @@ fn new_cache_directories_and_files_are_private() {
     }
     assert_eq!(mode(&dir.join("key")), 0o600);
     assert_eq!(mode(&dir.join("lock")) & 0o077, 0);
-    assert_eq!(fs::read(dir.join("key")).expect("key").len() as u64, TAG);
+    assert_eq!(fs::read(dir.join("key")).expect("key").len(), 32);
 }
 
 #[test]
@@ -318,7 +318,7 @@ async fn eviction_never_deletes_outside_the_cache() {
     let root = tempfile::tempdir().expect("tempdir");
     let (location, metas) = dataset(&[1000, 1000, 1000]).await;
     let dir = root.path().join("cache");
-    let cache = cache(&dir, 2 * (1000 + TAG));
+    let cache = cache(&dir, 2 * (1000 + ENTRY_OVERHEAD));
     fill(&cache, &location, &metas[0]).await;
     // Links to files outside, in the cache's own directories: never
     // evicted or cleaned up through (nor are the links counted as files).
