@@ -32,6 +32,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tributary_common::manifest::Compression;
+use tributary_common::text::printable;
 use tributary_io::ManifestVersion;
 use tributary_tools::pack::{PackOptions, SourceFormat};
 use tributary_tools::synth;
@@ -436,14 +437,16 @@ async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<ExitCode> {
     }
     let dataset = Dataset::open(url, &store.options(url)).await?;
     let m = &dataset.manifest;
+    // The manifest's strings and the problems (naming shards and sample
+    // keys) come from the dataset: escaped, one line each.
     println!("dataset      {url}");
     println!(
         "format       {} v{}, compression {}",
-        m.format,
+        printable(&m.format),
         m.version,
         m.compression.as_str()
     );
-    println!("fields       {}", m.fields.join(", "));
+    println!("fields       {}", printable(&m.fields.join(", ")));
     println!("classes      {}", m.classes.len());
     println!(
         "shards       {} ({} to {} samples each)",
@@ -469,7 +472,7 @@ async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for problem in &report.problems {
-        eprintln!("error: {problem}");
+        eprintln!("error: {}", printable(problem));
     }
     eprintln!(
         "error: {} of {} shards failed verification",

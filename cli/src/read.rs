@@ -4,11 +4,14 @@
 //! `<TAB>src=S` after the label when reading a mix: the sample's dataset,
 //! its position among the `--mix` flags). A token dataset read with
 //! `--sequence-length` prints `id<TAB>key<TAB>crc` per row instead (`crc`:
-//! the CRC-32C of the row's `input_ids`). A debugging aid, and the way
+//! the CRC-32C of the row's `input_ids`). Keys come from the dataset: their
+//! backslashes and control characters are escaped (`\\`, `\n`, `\t`,
+//! `\u{1b}`), so one sample is one line. A debugging aid, and the way
 //! end-to-end tests see what the loader delivered.
 
 use std::io::Write;
 
+use tributary_common::text::printable;
 use tributary_worker::pipeline::decode::fields::Arrays;
 use tributary_worker::pipeline::limits;
 use tributary_worker::rank::Source;
@@ -86,22 +89,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             write_rows(&mut out, &batch, mixed)?;
             continue;
         }
-        let labels = batch
-            .labels()
-            .map(<[i64]>::to_vec)
-            .unwrap_or_else(|| vec![-1; batch.len()]);
-        let valid = batch.valid();
-        for (i, (id, key)) in batch.ids.iter().zip(&batch.keys).enumerate() {
-            let label = labels[i];
-            let source = if mixed {
-                format!("\tsrc={}", batch.sources[i])
-            } else {
-                String::new()
-            };
-            // Padding (`--tail pad`) is marked, never counted as a sample.
-            let pad = if valid[i] { "" } else { "\tpad" };
-            writeln!(out, "{id}\t{key}\t{label}{source}{pad}")?;
-        }
+        write_samples(&mut out, &batch, mixed)?;
     }
     out.flush()?;
     let m = loader.metrics();
@@ -135,6 +123,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A batch's samples as `id<TAB>key<TAB>label[<TAB>src=S][<TAB>pad]` lines.
+fn write_samples(out: &mut impl Write, batch: &Batch, mixed: bool) -> anyhow::Result<()> {
+    let labels = batch
+        .labels()
+        .map(<[i64]>::to_vec)
+        .unwrap_or_else(|| vec![-1; batch.len()]);
+    let valid = batch.valid();
+    for (i, (id, key)) in batch.ids.iter().zip(&batch.keys).enumerate() {
+        let label = labels[i];
+        let source = if mixed {
+            format!("\tsrc={}", batch.sources[i])
+        } else {
+            String::new()
+        };
+        // Padding (`--tail pad`) is marked, never counted as a sample.
+        let pad = if valid[i] { "" } else { "\tpad" };
+        let key = printable(key);
+        writeln!(out, "{id}\t{key}\t{label}{source}{pad}")?;
+    }
+    Ok(())
+}
+
 /// A token batch's rows as `id<TAB>key<TAB>crc` lines: `crc` the CRC-32C
 /// of the row's first column (`input_ids` by default) as stored, so two
 /// reads that deliver the same rows print the same lines.
@@ -150,7 +160,47 @@ fn write_rows(out: &mut impl Write, batch: &Batch, mixed: bool) -> anyhow::Resul
         } else {
             String::new()
         };
+        let key = printable(key);
         writeln!(out, "{id}\t{key}\t{crc:08x}{source}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tributary_worker::Column;
+
+    use super::*;
+
+    fn batch(keys: &[&str]) -> Batch {
+        Batch {
+            index: 0,
+            columns: vec![Column::Labels(vec![0; keys.len()])],
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            ids: (0..keys.len() as u64).collect(),
+            sources: vec![0; keys.len()],
+            skipped_ids: Vec::new(),
+            padded: 0,
+        }
+    }
+
+    #[test]
+    fn a_key_with_a_newline_prints_on_one_line() {
+        // A key made to forge a second sample line, then to recolour the
+        // terminal.
+        let forged = "cat/1\t0\n999\tcat/999\t3\u{1b}[2J\\";
+        let mut out = Vec::new();
+        write_samples(&mut out, &batch(&[forged, "cat/2"]), false).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "0\tcat/1\\t0\\n999\\tcat/999\\t3\\u{1b}[2J\\\\\t0",
+                "1\tcat/2\t0"
+            ],
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'));
+    }
 }

@@ -38,7 +38,8 @@ impl StoreArgs {
 #[derive(Debug, Clone, Args)]
 pub struct CacheArgs {
     /// Keep fetched shards in this local directory, within --cache-limit;
-    /// the ranks of a node may share it.
+    /// the ranks of a node may share it. It must be yours, not a symbolic
+    /// link, and not writable by group or others (created with mode 0700).
     #[arg(long, env = "TRIBUTARY_CACHE_DIR", requires = "cache_limit")]
     pub cache_dir: Option<PathBuf>,
     /// The cache's size limit: bytes, or with a binary unit (64MiB, 10GiB).

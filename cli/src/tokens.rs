@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use tributary_common::manifest::MANIFEST_NAME;
+use tributary_common::text::printable;
 use tributary_common::tokens::manifest::{is_token_manifest, TokenManifest};
 use tributary_common::tokens::TokenDtype;
 use tributary_io::dataset::{dataset_url, MAX_MANIFEST_BYTES};
@@ -187,9 +188,10 @@ pub async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<Option<Exit
         return Ok(None);
     }
     let m = TokenManifest::from_json(&bytes).with_context(|| location.url_of(MANIFEST_NAME))?;
-    let optional = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    // The manifest's strings come from the dataset: escaped, one line each.
+    let optional = |v: Option<String>| v.map_or_else(|| "-".into(), |v| printable(&v).into_owned());
     println!("dataset      {url}");
-    println!("format       {} v{}", m.format, m.version);
+    println!("format       {} v{}", printable(&m.format), m.version);
     println!(
         "tokens       {} ({}, eos {}, vocabulary {}, tokenizer {})",
         m.tokens,
@@ -225,7 +227,7 @@ pub async fn inspect(url: &str, store: &StoreArgs) -> anyhow::Result<Option<Exit
         return Ok(Some(ExitCode::SUCCESS));
     }
     for problem in &report.problems {
-        eprintln!("error: {problem}");
+        eprintln!("error: {}", printable(problem));
     }
     eprintln!(
         "error: {} of {} shards failed verification",

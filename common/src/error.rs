@@ -4,6 +4,7 @@
 
 use crate::format::tar::TarError;
 use crate::ids::{Generation, MemberId};
+use crate::text::printable;
 
 /// A shard whose bytes disagree with the format or with its manifest entry.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +46,7 @@ pub enum FormatError {
         expected: u64,
         actual: u64,
     },
-    #[error("shard {shard}: sample `{key}`: {reason}")]
+    #[error("shard {shard}: sample `{}`: {reason}", printable(.key))]
     BadSample {
         shard: String,
         key: String,

@@ -28,6 +28,8 @@
 //!   exactly once ([`plan::lease`]); deterministic ChaCha streams keyed by
 //!   (seed, epoch, id, ...) ([`plan::seed`]).
 //! - [`sample`]: WebDataset samples: keys, fields, grouping tar entries.
+//! - [`text`]: dataset-controlled strings (keys, field names) escaped to
+//!   print on one line.
 //! - [`tokens`]: token datasets (flat token shards, Megatron `.idx`
 //!   indexes, the token manifest) and fixed-length sequences: rows per
 //!   shard and what each row holds, for `concat`, `bestfit` and `none`
@@ -83,6 +85,7 @@ pub mod manifest;
 pub mod plan;
 pub mod proto;
 pub mod sample;
+pub mod text;
 pub mod tokens;
 
 pub use error::{FormatError, ManifestError, PlanError, PoolError};

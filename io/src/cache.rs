@@ -26,10 +26,15 @@
 //! An entry is the whole object, named so that different datasets and
 //! versions never share a name: a hash of the object's URL, the size and
 //! crc32c the manifest gives it, and its base name
-//! (`<fnv64 of URL>-<bytes>-<crc32c>-<name>`). An entry file is immutable
-//! once in `entries/`. Before its first use in a process (after a restart,
-//! or when another rank wrote it) its length and crc32c are checked against
-//! the manifest; a mismatch deletes it, and the shard is fetched again.
+//! (`<fnv64 of URL>-<bytes>-<crc32c>-<name>`). Its file holds the object's
+//! bytes followed by a 32-byte tag: an HMAC-SHA256, under the key in
+//! `DIR/key`, of the entry's name and the bytes, computed by the fill as it
+//! writes them. An entry file is immutable once in `entries/`. Before its
+//! first use in a process (after a restart, or when another rank wrote it)
+//! its length and crc32c are checked against the manifest and its tag
+//! against the key; a mismatch deletes it, and the shard is fetched again.
+//! The crc32c catches damage; the tag, bytes that no fill of this user
+//! wrote (a crc32c is easy to forge).
 //! Use refreshes the file's modification time (at most once a second per
 //! entry), which is the LRU order, so recency survives a restart.
 //!
@@ -37,7 +42,9 @@
 //!
 //! ```text
 //! DIR/lock            flock'ed, exclusively, around admission, eviction,
-//!                     commit and the removal of a corrupt entry
+//!                     commit, the removal of a corrupt entry and the
+//!                     creation of the key
+//! DIR/key             32 random bytes (mode 0600) that tag entries
 //! DIR/tmp/<entry>     a file being written; flock'ed by its writer
 //! DIR/entries/<entry> a complete entry, immutable
 //! ```
@@ -65,15 +72,30 @@
 //! count 0) when it next refreshes the entry's time and closes it, which
 //! frees its blocks. All processes sharing a directory should use the same
 //! limit (each enforces its own at admission). The directory belongs to the
-//! cache: do not put other files in it.
+//! cache: do not put other files in it. A process waits at most 30 s for
+//! `lock`; then the operation fails (a read goes to the store) with an
+//! error naming the lock.
+//!
+//! ## Trusting the directory
+//!
+//! The directory is shared by one user's processes, never between users:
+//! another local user who could write in it could make the cache delete
+//! or evict files elsewhere, hang its readers or serve them bytes of their
+//! choosing. [`ShardCache::open`] refuses a directory, `tmp/`, `entries/`,
+//! `lock` or `key` that is a symbolic link, is owned by another user or
+//! that group or others can write (and a `key` they can read); it creates
+//! missing directories with mode 0700. Files found inside are opened
+//! without following links or blocking on FIFOs and used only if they are
+//! regular files; eviction and the cleanup of `tmp/` delete only regular
+//! files directly in those directories. An entry's tag (above) refuses
+//! bytes this user's fills did not write.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File, TryLockError};
 use std::io;
 use std::ops::Range;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -86,11 +108,19 @@ use crate::location::Location;
 mod config;
 mod files;
 mod fill;
+mod guard;
+mod stats;
 
 use config::fnv64;
 pub use config::{entry_name, parse_bytes, CacheConfig, ShardObject};
-use files::{check, remove, Admit, DirLock, Progress, Scan, Victim};
+use files::{check, remove, remove_regular, Admit, DirLock, Progress, Scan, Victim};
+use guard::{create_options, open_own_file, open_regular, own_dir, Found, Seal};
+pub use stats::CacheStats;
+use stats::{Counter, Counters};
 
+/// Bytes an entry's file holds beyond its object's: the tag that shows
+/// this user's cache wrote it. The limit counts them.
+pub const ENTRY_OVERHEAD: u64 = guard::TAG;
 /// Background fills at once per process, by default.
 pub const DEFAULT_FILLS: usize = 4;
 /// Shards waiting for a fill slot, at most.
@@ -104,54 +134,8 @@ const TOUCH_EVERY: Duration = Duration::from_secs(1);
 const CHECK_BLOCK: usize = 1 << 20;
 /// Locks serialising the checks of entries in a process (by entry name).
 const CHECK_LOCKS: usize = 64;
-
-/// The counters of a cache, since it was opened in this process.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Range reads served from a cached file, and their bytes.
-    pub hits: u64,
-    pub hit_bytes: u64,
-    /// Range reads sent to the store (shards not cached, or too large).
-    pub misses: u64,
-    pub miss_bytes: u64,
-    /// Whole shards written into the cache, and their bytes.
-    pub fills: u64,
-    pub fill_bytes: u64,
-    /// Entries evicted by this process, and their bytes.
-    pub evictions: u64,
-    pub evicted_bytes: u64,
-    /// Cached files that did not match their manifest (deleted).
-    pub corrupt: u64,
-    /// Fills or local reads that failed (logged; the store served instead).
-    pub errors: u64,
-}
-
-#[derive(Debug, Default)]
-struct Counters([AtomicU64; 10]);
-
-#[derive(Clone, Copy)]
-enum Counter {
-    Hits,
-    HitBytes,
-    Misses,
-    MissBytes,
-    Fills,
-    FillBytes,
-    Evictions,
-    EvictedBytes,
-    Corrupt,
-    Errors,
-}
-
-impl Counters {
-    fn add(&self, counter: Counter, n: u64) {
-        self.0[counter as usize].fetch_add(n, Ordering::Relaxed);
-    }
-
-    fn get(&self, counter: Counter) -> u64 {
-        self.0[counter as usize].load(Ordering::Relaxed)
-    }
-}
+/// How long a process waits for the directory lock before giving up.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An entry file this process opened and checked (or wrote).
 #[derive(Debug)]
@@ -182,6 +166,12 @@ pub struct ShardCache {
     tmp: PathBuf,
     limit: u64,
     lock: Mutex<File>,
+    lock_path: PathBuf,
+    lock_timeout: Duration,
+    /// The user the directory's parts must belong to.
+    uid: u32,
+    /// Tags the entries this user's fills write.
+    seal: Seal,
     open: Mutex<HashMap<String, Arc<Open>>>,
     /// Entries queued or being filled by this process.
     filling: Mutex<std::collections::HashSet<String>>,
@@ -200,37 +190,46 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl ShardCache {
     /// Opens (creating it if needed) the cache in `dir`, holding at most
-    /// `limit` bytes.
+    /// `limit` bytes. The directory and its parts must belong to the user
+    /// running this process and be writable by no one else (see the
+    /// [module docs](self#trusting-the-directory)); new ones are created
+    /// with mode 0700.
     pub fn open(dir: impl Into<PathBuf>, limit: u64) -> Result<Self> {
-        let dir = dir.into();
-        let bad = |reason: String| IoError::Cache {
-            path: dir.display().to_string(),
+        Self::open_as(dir.into(), limit, guard::current_user())
+    }
+
+    /// [`ShardCache::open`] trusting files owned by user `uid`.
+    fn open_as(dir: PathBuf, limit: u64, uid: u32) -> Result<Self> {
+        let bad = |path: &Path, reason: String| IoError::Cache {
+            path: path.display().to_string(),
             reason,
         };
         if limit == 0 {
-            return Err(bad("the cache limit must be at least 1 byte".into()));
+            return Err(bad(&dir, "the cache limit must be at least 1 byte".into()));
         }
-        let local = |path: &Path, error| IoError::Local {
-            path: path.display().to_string(),
-            error,
-        };
         let (entries, tmp) = (dir.join("entries"), dir.join("tmp"));
-        for path in [&entries, &tmp] {
-            fs::create_dir_all(path).map_err(|e| local(path, e))?;
+        for path in [&dir, &entries, &tmp] {
+            own_dir(path, uid).map_err(|reason| bad(path, reason))?;
         }
         let lock_path = dir.join("lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| local(&lock_path, e))?;
+        let lock = open_own_file(&lock_path, uid).map_err(|reason| bad(&lock_path, reason))?;
+        guard::lock(&lock, &lock_path, LOCK_TIMEOUT).map_err(|e| bad(&lock_path, e.to_string()))?;
+        let key_path = dir.join("key");
+        let seal = Seal::load(&key_path, uid);
+        if let Err(error) = lock.unlock() {
+            tracing::warn!(path = %lock_path.display(), %error, "cannot unlock the shard cache");
+        }
+        let seal = seal.map_err(|reason| bad(&key_path, reason))?;
         Ok(Self {
             dir,
             entries,
             tmp,
             limit,
             lock: Mutex::new(lock),
+            lock_path,
+            lock_timeout: LOCK_TIMEOUT,
+            uid,
+            seal,
             open: Mutex::default(),
             filling: Mutex::default(),
             pending: Mutex::default(),
@@ -262,20 +261,7 @@ impl ShardCache {
 
     /// The counters since it was opened in this process.
     pub fn stats(&self) -> CacheStats {
-        use Counter::*;
-        let c = &self.counters;
-        CacheStats {
-            hits: c.get(Hits),
-            hit_bytes: c.get(HitBytes),
-            misses: c.get(Misses),
-            miss_bytes: c.get(MissBytes),
-            fills: c.get(Fills),
-            fill_bytes: c.get(FillBytes),
-            evictions: c.get(Evictions),
-            evicted_bytes: c.get(EvictedBytes),
-            corrupt: c.get(Corrupt),
-            errors: c.get(Errors),
-        }
+        self.counters.snapshot()
     }
 
     /// Bytes of the files in the directory now (entries and files being
@@ -314,7 +300,7 @@ impl ShardCache {
     ) -> Result<Bytes> {
         let meta = meta.into();
         let len = range.end.saturating_sub(range.start);
-        if meta.bytes <= self.limit && range.end <= meta.bytes {
+        if meta.bytes.saturating_add(ENTRY_OVERHEAD) <= self.limit && range.end <= meta.bytes {
             let shard = Shard {
                 name: meta.name.to_owned(),
                 bytes: meta.bytes,
@@ -381,12 +367,20 @@ impl ShardCache {
             return Ok(Some(Arc::clone(open)));
         }
         let path = self.entries.join(&shard.entry);
-        let file = match File::open(&path) {
-            Ok(file) => file,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(error),
+        let file = match open_regular(&path)? {
+            Found::Regular(file) => file,
+            Found::Missing => return Ok(None),
+            Found::Other(what) => {
+                self.discard_other(&path)?;
+                self.counters.add(Counter::Corrupt, 1);
+                tracing::warn!(
+                    path = %path.display(), what,
+                    "a cache entry is not a regular file: not read, its name removed; the shard will be fetched again"
+                );
+                return Ok(None);
+            }
         };
-        if let Some(reason) = check(&file, shard)? {
+        if let Some(reason) = check(&file, shard, &self.seal)? {
             self.discard(&path, &file)?;
             self.counters.add(Counter::Corrupt, 1);
             tracing::warn!(
@@ -451,10 +445,28 @@ impl ShardCache {
         }
     }
 
+    /// Removes the name `path` in `entries/` if it is still neither a
+    /// regular file nor a directory: a symbolic link goes, not what it
+    /// points to.
+    fn discard_other(&self, path: &Path) -> io::Result<()> {
+        let _dir = self.lock_dir()?;
+        match fs::symlink_metadata(path) {
+            Ok(now) if !now.is_file() && !now.is_dir() => remove(path),
+            _ => Ok(()),
+        }
+    }
+
+    /// The directory lock, waited for at most `lock_timeout`; then the
+    /// directories are checked again (nothing is done in one replaced
+    /// since the cache was opened).
     fn lock_dir(&self) -> io::Result<DirLock<'_>> {
         let file = locked(&self.lock);
-        file.lock()?;
-        Ok(DirLock(file))
+        guard::lock(&file, &self.lock_path, self.lock_timeout)?;
+        let held = DirLock(file);
+        for path in [&self.dir, &self.entries, &self.tmp] {
+            guard::still_own_dir(path, self.uid)?;
+        }
+        Ok(held)
     }
 
     /// Step 1 of the protocol: reserves `size` bytes for entry `name`.
@@ -478,19 +490,17 @@ impl ShardCache {
             if used + size <= self.limit {
                 break;
             }
-            remove(&self.entries.join(&victim.name))?;
+            remove_regular(&self.entries.join(&victim.name))?;
             locked(&self.open).remove(&victim.name);
             used -= victim.len;
             self.counters.add(Counter::Evictions, 1);
             self.counters.add(Counter::EvictedBytes, victim.len);
         }
         let path = self.tmp.join(name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        file.lock()?;
+        let file = create_options().create_new(true).open(&path)?;
+        // New, and scans (the only other lockers) wait for the directory
+        // lock held here: free.
+        file.try_lock().map_err(io::Error::from)?;
         file.set_len(size)?;
         Ok(Admit::Write(file))
     }
@@ -502,15 +512,18 @@ impl ShardCache {
         for item in fs::read_dir(&self.tmp)? {
             let item = item?;
             let path = item.path();
-            let file = match File::open(&path) {
-                Ok(file) => file,
-                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-                Err(error) => return Err(error),
+            let file = match open_regular(&path)? {
+                Found::Regular(file) => file,
+                Found::Missing => continue,
+                Found::Other(what) => {
+                    tracing::warn!(path = %path.display(), what, "ignoring a cache file that is not a regular file");
+                    continue;
+                }
             };
             match file.try_lock() {
                 Ok(()) => {
                     tracing::info!(path = %path.display(), "deleting a cache file its writer left");
-                    remove(&path)?;
+                    remove_regular(&path)?;
                 }
                 Err(TryLockError::WouldBlock) => {
                     scan.used += file.metadata()?.len();

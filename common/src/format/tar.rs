@@ -29,7 +29,7 @@ pub enum TarError {
         "tar entry name `{name}` does not fit a ustar header (100-byte name, 155-byte prefix)"
     )]
     NameTooLong { name: String },
-    #[error("tar entry `{name}` is {size} bytes, over the 8 GiB ustar limit")]
+    #[error("tar entry `{}` is {size} bytes, over the 8 GiB ustar limit", crate::text::printable(.name))]
     TooLarge { name: String, size: u64 },
 }
 

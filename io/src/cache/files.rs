@@ -1,6 +1,6 @@
 //! The cache directory's files: the directory lock, files being written
 //! (and how far, as the reads waiting on a fill see it), what a scan finds,
-//! and checking a file against its manifest entry.
+//! and checking a file against its manifest entry and its tag.
 
 use std::fs::{self, File};
 use std::io;
@@ -10,9 +10,11 @@ use std::sync::{Arc, MutexGuard};
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use ring::hmac;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
+use super::guard::{tag_matches, Seal, TAG};
 use super::{Shard, CHECK_BLOCK};
 use crate::error::{IoError, Result};
 use crate::read::Sink;
@@ -72,11 +74,13 @@ pub(super) enum Progress {
     Ended { committed: bool },
 }
 
-/// Writes a download into its reserved file, computing its crc32c, and
-/// tells the reads waiting on it how far it got.
+/// Writes a download into its reserved file, computing its crc32c and
+/// its tag, and tells the reads waiting on it how far it got.
 pub(super) struct FileSink {
     pub(super) file: tokio::fs::File,
     pub(super) crc32c: u32,
+    /// The entry's tag so far ([`Seal::start`]).
+    pub(super) digest: hmac::Context,
     /// The first byte the crc32c covers.
     pub(super) checked_from: u64,
     pub(super) path: PathBuf,
@@ -96,6 +100,7 @@ impl Sink for FileSink {
             .saturating_sub(self.written)
             .min(bytes.len() as u64);
         self.crc32c = crc32c::crc32c_append(self.crc32c, &bytes[skip as usize..]);
+        self.digest.update(&bytes);
         self.file
             .write_all(&bytes)
             .await
@@ -112,36 +117,59 @@ impl Sink for FileSink {
     }
 }
 
-/// Why `file` is not `shard`'s bytes, if it is not.
-pub(super) fn check(file: &File, shard: &Shard) -> io::Result<Option<String>> {
+/// Why `file` is not `shard`'s entry, if it is not: its length, its
+/// crc32c (the manifest's) and its tag (this user's key) must match.
+pub(super) fn check(file: &File, shard: &Shard, seal: &Seal) -> io::Result<Option<String>> {
     let len = file.metadata()?.len();
-    if len != shard.bytes {
+    if len != shard.bytes + TAG {
         return Ok(Some(format!(
-            "it is {len} bytes, the manifest says {}",
+            "it is {len} bytes, the manifest says {} (and {TAG} of its tag)",
             shard.bytes
         )));
     }
     let mut buf = vec![0; CHECK_BLOCK.min(len as usize)];
-    let (mut offset, mut crc) = (shard.checked_from.min(len), 0u32);
-    while offset < len {
-        let n = (len - offset).min(buf.len() as u64) as usize;
+    let (mut offset, mut crc) = (0, 0u32);
+    let mut digest = seal.start(&shard.entry);
+    while offset < shard.bytes {
+        let n = (shard.bytes - offset).min(buf.len() as u64) as usize;
         file.read_exact_at(&mut buf[..n], offset)?;
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        digest.update(&buf[..n]);
+        let skip = shard.checked_from.saturating_sub(offset).min(n as u64) as usize;
+        crc = crc32c::crc32c_append(crc, &buf[skip..n]);
         offset += n as u64;
     }
-    Ok((crc != shard.crc32c).then(|| {
-        format!(
+    if crc != shard.crc32c {
+        return Ok(Some(format!(
             "its crc32c is {crc:08x}, the manifest says {:08x}",
             shard.crc32c
-        )
-    }))
+        )));
+    }
+    let mut tag = [0; TAG as usize];
+    file.read_exact_at(&mut tag, shard.bytes)?;
+    Ok((!tag_matches(digest, &tag))
+        .then(|| "its tag does not match: this user's cache did not write it".to_owned()))
 }
 
-/// Deletes `path`; already gone is fine.
+/// Deletes the name `path` (a symbolic link itself, never what it points
+/// to); already gone is fine.
 pub(super) fn remove(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
         Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
         _ => Ok(()),
+    }
+}
+
+/// Deletes `path` if it is a regular file (not following a link); leaves
+/// anything else, with a warning.
+pub(super) fn remove_regular(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => remove(path),
+        Ok(_) => {
+            tracing::warn!(path = %path.display(), "not deleting a cache file that is not a regular file");
+            Ok(())
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
     }
 }
 

@@ -2,7 +2,6 @@
 //! [`DEFAULT_FILLS`](super::DEFAULT_FILLS) at once per process, and the
 //! reads that wait for a running fill instead of asking the store again.
 
-use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
@@ -13,6 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
 use super::files::{blocking, local, Admit, FileSink, Progress, Tmp};
+use super::guard::TAG;
 use super::{locked, Counter, Shard, ShardCache, MAX_PENDING};
 use crate::error::{IoError, Result};
 use crate::location::Location;
@@ -167,9 +167,10 @@ impl ShardCache {
         let (entry, bytes) = (shard.entry.clone(), shard.bytes);
         let tmp_path = self.tmp.join(&shard.entry);
         let admitted = blocking(&tmp_path, move || {
-            let admitted = this.admit(&entry, bytes)?;
+            // The object, then its tag.
+            let admitted = this.admit(&entry, bytes + TAG)?;
             let reader = match &admitted {
-                Admit::Write(_) => Some(File::open(this.tmp.join(&entry))?),
+                Admit::Write(file) => Some(file.try_clone()?),
                 _ => None,
             };
             Ok((admitted, reader))
@@ -191,6 +192,7 @@ impl ShardCache {
         let sink = FileSink {
             file: tokio::fs::File::from_std(file),
             crc32c: 0,
+            digest: self.seal.start(&shard.entry),
             checked_from: shard.checked_from,
             path: tmp_path.clone(),
             written: 0,
@@ -211,9 +213,14 @@ impl ShardCache {
                 ),
             });
         }
+        let tag = sink.digest.sign();
         let this = Arc::clone(self);
-        let entry = shard.entry.clone();
-        let file = blocking(&tmp_path, move || this.commit(&entry, file)).await?;
+        let (entry, bytes) = (shard.entry.clone(), shard.bytes);
+        let file = blocking(&tmp_path, move || {
+            file.write_all_at(tag.as_ref(), bytes)?;
+            this.commit(&entry, file)
+        })
+        .await?;
         tmp.0 = None;
         self.keep(&shard.entry, file);
         announced.committed = true;

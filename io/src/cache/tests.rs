@@ -2,12 +2,14 @@
 //! `ShardCache`s on one directory stand for two processes (flock locks
 //! belong to open files, so they exclude each other as processes do).
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use object_store::memory::InMemory;
 use tributary_common::manifest::ShardMeta;
 
 use super::*;
+
+mod attacks;
 
 fn shard_bytes(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
@@ -95,7 +97,8 @@ async fn a_miss_fills_the_shard_and_reads_wait_for_the_fill_then_hit_the_file() 
     let stats = cache.stats();
     assert_eq!((stats.misses, stats.hits, stats.fills), (0, 1, 1));
     assert_eq!(stats.fill_bytes, 5000);
-    assert_eq!(cache.used_bytes().expect("used"), 5000);
+    // The object and its tag.
+    assert_eq!(cache.used_bytes().expect("used"), 5000 + ENTRY_OVERHEAD);
     read(&cache, &location, &metas[0], 0..5000).await;
     read(&cache, &location, &metas[0], 4000..4001).await;
     let stats = cache.stats();
@@ -184,8 +187,14 @@ async fn the_least_recently_used_entry_is_evicted_and_use_survives_a_restart() {
     fill(&second, &location, &metas[2]).await;
     assert!(a.exists() && !b.exists() && c.exists());
     let stats = second.stats();
-    assert_eq!((stats.evictions, stats.evicted_bytes), (1, 1000));
-    assert_eq!(second.used_bytes().expect("used"), 2000);
+    assert_eq!(
+        (stats.evictions, stats.evicted_bytes),
+        (1, 1000 + ENTRY_OVERHEAD)
+    );
+    assert_eq!(
+        second.used_bytes().expect("used"),
+        2000 + 2 * ENTRY_OVERHEAD
+    );
 
     // The evicted shard comes back from the store, evicting the oldest.
     set_age(&c, 10);
@@ -280,7 +289,7 @@ async fn an_object_that_differs_from_its_manifest_is_not_cached() {
 async fn a_file_left_by_a_dead_writer_is_reclaimed_and_a_live_one_is_not_touched() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (location, metas) = dataset(&[1000, 1000]).await;
-    let cache = cache(dir.path(), 2000);
+    let cache = cache(dir.path(), 2000 + ENTRY_OVERHEAD);
     let dead = cache.tmp.join("dead");
     File::create(&dead)
         .expect("create")
@@ -302,7 +311,7 @@ async fn a_file_left_by_a_dead_writer_is_reclaimed_and_a_live_one_is_not_touched
     fill(&cache, &location, &metas[1]).await;
     assert!(live_path.exists(), "being written elsewhere: left alone");
     assert_eq!(cache.stats().fills, 1);
-    assert_eq!(cache.used_bytes().expect("used"), 2000);
+    assert_eq!(cache.used_bytes().expect("used"), 2000 + ENTRY_OVERHEAD);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -368,9 +377,13 @@ async fn two_processes_filling_at_once_never_exceed_the_limit() {
                 bytes: meta.bytes,
                 crc32c: meta.crc32c,
                 checked_from: 0,
-                entry: String::new(),
+                entry: entry_name(&location.url_of(&meta.name), meta.bytes, meta.crc32c),
             };
-            assert_eq!(check(&file, &shard).expect("check"), None, "{path:?}");
+            assert_eq!(
+                check(&file, &shard, &caches[0].seal).expect("check"),
+                None,
+                "{path:?}"
+            );
         }
     }
     assert!(fs::read_dir(&caches[0].tmp).expect("tmp").next().is_none());

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Output;
 
 use tributary_common::manifest::{Chunks, Compression, Manifest, ShardEntry, MANIFEST_NAME};
+use tributary_io::cache::ENTRY_OVERHEAD;
 use tributary_tests::cli::{success_stdout, tributary};
 use tributary_tests::dataset::pack_local;
 use tributary_tests::faulty_s3::FaultyS3;
@@ -73,12 +74,12 @@ async fn read(server: &FaultyS3, epoch: u64, extra: &[&str]) -> Output {
     .expect("run tributary")
 }
 
-/// GETs of shard objects (not the manifest) in the server's log.
-/// A shard's bytes and its index's.
+/// The bytes of a shard's cache files (the shard's and its index's), each
+/// an object and its tag.
 fn object_bytes(shard: &ShardEntry) -> u64 {
     match &shard.chunks {
-        Chunks::Index(index) => shard.bytes + index.bytes,
-        Chunks::Inline(_) | Chunks::RowGroups(_) => shard.bytes,
+        Chunks::Index(index) => shard.bytes + index.bytes + 2 * ENTRY_OVERHEAD,
+        Chunks::Inline(_) | Chunks::RowGroups(_) => shard.bytes + ENTRY_OVERHEAD,
     }
 }
 
@@ -126,7 +127,12 @@ async fn a_second_epoch_reads_its_shards_from_the_cache_within_its_limit() {
     let (server, manifest) = served(scratch.path()).await;
     // Shards and their indexes: the cache keeps both.
     let dataset_bytes: u64 = manifest.shards.iter().map(object_bytes).sum();
-    let largest = manifest.shards.iter().map(|s| s.bytes).max().unwrap_or(0);
+    let largest = manifest
+        .shards
+        .iter()
+        .map(|s| s.bytes + ENTRY_OVERHEAD)
+        .max()
+        .unwrap_or(0);
     let mut uncached = Vec::new();
     for epoch in 0..2 {
         uncached.push(success_stdout("read", read(&server, epoch, &[]).await));

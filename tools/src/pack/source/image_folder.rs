@@ -76,7 +76,7 @@ impl ImageFolder {
                     "{} and {} would both be sample `{}`: rename one",
                     path(first),
                     path(image),
-                    sample.key
+                    tributary_common::text::printable(&sample.key)
                 )));
             }
         }

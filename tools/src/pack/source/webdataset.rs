@@ -164,6 +164,7 @@ fn entries_of(dir: &Path, prefix: &str, depth: usize, skipped: &mut usize) -> Re
         };
         let key = format!("{prefix}{stem}");
         check_key(&key).map_err(|reason| {
+            let key = tributary_common::text::printable(&key);
             ToolsError::Config(format!("{}: key `{key}` is {reason}", path.display()))
         })?;
         let field = if ext == "cls" {
