@@ -1,9 +1,13 @@
 //! `tributary job list` and `tributary job delete NAME`: the jobs the
 //! coordinator's leader knows, one line each, and removing one (its keys in
 //! the store, its members' leases; its members' next calls fail).
+//! `tributary job token NAME`: the credential that reaches one job only,
+//! derived from the operator token without calling the coordinator.
 
+use tributary_common::ids::JobId;
 use tributary_common::proto::v1;
-use tributary_worker::coordinated::Client;
+use tributary_coordinator::auth::JobKeys;
+use tributary_worker::coordinated::{AuthToken, Client};
 
 use crate::remote::{self, Output, RemoteArgs};
 
@@ -23,6 +27,17 @@ pub enum Command {
         name: String,
         #[command(flatten)]
         remote: RemoteArgs,
+    },
+    /// Print the credential that reaches job NAME only (its ranks' calls:
+    /// create, join, report, commit, status of that job; never another
+    /// job, ListJobs or DeleteJob). Derived from the operator token
+    /// (TRIBUTARY_AUTH_TOKEN_FILE or TRIBUTARY_AUTH_TOKEN, as the
+    /// coordinator's --auth-token-file holds it), offline; hand it to the
+    /// job's ranks as their TRIBUTARY_AUTH_TOKEN(_FILE), e.g. in a
+    /// Kubernetes Secret of the job's own.
+    Token {
+        /// The job the credential reaches.
+        name: String,
     },
 }
 
@@ -48,8 +63,24 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let client = remote.client(&env)?;
             println!("{}", delete(&client, &remote, &name).await?);
         }
+        Command::Token { name } => println!("{}", token(&env, &name)?),
     }
     Ok(())
+}
+
+/// The credential of job `name` under the operator token in `env`.
+fn token(env: &std::collections::HashMap<String, String>, name: &str) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        tributary_coordinator::keys::valid_name(name),
+        "job name {name:?} must be 1-128 characters of [A-Za-z0-9_.-], not starting with '.'"
+    );
+    let operator = AuthToken::from_env(env)?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no operator token: set TRIBUTARY_AUTH_TOKEN_FILE to the file the coordinator's \
+             --auth-token-file names (or TRIBUTARY_AUTH_TOKEN to the token)"
+        )
+    })?;
+    Ok(JobKeys::new(operator.secret()).mint(&JobId::from(name)))
 }
 
 /// Deletes `name`; says what it deleted, as the leader last saw it.

@@ -1,9 +1,11 @@
 //! Who may call, and for whom.
 //!
-//! - **Callers** authenticate with a shared bearer token (`authorization:
-//!   Bearer <token>` metadata), checked by [`TokenCheck`] before any handler
-//!   runs, and/or with a client certificate (mutual TLS, configured on the
-//!   transport). Without a configured token every caller is let in.
+//! - **Callers** authenticate with a bearer token (`authorization: Bearer
+//!   <token>` metadata), checked by [`TokenCheck`] before any handler runs,
+//!   and/or with a client certificate (mutual TLS, configured on the
+//!   transport). The token is the operator's, which reaches everything, or
+//!   a job credential, which reaches one job ([`access`]). Without a
+//!   configured token every caller is let in.
 //! - **Members** prove they are themselves with the secret their Join
 //!   returned. The store keeps only its SHA-256, so reading etcd reveals no
 //!   secret, and GetStatus shows none.
@@ -11,11 +13,16 @@
 //!   prefixes, so a caller cannot make the coordinator read whatever its
 //!   credentials reach.
 
+mod access;
+
 use ring::rand::SecureRandom;
 use tonic::{Request, Status};
 
+pub use access::{Access, JobKeys};
+
 use crate::digest::sha256_hex;
 use crate::error::{CoordError, Result};
+use tributary_common::ids::JobId;
 
 /// The metadata key of the bearer token.
 pub const AUTHORIZATION: &str = "authorization";
@@ -26,6 +33,8 @@ pub struct TokenCheck {
     /// SHA-256 of the token: compared by digest, so the comparison's timing
     /// says nothing about the token.
     digest: Option<String>,
+    /// Job credentials, under the same token.
+    jobs: Option<JobKeys>,
 }
 
 impl std::fmt::Debug for TokenCheck {
@@ -41,15 +50,29 @@ impl TokenCheck {
     pub fn new(token: Option<&str>) -> Self {
         Self {
             digest: token.map(|t| sha256_hex(t.as_bytes())),
+            jobs: token.map(JobKeys::new),
         }
+    }
+
+    /// The credential of `job`, when a token is configured.
+    pub fn mint(&self, job: &JobId) -> Option<String> {
+        self.jobs.as_ref().map(|keys| keys.mint(job))
     }
 
     /// The interceptor: UNAUTHENTICATED, before any handler runs, for a
     /// call without the token.
     #[allow(clippy::result_large_err)]
-    pub fn check<T>(&self, request: Request<T>) -> std::result::Result<Request<T>, Status> {
-        let Some(want) = &self.digest else {
-            return Ok(request);
+    pub fn check<T>(&self, mut request: Request<T>) -> std::result::Result<Request<T>, Status> {
+        let access = self.access(&request)?;
+        request.extensions_mut().insert(access);
+        Ok(request)
+    }
+
+    /// What the request's token reaches, or UNAUTHENTICATED.
+    #[allow(clippy::result_large_err)]
+    fn access<T>(&self, request: &Request<T>) -> std::result::Result<Access, Status> {
+        let (Some(want), Some(jobs)) = (&self.digest, &self.jobs) else {
+            return Ok(Access::Open);
         };
         let Some(value) = request.metadata().get(AUTHORIZATION) else {
             return Err(CoordError::Unauthenticated(
@@ -63,8 +86,12 @@ impl TokenCheck {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         match token {
-            Some(token) if sha256_hex(token.as_bytes()) == *want => Ok(request),
-            _ => Err(CoordError::Unauthenticated("wrong bearer token".into()).into()),
+            Some(token) if sha256_hex(token.as_bytes()) == *want => Ok(Access::Operator),
+            Some(token) => jobs
+                .check(token)
+                .map(Access::Job)
+                .ok_or_else(|| CoordError::Unauthenticated("wrong bearer token".into()).into()),
+            None => Err(CoordError::Unauthenticated("wrong bearer token".into()).into()),
         }
     }
 }

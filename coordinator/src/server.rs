@@ -158,8 +158,9 @@ pub async fn run(
         election: Arc::clone(&election),
         datasets: config.datasets.clone(),
         metrics: config.metrics.clone(),
+        token: TokenCheck::new(config.auth_token.as_deref()),
     };
-    let token = TokenCheck::new(config.auth_token.as_deref());
+    let token = service.token.clone();
     let connections = config.connections;
     let refused = config.metrics.clone();
     let mut main = bounded();

@@ -1,6 +1,7 @@
 //! The loader's errors as Python exceptions: `ValueError`,
 //! `FileNotFoundError`, `ConnectionError`, `PermissionError` (no cloud
-//! credentials), `OSError` or `RuntimeError`,
+//! credentials; a coordinator token refused, or a job credential used
+//! beyond its job), `OSError` or `RuntimeError`,
 //! carrying the Rust message.
 
 use pyo3::exceptions::{
@@ -37,6 +38,8 @@ pub fn to_py(error: WorkerError) -> PyErr {
                 PyConnectionError::new_err(message)
             }
             Code::NotFound => PyFileNotFoundError::new_err(message),
+            // A wrong token, or a job credential used beyond its job.
+            Code::Unauthenticated | Code::PermissionDenied => PyPermissionError::new_err(message),
             _ => PyValueError::new_err(message),
         },
         // A store that keeps failing, after the retry budget.

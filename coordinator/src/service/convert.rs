@@ -312,6 +312,7 @@ impl From<CreatedJob> for v1::CreateJobResponse {
             created: created.created,
             samples: created.samples,
             shards: created.shards,
+            job_token: String::new(),
         }
     }
 }

@@ -19,7 +19,7 @@ use tracing::Instrument;
 use tributary_common::ids::Epoch;
 use tributary_common::proto::v1::{self, coordinator_server::Coordinator};
 
-use crate::auth::DatasetPolicy;
+use crate::auth::{Access, DatasetPolicy, TokenCheck};
 use crate::error::{CoordError, Result};
 use crate::leader::{DeleteReason, Leader};
 use crate::metrics::Metrics;
@@ -44,6 +44,9 @@ pub struct Service {
     /// Which manifests CreateJob may name.
     pub datasets: DatasetPolicy,
     pub metrics: Metrics,
+    /// The token check: mints the job credential CreateJob hands the
+    /// operator.
+    pub token: TokenCheck,
 }
 
 impl Service {
@@ -63,7 +66,9 @@ impl Service {
     where
         Call<T>: TryFrom<R, Error = CoordError>,
     {
+        let access = Access::of(&request);
         let call = Call::<T>::try_from(request.into_inner())?;
+        access.reach(&call.job)?;
         let span = tracing::Span::current();
         span.record("job", call.job.as_str());
         span.record("member", call.caller.member.as_str());
@@ -82,7 +87,9 @@ impl Service {
         &self,
         request: Request<v1::CreateJobRequest>,
     ) -> Answer<v1::CreateJobResponse> {
+        let access = Access::of(&request);
         let CreateJob { job, config } = CreateJob::try_from(request.into_inner())?;
+        access.reach(&job)?;
         if config.sources.is_empty() {
             self.datasets.check(&config.manifest_url)?;
         }
@@ -91,12 +98,21 @@ impl Service {
                 .check_field(&format!("sources[{i}].manifest_url"), &source.manifest_url)?;
         }
         let leader = self.leader().await?;
-        let created = leader.create_job(job, config).await?;
-        Ok(Response::new(created.into()))
+        let created = leader.create_job(job.clone(), config).await?;
+        let job_token = match access {
+            Access::Job(_) => None,
+            Access::Open | Access::Operator => self.token.mint(&job),
+        };
+        Ok(Response::new(v1::CreateJobResponse {
+            job_token: job_token.unwrap_or_default(),
+            ..created.into()
+        }))
     }
 
     async fn answer_join(&self, request: Request<v1::JoinRequest>) -> Answer<v1::JoinResponse> {
+        let access = Access::of(&request);
         let Join { job, joiner } = Join::try_from(request.into_inner())?;
+        access.reach(&job)?;
         let span = tracing::Span::current();
         span.record("job", job.as_str());
         span.record("member", joiner.member.as_str());
@@ -206,8 +222,9 @@ impl Service {
 
     async fn answer_list_jobs(
         &self,
-        _request: Request<v1::ListJobsRequest>,
+        request: Request<v1::ListJobsRequest>,
     ) -> Answer<v1::ListJobsResponse> {
+        Access::of(&request).operate("ListJobs")?;
         let leader = self.leader().await?;
         let jobs = leader.list().await;
         Ok(Response::new(v1::ListJobsResponse {
@@ -220,6 +237,7 @@ impl Service {
         &self,
         request: Request<v1::JobRequest>,
     ) -> Answer<v1::DeleteJobResponse> {
+        Access::of(&request).operate("DeleteJob")?;
         let job = convert::job("job", request.into_inner().job)?;
         let leader = self.leader().await?;
         leader.delete_job(&job, DeleteReason::Request).await?;
@@ -250,7 +268,9 @@ impl Service {
     }
 
     async fn answer_get_status(&self, request: Request<v1::JobRequest>) -> Answer<v1::JobStatus> {
+        let access = Access::of(&request);
         let job = convert::job("job", request.into_inner().job)?;
+        access.reach(&job)?;
         let leader = self.leader().await?;
         let status = match leader.status(&job).await {
             Ok(status) => v1::JobStatus::from(status),

@@ -13,6 +13,7 @@ mod big_uploads;
 mod cache;
 mod cli;
 mod clouds;
+mod credentials;
 mod deploy;
 mod elastic;
 mod epochs;
