@@ -55,12 +55,22 @@ pub type Bearer = Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Se
 pub type AuthedClient = CoordinatorClient<InterceptedService<Channel, Bearer>>;
 
 /// Connects to `address`, calling with `token` (none: no header).
+/// The replica may still be starting: connecting is retried until
+/// it accepts (30 s at most).
 pub async fn client_with_token(address: &str, token: Option<&str>) -> AuthedClient {
-    let channel = Channel::from_shared(format!("http://{address}"))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect");
+    let endpoint = Channel::from_shared(format!("http://{address}")).expect("uri");
+    let mut channel = None;
+    eventually(
+        &format!("the coordinator at {address} to accept connections"),
+        LEAD_DEADLINE,
+        PROBE_EVERY,
+        async || {
+            channel = endpoint.connect().await.ok();
+            channel.is_some()
+        },
+    )
+    .await;
+    let channel = channel.expect("connected");
     let header: Option<MetadataValue<Ascii>> =
         token.map(|t| format!("Bearer {t}").parse().expect("ascii"));
     let bearer: Bearer = Box::new(move |mut request: Request<()>| {
