@@ -86,6 +86,11 @@ pub struct Args {
     /// served.
     #[arg(long, env = "TRIBUTARY_AUTH_TOKEN_FILE")]
     auth_token_file: Option<PathBuf>,
+    /// Serve a non-loopback --listen address without --auth-token-file
+    /// (any caller that reaches the port acts on every job). Without it,
+    /// such a coordinator refuses to start.
+    #[arg(long, env = "TRIBUTARY_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
     /// Manifest URL prefixes CreateJob may name, comma-separated (e.g.
     /// s3://bucket/datasets/). Without it, any URL the coordinator's
     /// credentials reach (a warning at start-up).
@@ -139,7 +144,14 @@ impl Args {
             ),
             format!(
                 "auth token    {}",
-                or(&path(&self.auth_token_file), "none: any caller")
+                or(
+                    &path(&self.auth_token_file),
+                    if self.insecure_no_auth {
+                        "none: any caller (--insecure-no-auth)"
+                    } else {
+                        "none: any caller, on loopback only"
+                    }
+                )
             ),
             format!(
                 "datasets      {}",
@@ -295,6 +307,15 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let scheme = if tls.is_some() { "TLS" } else { "plaintext" };
     config.tls = tls;
     if auth_token.is_none() {
+        if !bound.ip().is_loopback() && !args.insecure_no_auth {
+            anyhow::bail!(
+                "--listen {} is reachable beyond this machine and no --auth-token-file is given: any \
+                 caller could act on every job. Give --auth-token-file (trainers then use job \
+                 credentials, `tributary job token`), listen on 127.0.0.1, or pass \
+                 --insecure-no-auth to serve without credentials anyway",
+                args.listen
+            );
+        }
         eprintln!("coordinator: warning: no --auth-token-file: any client that reaches the port is served");
     }
     if datasets.is_open() {

@@ -223,7 +223,7 @@ def test_coordinator_reads_its_bearer_token_from_the_mounted_secret():
         f"{oct(volume['secret']['defaultMode'])})")
 
 
-def test_example_trainers_send_the_token_from_the_same_secret():
+def test_example_trainers_send_their_jobs_credential_never_the_operator_token():
     runs = example_clients()
     assert {r.source.name for r in runs} >= {"examples/pytorchjob-elastic.yaml",
                                              "examples/statefulset-torchrun.yaml"}, runs
@@ -236,10 +236,14 @@ def test_example_trainers_send_the_token_from_the_same_secret():
             continue
         if "TRIBUTARY_AUTH_TOKEN" in run.env.values:
             errors.append(f"{run.label}: sets both TRIBUTARY_AUTH_TOKEN and TRIBUTARY_AUTH_TOKEN_FILE")
+        args = [str(a) for a in run.container.get("command", []) + run.container.get("args", [])]
+        job = next((a.split("=", 1)[1] for a in args if a.startswith("--job=")), None)
+        want = (f"tributary-job-{job}", AUTH_KEY)
         found = mounted_secret_key(run, path)
-        if found != (AUTH_SECRET, AUTH_KEY):
+        if found != want:
             errors.append(f"{run.label}: TRIBUTARY_AUTH_TOKEN_FILE={path} is not key {AUTH_KEY!r} of "
-                          f"Secret {AUTH_SECRET} mounted readOnly (found {found})")
+                          f"its job's Secret {want[0]} mounted readOnly (found {found}); a trainer "
+                          f"never holds the operator token ({AUTH_SECRET})")
     assert not errors, "\n".join(errors)
 
 
