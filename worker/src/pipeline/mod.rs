@@ -58,5 +58,5 @@ pub use config::{
     DEFAULT_SHUFFLE_BYTES,
 };
 pub use datasets::Datasets;
-pub use loader::{decode_pool, span_samples, Loader, LoaderBuilder};
+pub use loader::{decode_pool, span_samples, span_samples_with, Loader, LoaderBuilder};
 pub use output::{Batch, Column, Images};
