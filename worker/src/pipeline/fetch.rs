@@ -9,7 +9,9 @@
 //! to ([`Read::charge`]: the manifest's recorded chunk sizes, or a Parquet
 //! row group's column sizes), since a 64 MiB zstd chunk may be a few KiB on
 //! the wire; a read larger than the whole budget takes all of it, so it
-//! makes progress alone. Results
+//! makes progress alone. A read also stops adding chunks once they would
+//! decompress to more than a quarter of the budget, so tiny chunks that
+//! decompress to GiBs are read apart and take turns. Results
 //! come out in span order, whatever order the GETs complete in, so that what
 //! follows (parsing, then the shuffle buffer) sees a deterministic sequence.
 //! This stage moves bytes only: [`super::parse`] turns them into samples.
@@ -61,10 +63,15 @@ impl Default for FetchConfig {
 
 /// The size limits of a stream's successive reads: `first_read_bytes`,
 /// doubling up to `max_read_bytes`.
+/// And the most a read's chunks may decompress to: a quarter of the byte
+/// budget (at least `max_read_bytes`), so that a few KiB of zstd that
+/// decompress to GiBs become reads that take turns, not one read that
+/// holds them all at once.
 #[derive(Debug, Clone)]
 struct ReadSizes {
     next: u64,
     max: u64,
+    max_decompressed: u64,
 }
 
 impl ReadSizes {
@@ -74,6 +81,7 @@ impl ReadSizes {
                 .first_read_bytes
                 .clamp(1, config.max_read_bytes.max(1)),
             max: config.max_read_bytes,
+            max_decompressed: (config.max_bytes_in_flight / 4).max(config.max_read_bytes),
         }
     }
 
@@ -177,10 +185,16 @@ fn plan_span(meta: &Arc<ShardMeta>, span: &Span, sizes: &mut ReadSizes, reads: &
         let start_sample = first_sample;
         let start_byte = meta.chunk_offsets[chunk];
         let max_read_bytes = sizes.take();
-        while chunk < whole.chunks.end
-            && (chunk == start_chunk
-                || meta.chunk_offsets[chunk + 1] - start_byte <= max_read_bytes)
-        {
+        let mut decompressed = 0u64;
+        while chunk < whole.chunks.end {
+            let then = decompressed.saturating_add(meta.chunk_uncompressed(chunk).unwrap_or(0));
+            if chunk != start_chunk
+                && (meta.chunk_offsets[chunk + 1] - start_byte > max_read_bytes
+                    || then > sizes.max_decompressed)
+            {
+                break;
+            }
+            decompressed = then;
             first_sample += meta.samples_in_chunk(chunk);
             chunk += 1;
         }
@@ -410,6 +424,20 @@ mod tests {
         assert!((&mut second).now_or_never().is_none(), "never two at once");
         drop(first);
         assert!(second.now_or_never().is_some());
+    }
+
+    #[test]
+    fn chunks_that_decompress_past_a_quarter_of_the_budget_are_read_apart() {
+        // The reproduction: tiny zstd chunks recording 64 MiB each all fit
+        // one 4 MiB read; they would decompress to 4 GiB at once.
+        let meta = meta(64, 64 * MIB);
+        let reads = reads(&meta, 4 * MIB);
+        assert_eq!(reads.len(), 64, "each chunk alone: 64 MiB > 32 MiB");
+        assert!(reads.iter().all(|r| r.charge() == 64 * MIB));
+        let small = self::meta(64, 8 * MIB);
+        let reads = self::reads(&small, 4 * MIB);
+        assert_eq!(reads.len(), 16, "four 8 MiB chunks to a 32 MiB read");
+        assert!(reads.iter().all(|r| r.charge() == 32 * MIB));
     }
 
     #[test]
