@@ -83,7 +83,7 @@ fn reading_a_zstd_dataset_of_huge_chunks_stays_within_its_decompressed_budget() 
     assert_eq!(read.lines().len(), SAMPLES, "every sample read");
     println!(
         "read {on_disk} bytes on disk, {} MiB decompressed: peak RSS {} MiB",
-        SAMPLES as u64 * SAMPLE_BYTES >> 20,
+        (SAMPLES as u64 * SAMPLE_BYTES) >> 20,
         peak >> 20
     );
     assert!(

@@ -377,12 +377,9 @@ impl Client {
         self.call_within(Duration::ZERO, call).await
     }
 
-    /// [`Client::call`] of a long poll, which the coordinator may hold for
-    /// `wait` before it answers (an `Acquire` while the pool is empty):
-    /// each attempt may take `wait` plus [`Client::call_timeout`], and the
-    /// deadline ([`Client::with_deadline`]) runs from the end of the wait.
-    /// The time a pool stays empty is not a call timing out: the timeouts
-    /// bound the round trip beyond the wait asked for.
+    /// [`Client::call`] of a long poll the coordinator may hold for `wait`
+    /// (an empty pool is not a call timing out): each attempt may take
+    /// `wait` plus [`Client::call_timeout`]; the deadline starts after it.
     pub async fn call_within<T, F, Fut>(&self, wait: Duration, mut call: F) -> Result<T>
     where
         F: FnMut(Stub) -> Fut,
