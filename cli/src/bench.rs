@@ -9,7 +9,11 @@
 //!    encoded images held in memory (not the whole dataset), are only
 //!    decoded, whole and at full size, with the fastest decoder the loader
 //!    uses (libjpeg-turbo for JPEG); no crop, resize, normalisation or
-//!    batching; on a pool of the same size.
+//!    batching; on a pool of the same size, fetched under the same byte
+//!    budget and decoded under the same pixel limits as the loader's (an
+//!    image over `--max-image-pixels` is a bad sample; the threads hold at
+//!    most `--max-decode-pixels` at once). Bad samples end the run, or
+//!    with `--on-error skip` are skipped and counted, as in the pipeline.
 //!
 //! With `--sequence-length` it measures a token dataset instead
 //! ([`crate::bench_tokens`]).
@@ -26,12 +30,11 @@ use rayon::prelude::*;
 use tributary_common::plan::epoch_spans;
 use tributary_common::sample::Sample;
 use tributary_worker::pipeline::decode::fields::Decoder;
-use tributary_worker::pipeline::decode::pixels::ImageKind;
+use tributary_worker::pipeline::decode::pixels::{DecodeLimits, ImageKind, PixelBudget};
 use tributary_worker::pipeline::decode::{image_field, jpeg, render};
-use tributary_worker::pipeline::fetch::FetchConfig;
 use tributary_worker::pipeline::metrics::Metrics;
-use tributary_worker::pipeline::{span_samples, Datasets};
-use tributary_worker::{Dataset, Fields, Loader};
+use tributary_worker::pipeline::{span_samples_with, Datasets};
+use tributary_worker::{Dataset, Fields, Loader, OnError};
 
 use crate::pipeline_args::{PipelineArgs, SequenceArgs};
 use crate::process_stats::peak_rss_kib;
@@ -79,6 +82,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (ceiling_data, fields) =
         Datasets::from(dataset.clone()).with_fields(&config.decode.fields)?;
     let threads = config.decode.decode_threads;
+    let (fetch, limits, on_error) = (
+        config.decode.fetch.clone(),
+        config.decode.decode_limits,
+        config.decode.on_error,
+    );
     let counts: Vec<u32> = dataset.manifest.shards.iter().map(|s| s.samples).collect();
     let all = epoch_spans(&counts, 0, 0);
     let wanted = args.samples.unwrap_or(all.len()).min(all.len());
@@ -115,10 +123,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // CEILING_BYTES of them in memory.
     let mut encoded = Vec::new();
     let mut held = 0usize;
-    let mut stream = std::pin::pin!(span_samples(
+    let mut stream = std::pin::pin!(span_samples_with(
         ceiling_data,
         &spans,
-        &FetchConfig::default(),
+        &fetch,
+        on_error,
         Arc::new(Metrics::default())
     ));
     'fetch: while let Some(read) = stream.next().await {
@@ -130,26 +139,29 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             encoded.push(sample);
         }
     }
+    let budget = PixelBudget::new(limits.max_pixels_in_flight);
     let started = Instant::now();
-    let decoded: usize = pool.install(|| {
+    let outcomes: Vec<anyhow::Result<u32>> = pool.install(|| {
         encoded
             .par_iter()
             .with_max_len(1)
-            .map(|sample| -> anyhow::Result<usize> {
-                let bytes = image_bytes(sample, &fields)?;
-                // The fastest decoder the loader uses, on the whole image.
-                let width = match ImageKind::sniff(bytes) {
-                    Some(ImageKind::Jpeg) => jpeg::decode_whole(bytes).map(|(w, _)| w),
-                    _ => render::decode(bytes).map(|image| image.width),
-                };
-                width
-                    .map(|w| w as usize)
-                    .map_err(anyhow::Error::msg)
-                    .with_context(|| sample.key.clone())
+            .map(|sample| {
+                decode_whole(sample, &fields, &limits, &budget).with_context(|| sample.key.clone())
             })
-            .collect::<anyhow::Result<Vec<_>>>()
-            .map(|v| v.len())
-    })?;
+            .collect()
+    });
+    let mut decoded = 0usize;
+    let mut skipped = 0usize;
+    for outcome in outcomes {
+        match outcome {
+            Ok(_) => decoded += 1,
+            Err(error) if on_error == OnError::Skip => {
+                tracing::warn!("decode-only ceiling: a bad sample is skipped: {error:#}");
+                skipped += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
     let ceiling = decoded as f64 / started.elapsed().as_secs_f64();
 
     println!("tributary bench {}", args.url);
@@ -193,9 +205,33 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "  decode-only ceiling  {ceiling:.1} samples/s (whole-image decode alone, first {decoded} of the same images, {:.0} MiB, {threads} threads)",
         held as f64 / (1 << 20) as f64
     );
+    if skipped > 0 {
+        println!("  skipped (ceiling)    {skipped} bad samples");
+    }
     println!("  pipeline / ceiling   {:.2}", pipeline_rate / ceiling);
     tracing::debug!(checksum, "output checksum");
     Ok(())
+}
+
+/// Decodes `sample`'s image whole, with the fastest decoder the loader
+/// uses, within `limits` (its header checked before any pixel is
+/// decoded) and holding its pixels of `budget` meanwhile; its width.
+fn decode_whole(
+    sample: &Sample,
+    fields: &Fields,
+    limits: &DecodeLimits,
+    budget: &PixelBudget,
+) -> anyhow::Result<u32> {
+    let bytes = image_bytes(sample, fields)?;
+    let kind = ImageKind::of(bytes).map_err(anyhow::Error::msg)?;
+    let dimensions = kind.dimensions(bytes).map_err(anyhow::Error::msg)?;
+    let pixels = limits.check(kind, dimensions).map_err(anyhow::Error::msg)?;
+    let _pixels = budget.acquire(pixels);
+    match kind {
+        ImageKind::Jpeg => jpeg::decode_whole(bytes).map(|(w, _)| w),
+        _ => render::decode(bytes).map(|image| image.width),
+    }
+    .map_err(anyhow::Error::msg)
 }
 
 /// The sample's image: its first field with an image extension, or (a

@@ -7,7 +7,7 @@ use tributary_common::tokens::rows::IdType;
 use tributary_common::tokens::{Packing, SequenceSpec, MAX_SEQUENCE_LENGTH};
 use tributary_worker::pipeline::decode::pixels::{DecodeLimits, MAX_PIXELS_LIMIT};
 use tributary_worker::pipeline::fetch::FetchConfig;
-use tributary_worker::pipeline::limits;
+use tributary_worker::pipeline::{limits, DEFAULT_MAX_BATCH_BYTES};
 use tributary_worker::{
     DecodeConfig, Dtype, Fields, Layout, LoaderConfig, OnError, PlanConfig, Preset, Size, Tail,
     Transform,
@@ -190,6 +190,11 @@ pub struct PipelineArgs {
     #[arg(long, default_value_t = DecodeLimits::default().max_pixels_in_flight,
           value_parser = u64_in(1, MAX_PIXELS_LIMIT))]
     pub max_decode_pixels: u64,
+    /// Bytes of one batch's images at most, in MiB (batch size x image
+    /// size^2 x 3 x element size; the loader holds several batches).
+    /// Default: 2 GiB or an eighth of the machine's memory, the smaller.
+    #[arg(long, value_parser = u64_in(1, limits::MAX_BATCH_BYTES >> 20))]
+    pub max_batch_mib: Option<u64>,
     /// What a sample that cannot be decoded does: `raise` (end with an error
     /// naming its shard and offset) or `skip` (leave it out of its batch,
     /// which comes out one sample short, and log it).
@@ -199,6 +204,14 @@ pub struct PipelineArgs {
     /// be skipped before the run fails.
     #[arg(long, default_value_t = DecodeConfig::default().max_bad_fraction, value_parser = fraction)]
     pub max_bad_fraction: f64,
+}
+
+/// The default bound of a batch's bytes: [`DEFAULT_MAX_BATCH_BYTES`] or
+/// an eighth of the machine's memory, the smaller (a loader holds a few
+/// batches prefetched, a few being decoded and a few recycled).
+pub fn machine_batch_bytes() -> u64 {
+    let machine = crate::process_stats::physical_memory_bytes().map_or(u64::MAX, |m| m / 8);
+    DEFAULT_MAX_BATCH_BYTES.min(machine).max(1 << 20)
 }
 
 impl PipelineArgs {
@@ -269,6 +282,9 @@ impl PipelineArgs {
                 },
                 on_error: self.on_error,
                 max_bad_fraction: self.max_bad_fraction,
+                max_batch_bytes: self
+                    .max_batch_mib
+                    .map_or_else(machine_batch_bytes, |mib| mib << 20),
                 ..defaults.decode
             },
         }

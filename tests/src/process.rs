@@ -99,6 +99,11 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// The exit status, if the process has exited (it is reaped then).
+    pub fn try_exit(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("try_wait")
+    }
+
     /// Waits for the process to exit, however it does.
     pub fn wait_exit(&mut self, deadline: Duration) -> std::process::ExitStatus {
         let mut status = None;

@@ -6,6 +6,7 @@
 
 mod etcd_auth;
 mod etcd_faults;
+mod lone_member;
 mod lookahead;
 mod rejoin;
 mod store;

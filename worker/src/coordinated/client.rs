@@ -374,17 +374,19 @@ impl Client {
         F: FnMut(Stub) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
     {
-        self.call_within(self.call_timeout, call).await
+        self.call_within(Duration::ZERO, call).await
     }
 
-    /// [`Client::call`] whose attempts may each take `timeout` (a long
-    /// poll's wait and a margin).
-    pub async fn call_within<T, F, Fut>(&self, timeout: Duration, mut call: F) -> Result<T>
+    /// [`Client::call`] of a long poll the coordinator may hold for `wait`
+    /// (an empty pool is not a call timing out): each attempt may take
+    /// `wait` plus [`Client::call_timeout`]; the deadline starts after it.
+    pub async fn call_within<T, F, Fut>(&self, wait: Duration, mut call: F) -> Result<T>
     where
         F: FnMut(Stub) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
     {
-        let deadline = Instant::now() + self.deadline;
+        let timeout = wait + self.call_timeout;
+        let deadline = Instant::now() + wait + self.deadline;
         let mut backoff = Duration::from_millis(50);
         let mut attempts = reach::Attempts::new();
         // The last answer a replica gave, for when the deadline cuts the

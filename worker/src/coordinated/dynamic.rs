@@ -451,18 +451,17 @@ impl Feeder {
             wait_ms: ACQUIRE_WAIT.as_millis() as u32,
             ..v1::AcquireRequest::default()
         };
-        // A long poll may take its wait, and then a call's time.
-        let timeout = ACQUIRE_WAIT + self.session.client.call_timeout();
         let mut flushed = false;
         loop {
             request.max_units = self.room().await as u32;
             let got = self
                 .session
-                .send_within(
-                    timeout,
-                    &request,
-                    |mut c, r| async move { c.acquire(r).await },
-                )
+                // The wait is the pool's, not the call's: a lone member
+                // waiting out its own leased units at an epoch's end does
+                // not time out however short its timeout.
+                .send_within(ACQUIRE_WAIT, &request, |mut c, r| async move {
+                    c.acquire(r).await
+                })
                 .await?;
             if got.finished {
                 return Ok(None);

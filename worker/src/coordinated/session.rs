@@ -200,11 +200,10 @@ impl Shared {
         F: Fn(Stub, R) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.send_within(self.client.call_timeout(), request, call)
-            .await
+        self.send_within(Duration::ZERO, request, call).await
     }
 
-    async fn send_within<R, T, F, Fut>(&self, timeout: Duration, request: &R, call: F) -> Result<T>
+    async fn send_within<R, T, F, Fut>(&self, wait: Duration, request: &R, call: F) -> Result<T>
     where
         R: MemberScoped,
         F: Fn(Stub, R) -> Fut,
@@ -215,7 +214,7 @@ impl Shared {
             let mut request = request.clone();
             request.sign(&membership.joined.member, &membership.joined.secret);
             self.client
-                .call_within(timeout, move |stub| call(stub, request.clone()))
+                .call_within(wait, move |stub| call(stub, request.clone()))
         };
         // A call signed before another caller joined again (a keep-alive
         // retried through a failover) carries the old secret and is refused:
@@ -374,20 +373,16 @@ impl Session {
         self.shared.send(request, call).await
     }
 
-    /// [`Session::send`] whose attempts may each take `timeout` (a long
-    /// poll's wait and a margin).
-    pub async fn send_within<R, T, F, Fut>(
-        &self,
-        timeout: Duration,
-        request: &R,
-        call: F,
-    ) -> Result<T>
+    /// [`Session::send`] of a long poll the coordinator may hold for
+    /// `wait` before it answers ([`super::Client::call_within`]: the wait
+    /// does not count against the call's timeouts).
+    pub async fn send_within<R, T, F, Fut>(&self, wait: Duration, request: &R, call: F) -> Result<T>
     where
         R: MemberScoped,
         F: Fn(Stub, R) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.shared.send_within(timeout, request, call).await
+        self.shared.send_within(wait, request, call).await
     }
 
     /// A request naming the job; [`Session::send`] signs it.

@@ -161,6 +161,10 @@ impl SyncLoader {
             config.plan.rank = assignment.rank as usize;
             config.plan.world = assignment.world as usize;
             config.plan.stripe = self.stripe;
+            // The coordinator recomputes what this rank's buffer emitted
+            // from positions alone (a dead rank's remainder): a byte bound
+            // would make emissions depend on sizes it does not know.
+            config.plan.shuffle_bytes = None;
             config.validate()?;
             let spans = spans_from_proto(assignment.spans.clone()).map_err(|error| {
                 WorkerError::Coordinator {

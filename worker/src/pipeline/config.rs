@@ -38,6 +38,12 @@ pub struct PlanConfig {
     pub drop_last: bool,
     /// Samples held by the shuffle buffer (0: no shuffling within shards).
     pub shuffle_buffer: usize,
+    /// Bytes of the samples the shuffle buffer holds at most: beyond them
+    /// it gives samples out early, so a few huge samples cannot pile up
+    /// (default [`DEFAULT_SHUFFLE_BYTES`]). `None`: bounded by count only,
+    /// as a rank under a synchronous coordinator is, whose emissions the
+    /// coordinator recomputes from positions alone.
+    pub shuffle_bytes: Option<u64>,
     /// `false`: read in manifest order, no shuffle buffer, and (without a
     /// coordinator) split the whole dataset into contiguous parts, one per
     /// rank, none dropped: evaluation reading.
@@ -73,7 +79,17 @@ pub struct DecodeConfig {
     pub max_bad_fraction: f64,
     /// A token job's id columns: int64 (the default) or int32.
     pub token_ids: IdType,
+    /// Bytes of one batch's image buffer at most (batch size x images x
+    /// pixels x channels x element size): a loader holds several such
+    /// batches (prefetched, in flight, recycled), so this is a budget that
+    /// fits the machine, not a typo check (default
+    /// [`DEFAULT_MAX_BATCH_BYTES`]; at most [`limits::MAX_BATCH_BYTES`]).
+    pub max_batch_bytes: u64,
 }
+
+/// The default bound of one batch's image buffer: 2 GiB (a batch of 256
+/// images of 512 x 512 as `f32` takes 0.8 GB).
+pub const DEFAULT_MAX_BATCH_BYTES: u64 = 2 << 30;
 
 /// The largest values [`LoaderConfig::validate`] accepts: beyond them a
 /// setting is a typo, and it would size an allocation the machine does not
@@ -85,7 +101,8 @@ pub mod limits {
     pub const MAX_BATCH_SIZE: usize = 1 << 16;
     /// Output side length.
     pub const MAX_IMAGE_SIZE: u32 = 4096;
-    /// Bytes of one batch's image buffer (batch x 3 x size^2 x element).
+    /// Bytes of one batch's image buffer (batch x 3 x size^2 x element):
+    /// the largest `max_batch_bytes` accepted.
     pub const MAX_BATCH_BYTES: u64 = 16 << 30;
     /// Samples in the shuffle buffer.
     pub const MAX_SHUFFLE_BUFFER: usize = 1 << 24;
@@ -99,6 +116,10 @@ pub mod limits {
     pub const MAX_READ_BYTES: u64 = 1 << 32;
 }
 
+/// The shuffle buffer's default byte bound: 1 GiB, eight times the
+/// default fetch budget ([`FetchConfig::max_bytes_in_flight`]).
+pub const DEFAULT_SHUFFLE_BYTES: u64 = 1 << 30;
+
 impl Default for PlanConfig {
     fn default() -> Self {
         Self {
@@ -110,6 +131,7 @@ impl Default for PlanConfig {
             batch_size: 64,
             drop_last: false,
             shuffle_buffer: 1024,
+            shuffle_bytes: Some(DEFAULT_SHUFFLE_BYTES),
             shuffle: true,
             tail: Tail::Uneven,
             stripe: Stripe::default(),
@@ -130,6 +152,7 @@ impl Default for DecodeConfig {
             on_error: OnError::Raise,
             max_bad_fraction: 0.01,
             token_ids: IdType::I64,
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
         }
     }
 }
@@ -160,6 +183,9 @@ impl LoaderConfig {
                 "shuffle_buffer is {}; it must be at most {MAX_SHUFFLE_BUFFER}",
                 plan.shuffle_buffer
             ));
+        }
+        if let Some(bytes) = plan.shuffle_bytes {
+            ranged("shuffle_bytes", bytes, MAX_BYTES_IN_FLIGHT)?;
         }
         for (name, value) in [
             ("prefetch_batches", decode.prefetch_batches),
@@ -195,6 +221,7 @@ impl LoaderConfig {
             decode.fetch.first_read_bytes,
             MAX_READ_BYTES,
         )?;
+        ranged("max_batch_bytes", decode.max_batch_bytes, MAX_BATCH_BYTES)?;
         let size = decode.transform.size;
         ranged(
             "image height",
@@ -212,10 +239,10 @@ impl LoaderConfig {
                 * decode.transform.image_len() as u64
                 * decode.transform.element_bytes() as u64
                 * images;
-            if batch_bytes > MAX_BATCH_BYTES {
+            if batch_bytes > decode.max_batch_bytes {
                 return bad(format!(
-                    "a batch of {} x {images} images of {size} takes {batch_bytes} bytes, over the limit of {MAX_BATCH_BYTES}",
-                    plan.batch_size
+                    "a batch of {} x {images} images of {size} takes {batch_bytes} bytes, over the budget of {} bytes per batch (max_batch_bytes); lower the batch size (--batch-size) or the image size (--image-size)",
+                    plan.batch_size, decode.max_batch_bytes
                 ));
             }
         }
@@ -256,5 +283,47 @@ impl Stripe {
     /// Whether batch `batch` of the epoch is in this stripe.
     pub fn keeps(self, batch: u64) -> bool {
         batch % self.count as u64 == self.index as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::decode::transform::Size;
+
+    fn images(batch_size: usize, side: u32, max_batch_bytes: u64) -> LoaderConfig {
+        let mut config = LoaderConfig::default();
+        config.plan.batch_size = batch_size;
+        config.decode.transform.size = Size::square(side);
+        config.decode.max_batch_bytes = max_batch_bytes;
+        config
+    }
+
+    #[test]
+    fn a_batch_over_the_byte_budget_is_refused_naming_the_flags() {
+        // 64 x 4096 x 4096 x 3 x f32: 12.9 GB, under the old 16 GiB limit.
+        let config = images(64, 4096, DEFAULT_MAX_BATCH_BYTES);
+        let Err(WorkerError::Config(message)) = config.validate() else {
+            panic!("a 12.9 GB batch passed validation");
+        };
+        let bytes = 64u64 * 4096 * 4096 * 3 * 4;
+        for part in [
+            "--batch-size",
+            "--image-size",
+            &bytes.to_string(),
+            "max_batch_bytes",
+        ] {
+            assert!(message.contains(part), "{message:?} names {part}");
+        }
+        // Within the budget it passes; a budget over the hard limit does not.
+        images(64, 224, DEFAULT_MAX_BATCH_BYTES)
+            .validate()
+            .expect("38.5 MB");
+        images(64, 4096, bytes)
+            .validate()
+            .expect("a budget that fits it");
+        assert!(images(64, 224, limits::MAX_BATCH_BYTES + 1)
+            .validate()
+            .is_err());
     }
 }

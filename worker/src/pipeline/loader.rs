@@ -271,7 +271,8 @@ fn chain(
         0
     };
     let (seed, epoch, generation) = (config.plan.seed, config.plan.epoch, config.plan.generation);
-    let buffer = ShuffleBuffer::new(capacity, seed, epoch, generation, config.plan.rank as u64);
+    let buffer = ShuffleBuffer::new(capacity, seed, epoch, generation, config.plan.rank as u64)
+        .max_bytes(config.plan.shuffle_bytes.unwrap_or(u64::MAX));
     let shuffled = shuffle(samples, buffer);
     let strategy = WholeSamples::new(config.plan.batch_size, config.plan.drop_last, padding);
     let batches = cut(shuffled, strategy, config.plan.stripe);
@@ -336,10 +337,23 @@ pub fn span_samples(
     config: &FetchConfig,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
+    span_samples_with(dataset, spans, config, OnError::Raise, metrics)
+}
+
+/// [`span_samples`], a damaged chunk handled as `on_error` says (under
+/// [`OnError::Skip`] its samples come out as placeholders the decode stage
+/// skips: see [`super::parse`]).
+pub fn span_samples_with(
+    dataset: impl Into<Datasets>,
+    spans: &SpanSet,
+    config: &FetchConfig,
+    on_error: OnError,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<Fetched>> + Send + 'static {
     let dataset = dataset.into();
     let input = stream::iter(spans.spans().to_vec()).map(Input::Span);
     let reads = fetch(dataset.clone(), input, config, Arc::clone(&metrics));
-    parse(dataset, reads, config, OnError::Raise, metrics).filter_map(|out| async move {
+    parse(dataset, reads, config, on_error, metrics).filter_map(|out| async move {
         match out {
             Ok(Output::Samples(fetched)) => Some(Ok(fetched)),
             Ok(Output::Flush) => None,

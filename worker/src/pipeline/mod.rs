@@ -53,7 +53,10 @@ pub mod tokens;
 #[cfg(test)]
 mod tests;
 
-pub use config::{limits, DecodeConfig, LoaderConfig, PlanConfig, Stripe, Tail};
+pub use config::{
+    limits, DecodeConfig, LoaderConfig, PlanConfig, Stripe, Tail, DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_SHUFFLE_BYTES,
+};
 pub use datasets::Datasets;
-pub use loader::{decode_pool, span_samples, Loader, LoaderBuilder};
+pub use loader::{decode_pool, span_samples, span_samples_with, Loader, LoaderBuilder};
 pub use output::{Batch, Column, Images};

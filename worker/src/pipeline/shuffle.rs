@@ -14,7 +14,9 @@ use crate::error::Result;
 
 /// The shuffle stage: each read's samples pushed through `buffer`, in
 /// order, coming out as what the buffer gives out for them (which holds the
-/// read's byte budget in their place). A flush marker empties the buffer
+/// read's byte budget in their place). Samples are pushed with their
+/// payload sizes, so a buffer bounded by bytes
+/// ([`ShuffleBuffer::max_bytes`]) holds at most that many. A flush marker empties the buffer
 /// before it passes on; so does the end of the input. Errors pass through
 /// in their place.
 pub fn shuffle(
@@ -32,9 +34,13 @@ pub fn shuffle(
         };
         let out = match item {
             Some(Ok(Output::Samples(read))) => {
-                let samples = read.samples.into_iter();
+                let mut out = Vec::with_capacity(read.samples.len());
+                for sample in read.samples {
+                    let bytes = sample.payload_bytes() as u64;
+                    buffer.push_sized(sample, bytes, &mut out);
+                }
                 vec![Ok(Output::Samples(Fetched {
-                    samples: samples.filter_map(|sample| buffer.push(sample)).collect(),
+                    samples: out,
                     budget: read.budget,
                 }))]
             }

@@ -49,6 +49,38 @@ impl PartialEq for RowsRead {
 }
 impl Eq for RowsRead {}
 
+impl RowsRead {
+    /// About the bytes this read's pages decompress to: its fetched bytes
+    /// scaled by its columns' uncompressed to compressed ratio in the row
+    /// group (as the footer records them; a footer that lies only changes
+    /// how much of the byte budget the read waits for).
+    pub fn uncompressed_bytes(&self) -> u64 {
+        let group = self.footer.metadata.row_group(self.group);
+        let leaves = self.columns.iter().flat_map(|c| {
+            if c.nested.is_empty() {
+                std::slice::from_ref(&c.leaf)
+            } else {
+                &c.nested[..]
+            }
+        });
+        let (mut compressed, mut uncompressed) = (0u128, 0u128);
+        for &leaf in leaves {
+            let column = group.column(leaf);
+            compressed += column.compressed_size().max(0) as u128;
+            uncompressed += column.uncompressed_size().max(0) as u128;
+        }
+        let fetched: u128 = self
+            .ranges
+            .iter()
+            .map(|r| u128::from(r.end - r.start))
+            .sum();
+        if compressed == 0 {
+            return fetched.min(u128::from(u64::MAX)) as u64;
+        }
+        (fetched.saturating_mul(uncompressed) / compressed).min(u128::from(u64::MAX)) as u64
+    }
+}
+
 /// How each of `columns` (name and kind, as the manifest lists them) is
 /// read in the file `footer` describes.
 pub fn column_reads(
