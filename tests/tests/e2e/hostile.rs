@@ -3,7 +3,7 @@
 //! may not call without the token, and one bad job never takes the others
 //! down. Each rejected call leaves etcd as it was.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_client::GetOptions;
 use tonic::Code;
