@@ -4,7 +4,7 @@
 //!   <token>` metadata), checked by [`TokenCheck`] before any handler runs,
 //!   and/or with a client certificate (mutual TLS, configured on the
 //!   transport). The token is the operator's, which reaches everything, or
-//!   a job credential, which reaches one job ([`access`]). Without a
+//!   a job credential, which reaches one job ([`Access`], [`JobKeys`]). Without a
 //!   configured token every caller is let in.
 //! - **Members** prove they are themselves with the secret their Join
 //!   returned. The store keeps only its SHA-256, so reading etcd reveals no

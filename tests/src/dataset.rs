@@ -26,6 +26,24 @@ pub async fn pack_local(src: &Path, dest: &Path, options: &PackOptions) -> Locat
     location
 }
 
+/// Synthesises `images` images of 4 classes (`seed`) under `dir/src` and
+/// packs them into shards of `per_shard` at `dir/ds`; returns its URL.
+pub async fn packed_images(dir: &Path, images: usize, per_shard: u32, seed: u64) -> String {
+    let src = dir.join("src");
+    let options = tributary_tools::synth::SynthOptions {
+        images,
+        classes: 4,
+        seed,
+    };
+    tributary_tools::synth::write_image_folder(&src, &options, &|_| {}).expect("synth");
+    let options = PackOptions {
+        max_samples: per_shard,
+        ..PackOptions::default()
+    };
+    pack_local(&src, &dir.join("ds"), &options).await;
+    dir.join("ds").display().to_string()
+}
+
 /// Packs a dataset of `samples` tiny files (not images: a coordinator reads
 /// only the manifest) into shards of `per_shard` under `dir`; returns its URL.
 pub async fn tiny_dataset(dir: &Path, samples: u32, per_shard: u32) -> String {

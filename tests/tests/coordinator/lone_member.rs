@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
-use tributary_tests::dataset::{pack_local, small_loader_config};
-use tributary_tools::pack::PackOptions;
-use tributary_tools::synth::{write_image_folder, SynthOptions};
+use tributary_tests::dataset::{packed_images, small_loader_config};
 use tributary_worker::coordinated::{
     create_job, Client, DynamicLoader, DynamicOptions, Identity, Session,
 };
@@ -22,19 +20,7 @@ const EPOCHS: u64 = 2;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_dynamic_member_with_a_short_timeout_reads_every_epoch() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let src = dir.path().join("src");
-    let options = SynthOptions {
-        images: IMAGES,
-        classes: 4,
-        seed: 5,
-    };
-    write_image_folder(&src, &options, &|_| {}).expect("synth");
-    let options = PackOptions {
-        max_samples: 16,
-        ..PackOptions::default()
-    };
-    pack_local(&src, &dir.path().join("ds"), &options).await;
-    let url = dir.path().join("ds").display().to_string();
+    let url = packed_images(dir.path(), IMAGES, 16, 5).await;
     let dataset = Dataset::open(&url, &StoreOptions::default())
         .await
         .expect("dataset");

@@ -11,10 +11,8 @@ use std::time::{Duration, Instant};
 
 use tributary_common::proto::v1;
 use tributary_coordinator::LocalCoordinator;
-use tributary_tests::dataset::{pack_local, small_loader_config};
+use tributary_tests::dataset::{packed_images, small_loader_config};
 use tributary_tests::eventually;
-use tributary_tools::pack::PackOptions;
-use tributary_tools::synth::{write_image_folder, SynthOptions};
 use tributary_worker::coordinated::dynamic::{OnAck, OnLease};
 use tributary_worker::coordinated::{
     create_job, Client, DynamicLoader, DynamicOptions, Identity, Session,
@@ -26,19 +24,7 @@ const UNIT: u32 = 8;
 const LOOKAHEAD: u64 = 24;
 
 async fn images(dir: &std::path::Path) -> String {
-    let src = dir.join("src");
-    let options = SynthOptions {
-        images: IMAGES,
-        classes: 4,
-        seed: 3,
-    };
-    write_image_folder(&src, &options, &|_| {}).expect("synth");
-    let options = PackOptions {
-        max_samples: 40,
-        ..PackOptions::default()
-    };
-    pack_local(&src, &dir.join("ds"), &options).await;
-    dir.join("ds").display().to_string()
+    packed_images(dir, IMAGES, 40, 3).await
 }
 
 /// What one member leased and acked, in order, with when it leased.
