@@ -114,7 +114,7 @@ mod stats;
 use config::fnv64;
 pub use config::{entry_name, parse_bytes, CacheConfig, ShardObject};
 use files::{check, remove, remove_regular, Admit, DirLock, Progress, Scan, Victim};
-use guard::{create_options, open_own_file, open_regular, own_dir, Found, Seal};
+use guard::{create_options, open_own_file, open_regular, own_dir, DirError, Found, Seal};
 pub use stats::CacheStats;
 use stats::{Counter, Counters};
 
@@ -209,7 +209,14 @@ impl ShardCache {
         }
         let (entries, tmp) = (dir.join("entries"), dir.join("tmp"));
         for path in [&dir, &entries, &tmp] {
-            own_dir(path, uid).map_err(|reason| bad(path, reason))?;
+            own_dir(path, uid).map_err(|error| match error {
+                // The system's error (an OSError in Python), not a bad setting.
+                DirError::Create(error) => IoError::Local {
+                    path: path.display().to_string(),
+                    error,
+                },
+                DirError::Untrusted(reason) => bad(path, reason),
+            })?;
         }
         let lock_path = dir.join("lock");
         let lock = open_own_file(&lock_path, uid).map_err(|reason| bad(&lock_path, reason))?;

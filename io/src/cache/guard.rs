@@ -83,19 +83,28 @@ fn refused(reason: &str) -> String {
     format!("{reason}: {REMEDY}")
 }
 
+/// Why [`own_dir`] refused a directory.
+#[derive(Debug)]
+pub(super) enum DirError {
+    /// It is missing and cannot be made (the system's error).
+    Create(io::Error),
+    /// It exists and is not to be trusted: why, and what to do.
+    Untrusted(String),
+}
+
 /// Creates the directory `path` (mode 0700, parents too) if it is missing,
 /// then checks that `uid` owns it, it is not a symbolic link and no one
 /// else can write to it. The error says why and what to do.
-pub(super) fn own_dir(path: &Path, uid: u32) -> Result<(), String> {
+pub(super) fn own_dir(path: &Path, uid: u32) -> Result<(), DirError> {
     match DirBuilder::new().recursive(true).mode(0o700).create(path) {
         Ok(()) => {}
         // A symbolic link to something else, a file: said below.
         Err(_) if fs::symlink_metadata(path).is_ok() => {}
-        Err(error) => return Err(format!("cannot create it: {error}")),
+        Err(error) => return Err(DirError::Create(error)),
     }
-    let meta = fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    let meta = fs::symlink_metadata(path).map_err(DirError::Create)?;
     match distrust(&meta, uid, true) {
-        Some(reason) => Err(refused(&reason)),
+        Some(reason) => Err(DirError::Untrusted(refused(&reason))),
         None => Ok(()),
     }
 }
