@@ -63,6 +63,10 @@ pub enum CoordError {
     Encode { key: String, error: String },
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
+    /// A Join that would strand the live members of the current
+    /// generation by skipping restart counts (`model::calls`).
+    #[error("{0}")]
+    Stranding(String),
     /// Over one of the replica's caps (`crate::limits`).
     #[error("{0}")]
     Exhausted(String),
@@ -84,9 +88,10 @@ impl From<CoordError> for Status {
             | CoordError::UnknownMember { .. } => Code::NotFound,
             CoordError::RankOutOfRange { .. } => Code::OutOfRange,
             CoordError::Stale(_) | CoordError::Precondition(_) => Code::FailedPrecondition,
-            CoordError::ConflictingConfig { .. } | CoordError::AlreadyJoined { .. } => {
-                Code::AlreadyExists
-            }
+            // Retried by the client's Join, as a live previous membership is.
+            CoordError::ConflictingConfig { .. }
+            | CoordError::AlreadyJoined { .. }
+            | CoordError::Stranding(_) => Code::AlreadyExists,
             CoordError::Invalid(_) => Code::InvalidArgument,
             CoordError::Dataset { .. } | CoordError::JobFailed { .. } | CoordError::Corrupt(_) => {
                 Code::FailedPrecondition

@@ -158,6 +158,7 @@ impl Job {
         } = joiner;
         if let State::Sync(model) = &self.state {
             model.check_join(identity, resume.as_ref())?;
+            self.no_skip_past_live(model, identity)?;
         } else if resume.is_some() {
             return Err(sync_only(&self.name));
         } else {
@@ -168,6 +169,61 @@ impl Job {
         }
         self.room_for(member)?;
         Ok(self.lease_for_join())
+    }
+
+    /// Refuses a torchrun rank whose restart count skips past the next one
+    /// (`restart > current + 1`, same run) while members of the current
+    /// generation hold live leases: such a jump would strand them (their
+    /// calls answered stale), and a real torchrun restart moves by one. It
+    /// is answered ALREADY_EXISTS, which the client's Join retries, so a
+    /// group that really skipped a restart (whose ranks never joined) joins
+    /// once the old members leave or expire.
+    fn no_skip_past_live(&self, model: &SyncModel, identity: &Identity) -> Result<()> {
+        Self::skip_check(
+            &self.name,
+            &self.members,
+            model,
+            identity,
+            self.stored.config.member_ttl_s,
+        )
+    }
+
+    fn skip_check(
+        job: &JobId,
+        members: &std::collections::BTreeMap<MemberId, MemberRecord>,
+        model: &SyncModel,
+        identity: &Identity,
+        ttl_s: u32,
+    ) -> Result<()> {
+        let (
+            Identity::Torchrun {
+                run_id, restart, ..
+            },
+            Some((current_run, current)),
+        ) = (identity, model.current_restart())
+        else {
+            return Ok(());
+        };
+        if run_id != current_run || *restart <= current.saturating_add(1) {
+            return Ok(());
+        }
+        let live = members
+            .values()
+            .filter(|m| {
+                matches!(&m.identity, Identity::Torchrun { run_id: r, restart: s, .. }
+                    if r == current_run && *s == current)
+            })
+            .count();
+        if live == 0 {
+            return Ok(());
+        }
+        Err(CoordError::Stranding(format!(
+            "job {:?}: restart count {restart} skips past {} while {live} members of the \
+             current restart {current} (run {run_id:?}) are live: a torchrun restart moves by \
+             one; this Join waits for them to leave or expire (up to {ttl_s} s)",
+            job.as_str(),
+            current.saturating_add(1),
+        )))
     }
 
     /// Refuses a new member once the job holds [`Job::member_cap`] (one
@@ -239,6 +295,13 @@ impl Job {
         };
         match &mut self.state {
             State::Sync(model) => {
+                Self::skip_check(
+                    &self.name,
+                    &self.members,
+                    model,
+                    &identity,
+                    self.stored.config.member_ttl_s,
+                )?;
                 let config = &self.stored.config;
                 let (gen, ops) = model.join(
                     &self.name,

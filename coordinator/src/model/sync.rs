@@ -178,6 +178,11 @@ impl SyncModel {
         self.gens.last()
     }
 
+    /// The current generation's torchrun run and restart count.
+    pub fn current_restart(&self) -> Option<(&str, u64)> {
+        self.current().map(|g| (g.run_id.as_str(), g.restart))
+    }
+
     /// Generation `g`, if stored.
     fn gen(&self, g: u64) -> Option<&GenMeta> {
         self.gens

@@ -501,3 +501,37 @@ fn a_join_past_the_member_cap_is_refused_and_a_member_replacing_itself_is_not() 
     let (again, _) = job.join(joiner(identity, member, &secrets[0]), "e".repeat(32), 9);
     again.expect("a member replacing itself");
 }
+
+#[test]
+fn a_restart_that_skips_ahead_waits_for_the_live_generation_and_one_step_does_not() {
+    let (mut job, _) = created(v1::Mode::Sync);
+    let (identity, first) = solo(0);
+    let (joined, _) = job.join(joiner(identity, first, ""), "a".repeat(32), 1);
+    joined.expect("restart 0");
+    // Restart 2 (2^40 in the reproduction) while restart 0's member lives:
+    // refused as ALREADY_EXISTS, which the client's Join retries.
+    let (identity, skipping) = solo(2);
+    let error = job
+        .prepare_join(&joiner(identity.clone(), skipping.clone(), ""))
+        .expect_err("a skip past a live generation");
+    assert!(matches!(error, CoordError::Stranding(_)), "{error}");
+    assert_eq!(
+        tonic::Status::from(error).code(),
+        tonic::Code::AlreadyExists
+    );
+    let (answer, effects) = job.join(joiner(identity, skipping, ""), "b".repeat(32), 2);
+    assert!(answer.is_err(), "checked again under the job's lock");
+    assert_eq!(effects.revoke, vec![2]);
+    // One step ahead, as torchrun restarts: joins at once.
+    let (identity, next) = solo(1);
+    let (joined, _) = job.join(joiner(identity, next.clone(), ""), "c".repeat(32), 3);
+    joined.expect("restart 1");
+    // Restart 3 waits for restart 1's member; once it expired, it joins.
+    let (identity, later) = solo(3);
+    assert!(job
+        .prepare_join(&joiner(identity.clone(), later.clone(), ""))
+        .is_err());
+    let _forgotten = job.lease_expired(&next, Some(3));
+    job.prepare_join(&joiner(identity, later, ""))
+        .expect("the live generation is gone");
+}
