@@ -532,6 +532,8 @@ fn a_restart_that_skips_ahead_waits_for_the_live_generation_and_one_step_does_no
         .prepare_join(&joiner(identity.clone(), later.clone(), ""))
         .is_err());
     let _forgotten = job.lease_expired(&next, Some(3));
-    job.prepare_join(&joiner(identity, later, ""))
+    let grant = job
+        .prepare_join(&joiner(identity, later, ""))
         .expect("the live generation is gone");
+    assert!(grant.ttl > std::time::Duration::ZERO);
 }
