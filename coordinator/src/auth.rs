@@ -111,7 +111,7 @@ pub fn new_secret() -> Result<String> {
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
         .map_err(|_| CoordError::Precondition("the system's random source failed".into()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::digest::hex(&bytes))
 }
 
 /// What the store keeps of a secret.

@@ -180,16 +180,14 @@ impl Leader {
         };
         let opened = self.manifests.open(name, &stored.config).await?;
         check_stored(name, &stored, &opened)?;
-        // Building the model plans the open epoch: CPU work, off the
-        // async runtime.
         let (owned, kvs) = (name.clone(), kvs.to_vec());
-        let mut job =
-            tokio::task::spawn_blocking(move || Job::load(&owned, stored, opened.dataset, &kvs))
-                .await
-                .map_err(|e| {
-                    CoordError::Corrupt(format!("building job {:?} failed: {e}", name.as_str()))
-                })??;
-        job.member_cap = self.manifests.limits().members_per_job;
+        let cap = self.manifests.limits().members_per_job;
+        let job = off_runtime(name, move || {
+            let mut job = Job::load(&owned, stored, opened.dataset, &kvs)?;
+            job.member_cap = cap;
+            Ok(job)
+        })
+        .await?;
         tracing::info!(
             job = name.as_str(),
             members = job.members.len(),
@@ -473,3 +471,14 @@ mod lifecycle;
 mod tasks;
 #[cfg(test)]
 mod tests;
+
+/// Runs `build`, which builds a job's model (planning its open epoch: CPU
+/// work), off the async runtime.
+async fn off_runtime<T: Send + 'static>(
+    name: &JobId,
+    build: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(build)
+        .await
+        .map_err(|e| CoordError::Corrupt(format!("building job {:?} failed: {e}", name.as_str())))?
+}

@@ -18,6 +18,7 @@ use ring::hmac;
 use tonic::Request;
 use tributary_common::ids::JobId;
 
+use crate::digest::hex;
 use crate::error::{CoordError, Result};
 
 /// What the caller's credential reaches: the token check puts it in every
@@ -96,8 +97,7 @@ impl JobKeys {
     /// The credential of `job`.
     pub fn mint(&self, job: &JobId) -> String {
         let tag = hmac::sign(&self.key, job.as_str().as_bytes());
-        let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        format!("{PREFIX}{}:{hex}", job.as_str())
+        format!("{PREFIX}{}:{}", job.as_str(), hex(tag.as_ref()))
     }
 
     /// The job `token` is a valid credential of; `None` for anything else.

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tributary_common::ids::JobId;
 
-use super::{JobHandle, Leader, Slot};
+use super::{off_runtime, JobHandle, Leader, Slot};
 use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::metrics::JOB_GAUGES_INTERVAL;
@@ -129,15 +129,13 @@ impl Leader {
             shards: opened.dataset.layout.shards() as u32,
         };
         let (samples, shards) = (stored.samples, stored.shards);
-        // Creating a dynamic job plans its first epoch: off the runtime.
-        let owned = name.clone();
-        let (mut job, effects) =
-            tokio::task::spawn_blocking(move || Job::create(owned, stored, opened.dataset))
-                .await
-                .map_err(|e| {
-                    CoordError::Corrupt(format!("building job {:?} failed: {e}", name.as_str()))
-                })??;
-        job.member_cap = self.manifests.limits().members_per_job;
+        let (owned, cap) = (name.clone(), self.manifests.limits().members_per_job);
+        let (job, effects) = off_runtime(&name, move || {
+            let (mut job, effects) = Job::create(owned, stored, opened.dataset)?;
+            job.member_cap = cap;
+            Ok((job, effects))
+        })
+        .await?;
         let (_, revision) = self.store.range(&keys::members(&name)).await?;
         let room = self.writer.reserve().await?;
         let mut jobs = self.jobs.lock().await;

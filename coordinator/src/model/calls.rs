@@ -158,7 +158,13 @@ impl Job {
         } = joiner;
         if let State::Sync(model) = &self.state {
             model.check_join(identity, resume.as_ref())?;
-            self.no_skip_past_live(model, identity)?;
+            Self::skip_check(
+                &self.name,
+                &self.members,
+                model,
+                identity,
+                self.stored.config.member_ttl_s,
+            )?;
         } else if resume.is_some() {
             return Err(sync_only(&self.name));
         } else {
@@ -178,16 +184,6 @@ impl Job {
     /// is answered ALREADY_EXISTS, which the client's Join retries, so a
     /// group that really skipped a restart (whose ranks never joined) joins
     /// once the old members leave or expire.
-    fn no_skip_past_live(&self, model: &SyncModel, identity: &Identity) -> Result<()> {
-        Self::skip_check(
-            &self.name,
-            &self.members,
-            model,
-            identity,
-            self.stored.config.member_ttl_s,
-        )
-    }
-
     fn skip_check(
         job: &JobId,
         members: &std::collections::BTreeMap<MemberId, MemberRecord>,
