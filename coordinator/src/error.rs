@@ -67,6 +67,10 @@ pub enum CoordError {
     /// generation by skipping restart counts (`model::calls`).
     #[error("{0}")]
     Stranding(String),
+    /// A sync rank asked for the next epoch before every rank of the
+    /// current generation read its part (`model::sync::finish`).
+    #[error("{0}")]
+    EpochUnread(String),
     /// Over one of the replica's caps (`crate::limits`).
     #[error("{0}")]
     Exhausted(String),
@@ -100,6 +104,8 @@ impl From<CoordError> for Status {
             CoordError::Unauthenticated(_) => Code::Unauthenticated,
             CoordError::PermissionDenied(_) => Code::PermissionDenied,
             CoordError::Exhausted(_) => Code::ResourceExhausted,
+            // Retried by the rank's client while the other ranks finish.
+            CoordError::EpochUnread(_) => Code::Aborted,
             CoordError::NotLeader(_) | CoordError::Store(_) => Code::Unavailable,
         };
         let mut status = Status::new(code, error.to_string());

@@ -199,6 +199,7 @@ impl Job {
         let mut gens = Vec::new();
         let mut commit = None;
         let mut rank_commits = None;
+        let mut progress = None;
         let mut dyn_epoch = Epoch(0);
         let mut leased = Vec::new();
         let mut acked = Vec::new();
@@ -213,7 +214,8 @@ impl Job {
                 )));
             }
             match key {
-                Key::Config { .. } | Key::Progress { .. } => {}
+                Key::Config { .. } => {}
+                Key::Progress { .. } => progress = Some(parse(kv)?),
                 Key::Finished { .. } => finished_at = Some(parse::<u64>(kv)?),
                 Key::Member { member, .. } => {
                     members.insert(member, parse::<MemberRecord>(kv)?);
@@ -235,6 +237,7 @@ impl Job {
                 gens,
                 commit,
                 rank_commits.unwrap_or_default(),
+                progress.unwrap_or_default(),
             )?),
             Mode::Dynamic => {
                 let mut model = DynModel::new(&stored.config, &dataset, dyn_epoch);

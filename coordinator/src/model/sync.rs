@@ -109,11 +109,14 @@ impl SyncModel {
     /// each rank's, checking what the planner will index and loop by:
     /// generations numbered 0..n, worlds within bounds, the commit naming a
     /// stored generation, each rank's commit a rank of the current world in
-    /// the current incarnation.
+    /// the current incarnation. Each rank's last report is kept for the
+    /// ranks of the current generation (the next epoch opens once they
+    /// read their parts, whichever replica they reported to).
     pub fn load(
         mut gens: Vec<GenMeta>,
         commit: Option<CommitPoint>,
         ranks: BTreeMap<u32, CommitPoint>,
+        mut progress: BTreeMap<u32, (Generation, u64)>,
     ) -> Result<Self> {
         gens.sort_by_key(|g| g.record.generation.0);
         let corrupt = |why: String| Err(CoordError::Corrupt(why));
@@ -164,10 +167,15 @@ impl SyncModel {
                 ));
             }
         }
+        let current = gens.last().map(|g| (g.record.generation, g.ranks()));
+        progress.retain(|rank, (generation, _)| {
+            current.is_some_and(|(g, ranks)| *generation == g && *rank < ranks)
+        });
         let model = Self {
             gens,
             commit,
             ranks,
+            progress,
             ..Self::default()
         };
         model.check_ranks()?;
@@ -405,6 +413,7 @@ impl SyncModel {
         let gen = if epoch == current.record.epoch.0 {
             current
         } else if epoch == current.record.epoch.0 + 1 {
+            self.check_epoch_read(job, config, dataset)?;
             if config.is_past_end(epoch) {
                 self.finished = true;
                 return Ok((

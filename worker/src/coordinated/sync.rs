@@ -29,6 +29,12 @@ use crate::pipeline::output::Batch;
 use crate::pipeline::Datasets;
 use crate::pipeline::{decode_pool, DecodeConfig, Loader, LoaderConfig, Stripe};
 
+/// How long a rank asking for the next epoch waits for the other ranks
+/// of its generation to read their parts of this one (see
+/// [`SyncLoader::assignment_of`]): far longer than ranks stepping together
+/// drift apart, short enough that a rank that skipped its epoch's end fails.
+const EPOCH_WAIT: Duration = Duration::from_secs(600);
+
 /// Progress reaches the coordinator at most this often.
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 
@@ -137,6 +143,38 @@ impl SyncLoader {
         self.begin(epoch).await
     }
 
+    /// Asks for the rank's part of `request.epoch`. The next epoch opens
+    /// once every rank of the current generation read its part (the
+    /// coordinator answers ABORTED until then): asked at the end of an
+    /// epoch, that is a wait for the slowest rank's last batches, retried
+    /// here for up to [`EPOCH_WAIT`].
+    async fn assignment_of(&self, request: &v1::AssignmentRequest) -> Result<v1::Assignment> {
+        let deadline = tokio::time::Instant::now() + EPOCH_WAIT;
+        let mut pause = Duration::from_millis(20);
+        let mut told = None::<tokio::time::Instant>;
+        loop {
+            let answer = self
+                .session
+                .send(request, |mut c, r| async move { c.get_assignment(r).await })
+                .await;
+            match answer {
+                Err(WorkerError::Coordinator {
+                    code: tonic::Code::Aborted,
+                    message,
+                }) if tokio::time::Instant::now() < deadline => {
+                    let now = tokio::time::Instant::now();
+                    if told.is_none_or(|at| now - at >= Duration::from_secs(30)) {
+                        told = Some(now);
+                        tracing::info!(epoch = request.epoch, %message, "waiting for the other ranks");
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                answer => return answer,
+            }
+        }
+    }
+
     async fn begin(&mut self, epoch: u64) -> Result<()> {
         let request = v1::AssignmentRequest {
             secret: String::new(),
@@ -144,13 +182,7 @@ impl SyncLoader {
             epoch,
             ..v1::AssignmentRequest::default()
         };
-        let assignment = self
-            .session
-            .send(
-                &request,
-                |mut c, r| async move { c.get_assignment(r).await },
-            )
-            .await?;
+        let assignment = self.assignment_of(&request).await?;
         self.emitted = 0;
         self.end_reported = false;
         self.pipeline = Pipeline::None;

@@ -6,8 +6,10 @@
 
 use tributary_common::job::JobSpec;
 
+use tributary_common::ids::JobId;
+
 use super::{Dataset, SyncModel};
-use crate::error::Result;
+use crate::error::{CoordError, Result};
 
 impl SyncModel {
     /// Whether the job's last epoch is read: the current generation plans
@@ -18,20 +20,72 @@ impl SyncModel {
         let Some(current) = self.current().map(|g| g.record) else {
             return Ok(false);
         };
-        if !config.is_last_epoch(current.epoch.0) {
-            return Ok(false);
-        }
-        let ranks = self.current().map_or(0, |g| g.ranks());
-        // Every part (a data-parallel group's) is equally long.
-        let part = self.part(config, dataset, current.generation.0, 0)?.len();
-        for rank in 0..ranks {
-            let Some(&(generation, samples)) = self.progress.get(&rank) else {
-                return Ok(false);
-            };
-            if generation != current.generation || samples < part {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        Ok(config.is_last_epoch(current.epoch.0) && self.unread(config, dataset)?.is_empty())
     }
+
+    /// The ranks of the current generation that have not reported reading
+    /// their whole part, each with the samples it reported (`None`: no
+    /// report of this generation): empty once the generation is read.
+    pub(super) fn unread(&mut self, config: &JobSpec, dataset: &Dataset) -> Result<Vec<Behind>> {
+        let Some(current) = self.current().map(|g| (g.record, g.ranks())) else {
+            return Ok(Vec::new());
+        };
+        let (record, ranks) = current;
+        // Every part (a data-parallel group's) is equally long.
+        let part = self.part(config, dataset, record.generation.0, 0)?.len();
+        let behind = (0..ranks)
+            .filter_map(|rank| {
+                let read = self
+                    .progress
+                    .get(&rank)
+                    .filter(|(generation, _)| *generation == record.generation)
+                    .map(|&(_, samples)| samples);
+                (read < Some(part)).then_some(Behind { rank, read, part })
+            })
+            .collect();
+        Ok(behind)
+    }
+
+    /// Refuses to open the epoch after the current generation's until every
+    /// rank of that generation reported reading its whole part: one rank
+    /// (or a client holding the job's credential) cannot move the group
+    /// past an epoch it has not read, nor finish the job early. Answered
+    /// ABORTED, which the rank's client retries while the others finish.
+    pub(super) fn check_epoch_read(
+        &mut self,
+        job: &JobId,
+        config: &JobSpec,
+        dataset: &Dataset,
+    ) -> Result<()> {
+        let behind = self.unread(config, dataset)?;
+        let Some(first) = behind.first() else {
+            return Ok(());
+        };
+        let (epoch, generation) = self
+            .current()
+            .map_or((0, 0), |g| (g.record.epoch.0, g.record.generation.0));
+        let read = match first.read {
+            Some(samples) => format!("{samples} of its {} samples", first.part),
+            None => format!("none of its {} samples", first.part),
+        };
+        Err(CoordError::EpochUnread(format!(
+            "job {:?}: epoch {} opens once every rank of generation {generation} read its part \
+             of epoch {epoch}, and {} rank(s) have not: rank {} reported {read}. The ranks' \
+             clients retry while the others finish; a rank that moves past an epoch it did not \
+             read to its end (set_epoch to the next epoch before the end) must read it first",
+            job.as_str(),
+            epoch + 1,
+            behind.len(),
+            first.rank,
+        )))
+    }
+}
+
+/// A rank of the current generation that has not read its whole part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Behind {
+    pub rank: u32,
+    /// Samples it reported of this generation (`None`: none yet).
+    pub read: Option<u64>,
+    pub part: u64,
 }

@@ -107,3 +107,41 @@ fn an_unbounded_job_is_never_finished() {
     let (job, _) = Job::create(JobId::from("d"), stored, dataset()).expect("create");
     assert!(!job.is_finished());
 }
+
+#[test]
+fn a_rank_opens_the_next_epoch_only_once_every_rank_read_this_one_even_after_a_failover() {
+    let (mut job, mut kv) = created(v1::Mode::Sync);
+    let ranks = two_ranks(&mut job, &mut kv);
+    let (part, effects) = job.assignment(&ranks[0], Epoch(0)).expect("assignment");
+    kv.apply(&effects);
+    let (generation, whole) = (Generation(part.generation), part.spans.len());
+    // Asked again and again without reading (a client with the job's
+    // credential), and past the last epoch: refused, nothing opened.
+    for epoch in [1, 1, 2] {
+        let refused = job.assignment(&ranks[0], Epoch(epoch)).map(|(a, _)| a);
+        assert!(
+            matches!(&refused, Err(CoordError::EpochUnread(_))
+                | Err(CoordError::Precondition(_))),
+            "epoch {epoch}: {refused:?}"
+        );
+    }
+    let (answer, effects) = job.report(&ranks[0], generation, whole, &[]);
+    answer.expect("report");
+    kv.apply(&effects);
+    let refused = job.assignment(&ranks[0], Epoch(1)).map(|(a, _)| a);
+    let Err(CoordError::EpochUnread(message)) = &refused else {
+        panic!("rank 1 has read nothing: {refused:?}");
+    };
+    assert!(message.contains("rank 1 reported none of its"), "{message}");
+    assert_eq!(job.status().mode.generations.len(), 1);
+    assert!(!job.is_finished());
+    // Rank 1 reads its part; a new leader loads the reports and opens the
+    // next epoch for whichever rank asks first.
+    let (answer, effects) = job.report(&ranks[1], generation, whole, &[]);
+    answer.expect("report");
+    kv.apply(&effects);
+    let mut loaded = kv.load(&job.name).expect("load");
+    let (next, _) = loaded.assignment(&ranks[1], Epoch(1)).expect("next epoch");
+    assert_eq!((next.epoch, next.finished), (1, false));
+    assert!(next.generation > generation.get());
+}

@@ -148,6 +148,7 @@ fn the_last_epoch_ends_once_every_peer_of_every_group_read_its_part() {
     for who in &ranks {
         job.join(who, None).expect("join");
     }
+    job.read_through(&ranks);
     let gens: Vec<u64> = ranks
         .iter()
         .map(|who| job.assignment(who, 1).generation)
