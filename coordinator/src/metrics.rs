@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use prometheus::{
-    exponential_buckets, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGauge, IntGaugeVec, Opts, Registry,
+    exponential_buckets, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
+    IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 use tributary_io::metrics::prometheus;
 
@@ -31,6 +31,7 @@ pub struct Metrics {
     pub job_members: IntGaugeVec,
     pub job_epoch: IntGaugeVec,
     pub job_leased_units: IntGaugeVec,
+    pub job_member_rate: GaugeVec,
     pub generations: IntCounter,
     pub commits: IntCounter,
     pub units_leased: IntCounter,
@@ -104,6 +105,17 @@ impl Metrics {
             job_leased_units: job_gauge(
                 "job_leased_units",
                 "Dynamic jobs: units leased and not yet acked.",
+            ),
+            job_member_rate: registered(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        name("job_member_samples_per_second"),
+                        "Each job's fastest and median member, in samples per second consumed \
+                         (sync) or acked (dynamic), over members that reported in the last 10 s.",
+                    ),
+                    &["job", "stat"],
+                ),
             ),
             generations: counter(
                 "generations_total",

@@ -238,6 +238,18 @@ impl<'a> MemberCalls<'a> {
         }
     }
 
+    /// Reports `samples` of `generation` read (sync).
+    pub fn report(&self, generation: u64, samples: u64) -> v1::ReportRequest {
+        v1::ReportRequest {
+            job: self.job.into(),
+            member: self.member.into(),
+            generation,
+            samples,
+            secret: self.secret.into(),
+            ..v1::ReportRequest::default()
+        }
+    }
+
     /// Commits `samples` of `generation`.
     pub fn commit(&self, generation: u64, samples: u64) -> v1::CommitRequest {
         v1::CommitRequest {

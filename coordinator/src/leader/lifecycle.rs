@@ -59,7 +59,7 @@ pub struct CreatedJob {
 }
 
 /// One line of ListJobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum JobLine {
     /// A job served.
     Ready(JobSummary),
@@ -269,6 +269,7 @@ impl Leader {
         for gauge in [&m.job_members, &m.job_epoch, &m.job_leased_units] {
             gauge.reset();
         }
+        m.job_member_rate.reset();
         let mut states = [
             ("loading", 0),
             ("running", 0),
@@ -313,6 +314,11 @@ impl Leader {
             m.job_leased_units
                 .with_label_values(&labels)
                 .set(line.leased_units as i64);
+            if let Some((_, fastest)) = &line.rates.fastest {
+                let rate = |stat| m.job_member_rate.with_label_values(&[name.as_str(), stat]);
+                rate("fastest").set(*fastest);
+                rate("median").set(line.rates.median);
+            }
         }
         for (state, count) in states {
             m.jobs.with_label_values(&[state]).set(count);

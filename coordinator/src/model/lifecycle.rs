@@ -27,6 +27,20 @@ pub struct Seen {
     reported: Option<Instant>,
 }
 
+/// How recent a member's last moving report must be for its rate to
+/// count in [`JobSummary::rates`](super::JobSummary): a member that stopped
+/// reporting is not the job's fastest for ever.
+pub const RATE_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Seen {
+    /// Samples per second between the member's last two moving reports,
+    /// when the last was within [`RATE_FRESH`] of `now`.
+    pub fn recent_rate(&self, now: Instant) -> Option<f64> {
+        let then = self.reported?;
+        (now.saturating_duration_since(then) <= RATE_FRESH && self.rate > 0.0).then_some(self.rate)
+    }
+}
+
 /// What a member's call says of its progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {

@@ -38,7 +38,7 @@ pub use calls::{Acquired, Caller, Joined, Joiner};
 pub use dynamic::{DynModel, Unit, UnitRef};
 pub use effects::{outcome, Effects, Event, LeaseGrant, Outcome, Tally};
 pub use lifecycle::{Progress, Seen, SeenMembers};
-pub use status::{JobStatus, JobSummary, MemberStatus, ModeStatus, RankProgress};
+pub use status::{JobStatus, JobSummary, MemberStatus, ModeStatus, RankProgress, Rates};
 pub use sync::{Assignment, SyncModel};
 pub use tributary_common::identity::Identity;
 

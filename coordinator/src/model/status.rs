@@ -61,7 +61,7 @@ pub struct MemberStatus {
 }
 
 /// One line of ListJobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobSummary {
     pub job: JobId,
     pub mode: Mode,
@@ -73,6 +73,22 @@ pub struct JobSummary {
     /// When the job finished (Unix ms); 0 until then.
     pub finished_at_ms: u64,
     pub leased_units: u64,
+    /// How fast the members that reported lately read (see [`Rates`]).
+    pub rates: Rates,
+}
+
+/// Members' samples per second (sync: consumed; dynamic: in the units they
+/// acked), over those whose last moving report is recent: a member acking
+/// far faster than its peers (or than it could decode) acks units it did
+/// not read, and shows here and in `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rates {
+    /// The fastest member and its rate.
+    pub fastest: Option<(MemberId, f64)>,
+    /// The median rate (the lower middle one of an even count).
+    pub median: f64,
+    /// Members that reported lately.
+    pub members: u32,
 }
 
 impl Job {
@@ -138,6 +154,27 @@ impl Job {
             finished: status.finished,
             finished_at_ms: self.finished_at.unwrap_or(0),
             leased_units: status.leased_units,
+            rates: self.rates(Instant::now()),
+        }
+    }
+
+    /// The members' recent rates at `now`.
+    pub fn rates(&self, now: Instant) -> Rates {
+        let mut rates: Vec<(&MemberId, f64)> = self
+            .seen
+            .iter()
+            .filter_map(|(member, seen)| Some((member, seen.recent_rate(now)?)))
+            .collect();
+        if rates.is_empty() {
+            return Rates::default();
+        }
+        rates.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let median = rates[(rates.len() - 1) / 2].1;
+        let (fastest, rate) = rates[rates.len() - 1];
+        Rates {
+            fastest: Some((fastest.clone(), rate)),
+            median,
+            members: rates.len() as u32,
         }
     }
 }

@@ -330,6 +330,9 @@ async fn run_sync(
                 hold(&mut holds, state.samples).await;
             }
         }
+        // The part is read to its end (and reported): the next epoch opens
+        // once every rank of the generation says so.
+        emit(&format!("end {} {}", place.generation, place.epoch));
         if !rank.next_epoch().await? {
             break;
         }

@@ -134,6 +134,20 @@ async fn finish_sync(
                 .into_inner();
             restart += 1;
             let calls = MemberCalls::own(job, &joined);
+            if joined.epoch < epoch {
+                // Resumed into what was left of the epoch before the
+                // commit: read it to its end first.
+                let rest = client
+                    .get_assignment(calls.assignment(joined.epoch))
+                    .await
+                    .expect("the rest of the epoch")
+                    .into_inner();
+                let samples = rest.spans.iter().map(|s| u64::from(s.end - s.start)).sum();
+                client
+                    .report(calls.report(rest.generation, samples))
+                    .await
+                    .expect("report");
+            }
             let part = client
                 .get_assignment(calls.assignment(epoch))
                 .await
@@ -146,9 +160,14 @@ async fn finish_sync(
                 .commit(calls.commit(part.generation, 1.min(samples)))
                 .await
                 .expect("commit");
-            last = Some(joined);
+            last = Some((joined, part.generation, samples));
         }
-        let joined = last.as_ref().expect("a restart");
+        let (joined, generation, samples) = last.as_ref().expect("a restart");
+        // The last restart's rank reads its part to the end.
+        client
+            .report(MemberCalls::own(job, joined).report(*generation, *samples))
+            .await
+            .expect("report");
         let status = client
             .get_status(v1::JobRequest { job: job.into() })
             .await
@@ -163,7 +182,7 @@ async fn finish_sync(
             .into_inner();
         assert_eq!(next.finished, epoch + 1 == epochs, "{next:?}");
     }
-    let joined = last.expect("a restart");
+    let (joined, ..) = last.expect("a restart");
     let calls = MemberCalls::own(job, &joined);
     let status = client
         .get_status(v1::JobRequest { job: job.into() })

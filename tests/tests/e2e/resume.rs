@@ -277,8 +277,9 @@ fn a_torchrun_restart_that_loads_its_checkpoint_resumes_exactly_once() {
 }
 
 /// 1c: rank 1 is killed at 48 while rank 0, no collective holding it, goes
-/// on committing into the next epoch. The job's commit stays where rank 1
-/// was; the restarted group reads every sample of every epoch exactly once
+/// on committing to the end of its part, where it waits: the next epoch
+/// opens only once every rank read its part. The job's commit stays where
+/// rank 1 was; the restarted group reads every sample of every epoch exactly once
 /// (what rank 0 read past the group's commit is read again, as its model is
 /// restored from the checkpoint at that commit).
 #[test]
@@ -299,10 +300,19 @@ fn a_commit_while_another_rank_is_dead_and_behind_skips_none_of_its_samples() {
     ];
     wait_until("rank 1 at 48", WAIT, || holding(&first[1..], 48));
     first[1].kill();
-    wait_until("rank 0 committed in epoch 1", WAIT, || {
-        first[0].lines().iter().any(|l| l.starts_with("commit 1 "))
+    // Rank 0 reads its part to the end, committing on the way, and does
+    // not open epoch 1 without rank 1's part read.
+    wait_until("rank 0 read its part of epoch 0", WAIT, || {
+        first[0].lines().iter().any(|l| l == "end 0 0")
     });
     first[0].kill();
+    let lines = first[0].lines();
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("gen ") && l.split(' ').nth(2) == Some("1")),
+        "rank 0 opened epoch 1 while rank 1's part was unread: {lines:?}"
+    );
     assert_eq!(
         job_commit(&address, "behind"),
         Some((0, 48)),

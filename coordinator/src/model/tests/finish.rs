@@ -120,8 +120,10 @@ fn a_rank_opens_the_next_epoch_only_once_every_rank_read_this_one_even_after_a_f
     for epoch in [1, 1, 2] {
         let refused = job.assignment(&ranks[0], Epoch(epoch)).map(|(a, _)| a);
         assert!(
-            matches!(&refused, Err(CoordError::EpochUnread(_))
-                | Err(CoordError::Precondition(_))),
+            matches!(
+                &refused,
+                Err(CoordError::EpochUnread(_)) | Err(CoordError::Precondition(_))
+            ),
             "epoch {epoch}: {refused:?}"
         );
     }
