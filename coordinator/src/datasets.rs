@@ -146,7 +146,7 @@ async fn open_dataset(
             layout: Arc::new(layout),
         },
         crc32c: crc32c::crc32c(joined.as_bytes()),
-        sha256: sha256_hex(joined.as_bytes()),
+        sha256: tributary_io::dataset_sha256(&sources, true),
         sources,
     })
 }

@@ -33,7 +33,7 @@ use tributary_io::StoreOptions;
 use crate::datasets::{check_stored, Manifests};
 use crate::error::{CoordError, Result};
 use crate::keys;
-use crate::limits::Limits;
+use crate::limits::{Fleet, Limits};
 use crate::metrics::Metrics;
 use crate::model::{Effects, Event, Job, LeaseGrant, Outcome, Tally};
 use crate::store::{KeyValue, Leadership, LeaseId, MetaStore};
@@ -81,6 +81,10 @@ struct JobHandle {
     /// jobs' never do).
     reloading: Mutex<()>,
     watcher: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// When a rank's other manifest digest last made this leader read the
+    /// job's manifests again (`manifest_check`), at most once per
+    /// [`manifest_check::RECHECK_EVERY`].
+    manifest_checked: Mutex<Option<std::time::Instant>>,
 }
 
 impl Drop for JobHandle {
@@ -110,6 +114,9 @@ pub struct Leader {
     writer: Writer,
     address: String,
     manifests: Manifests,
+    /// The members of every job, counted against `--max-members` and
+    /// `--max-lease-renewals`.
+    fleet: Fleet,
     jobs: Mutex<HashMap<JobId, Slot>>,
     /// True once a write failed: the replica must step down.
     failed: watch::Receiver<bool>,
@@ -142,6 +149,7 @@ impl Leader {
             store: Arc::clone(&store),
             writer,
             address: config.address,
+            fleet: Fleet::new(&config.limits),
             manifests: Manifests::new(config.store_options, config.limits),
             jobs: Mutex::new(HashMap::new()),
             failed,
@@ -181,10 +189,10 @@ impl Leader {
         let opened = self.manifests.open(name, &stored.config).await?;
         check_stored(name, &stored, &opened)?;
         let (owned, kvs) = (name.clone(), kvs.to_vec());
-        let cap = self.manifests.limits().members_per_job;
+        let (cap, fleet) = (self.manifests.limits().members_per_job, self.fleet.clone());
         let job = off_runtime(name, move || {
             let mut job = Job::load(&owned, stored, opened.dataset, &kvs)?;
-            job.member_cap = cap;
+            job.attach(&fleet, cap);
             Ok(job)
         })
         .await?;
@@ -222,6 +230,7 @@ impl Leader {
             staged: AtomicU64::new(0),
             reloading: Mutex::new(()),
             watcher: std::sync::Mutex::new(None),
+            manifest_checked: Mutex::new(None),
         });
         let task = tokio::spawn(watch_members(
             Arc::clone(&self.store),
@@ -468,6 +477,7 @@ impl JobWrite {
 mod calls;
 mod deleted;
 mod lifecycle;
+mod manifest_check;
 mod tasks;
 #[cfg(test)]
 mod tests;

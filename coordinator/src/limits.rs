@@ -10,6 +10,10 @@ use tributary_common::plan::mix::Layout;
 
 use crate::error::{CoordError, Result};
 
+mod fleet;
+
+pub use fleet::Fleet;
+
 /// The caps, each set by a `tributary coordinator` flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -26,6 +30,13 @@ pub struct Limits {
     pub manifest_bytes: u64,
     /// Manifests read at once, over every CreateJob and job load.
     pub manifest_opens: usize,
+    /// Live members over every job (`--max-members`): each is an etcd
+    /// lease and key ([`Fleet`]).
+    pub members: u64,
+    /// Lease renewals per second the members of every job may cost
+    /// (`--max-lease-renewals`): a member renews every third of its job's
+    /// `member_ttl_s`.
+    pub lease_renewals: u64,
 }
 
 impl Default for Limits {
@@ -36,6 +47,8 @@ impl Default for Limits {
             units_per_epoch: 1 << 22,
             manifest_bytes: 256 << 20,
             manifest_opens: 4,
+            members: 262_144,
+            lease_renewals: 20_000,
         }
     }
 }

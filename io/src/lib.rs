@@ -60,5 +60,8 @@ pub use location::{Location, S3Settings, StoreOptions};
 pub use metrics::MetricsServer;
 pub use publish::{write_manifest, ManifestDraft, ManifestVersion};
 pub use read::{retry, RetryPolicy};
-pub use tokens::{open_any, open_any_within, write_token_dataset, AnyDataset, TokenDataset};
+pub use tokens::{
+    dataset_sha256, open_any, open_any_within, sha256_hex, write_token_dataset, AnyDataset,
+    TokenDataset,
+};
 pub use upload::{BlockingUpload, Upload, UploadMeter, UploadOptions, Uploaded};

@@ -117,7 +117,9 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """Starts ``epoch`` over from its first batch (sync mode): the epoch of
-        the rank's generation, or the next one."""
+        the rank's generation, or the next one. The next epoch opens once
+        every rank read its part of this one: asked before that, this waits
+        for them (up to 10 minutes)."""
         self._native.set_epoch(epoch)
 
     def state_dict(self) -> Dict[str, Any]:

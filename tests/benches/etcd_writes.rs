@@ -130,7 +130,7 @@ async fn scenario(
                     ..v1::TorchrunIdentity::default()
                 })),
                 secret: String::new(),
-                resume: None,
+                ..v1::JoinRequest::default()
             })
             .await
             .expect("join")

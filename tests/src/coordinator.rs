@@ -155,7 +155,7 @@ pub fn torchrun_join(job: &str, rank: u32, world: u32, restart: u64) -> v1::Join
             ..v1::TorchrunIdentity::default()
         })),
         secret: String::new(),
-        resume: None,
+        ..v1::JoinRequest::default()
     }
 }
 
@@ -165,7 +165,7 @@ pub fn named_join(job: &str, name: &str, secret: &str) -> v1::JoinRequest {
         job: job.into(),
         identity: Some(join_request::Identity::Name(name.into())),
         secret: secret.into(),
-        resume: None,
+        ..v1::JoinRequest::default()
     }
 }
 

@@ -19,6 +19,19 @@ pub struct LimitArgs {
           default_value_t = Limits::default().members_per_job as u64,
           value_parser = u64_in(1, 1 << 20))]
     max_members_per_job: u64,
+    /// Live members over every job; a Join past it is refused. Each is an
+    /// etcd lease and key.
+    #[arg(long, env = "TRIBUTARY_MAX_MEMBERS",
+          default_value_t = Limits::default().members,
+          value_parser = u64_in(1, 1 << 24))]
+    max_members: u64,
+    /// Lease renewals per second the members of every job may cost (a
+    /// member renews every third of its job's member_ttl_s); a Join past it
+    /// is refused.
+    #[arg(long, env = "TRIBUTARY_MAX_LEASE_RENEWALS",
+          default_value_t = Limits::default().lease_renewals,
+          value_parser = u64_in(1, 1 << 24))]
+    max_lease_renewals: u64,
     /// Units (dynamic jobs) or shard spans (sync jobs) one epoch of a job
     /// may be planned into: each costs about 30 bytes of the coordinator's
     /// memory while its epoch is open.
@@ -54,6 +67,8 @@ impl LimitArgs {
             units_per_epoch: self.max_units_per_epoch,
             manifest_bytes: self.max_manifest_bytes,
             manifest_opens: self.max_manifest_reads as usize,
+            members: self.max_members,
+            lease_renewals: self.max_lease_renewals,
         }
     }
 
@@ -68,9 +83,11 @@ impl LimitArgs {
     /// One line, as `--check` prints it.
     pub fn describe(&self) -> String {
         format!(
-            "caps          {} jobs, {} members per job, {} units per epoch, manifests of {} bytes, {} read at once, {} connections",
+            "caps          {} jobs, {} members per job, {} members, {} lease renewals/s, {} units per epoch, manifests of {} bytes, {} read at once, {} connections",
             self.max_jobs,
             self.max_members_per_job,
+            self.max_members,
+            self.max_lease_renewals,
             self.max_units_per_epoch,
             self.max_manifest_bytes,
             self.max_manifest_reads,

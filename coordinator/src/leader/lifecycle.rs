@@ -130,9 +130,10 @@ impl Leader {
         };
         let (samples, shards) = (stored.samples, stored.shards);
         let (owned, cap) = (name.clone(), self.manifests.limits().members_per_job);
+        let fleet = self.fleet.clone();
         let (job, effects) = off_runtime(&name, move || {
             let (mut job, effects) = Job::create(owned, stored, opened.dataset)?;
-            job.member_cap = cap;
+            job.attach(&fleet, cap);
             Ok((job, effects))
         })
         .await?;

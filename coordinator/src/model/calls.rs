@@ -222,11 +222,15 @@ impl Job {
         )))
     }
 
-    /// Refuses a new member once the job holds [`Job::member_cap`] (one
-    /// that replaces itself takes no room).
+    /// Refuses a new member once the job holds [`Job::member_cap`], or
+    /// the leader's jobs together hold their caps (one that replaces itself
+    /// takes no room).
     fn room_for(&self, member: &MemberId) -> Result<()> {
-        if self.members.contains_key(member) || self.members.len() < self.member_cap {
+        if self.members.contains_key(member) {
             return Ok(());
+        }
+        if self.members.len() < self.member_cap {
+            return self.fleet_room();
         }
         Err(CoordError::Exhausted(format!(
             "job {:?} has {} live members, this coordinator's cap per job \

@@ -154,7 +154,7 @@ impl Job {
         }]);
         effects.revoke = self.members.values().map(|r| r.lease).collect();
         effects.wake = true;
-        self.members.clear();
+        self.forget_members();
         self.seen.clear();
         effects
     }

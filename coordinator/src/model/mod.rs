@@ -32,6 +32,7 @@ use tributary_common::plan::mix::Layout;
 
 use crate::error::{CoordError, Result};
 use crate::keys::Key;
+use crate::limits::Fleet;
 use crate::store::{KeyValue, LeaseId, Op};
 
 pub use calls::{Acquired, Caller, Joined, Joiner};
@@ -128,6 +129,17 @@ pub struct Job {
     /// The most live members a Join may bring the job to (the leader's
     /// `Limits::members_per_job`).
     pub member_cap: usize,
+    /// The leader's members over all jobs, which this job's are counted
+    /// into (see [`Job::attach`]).
+    fleet: Fleet,
+}
+
+impl Drop for Job {
+    /// Counts the job's members out of its fleet: the leader no longer
+    /// holds them (its leadership ended, or it reloaded or deleted the job).
+    fn drop(&mut self) {
+        self.fleet.remove(self.members.len() as u64, self.ttl_s());
+    }
 }
 
 #[derive(Debug)]
@@ -169,7 +181,34 @@ impl Job {
             seen: SeenMembers::new(),
             deleted: false,
             member_cap: usize::MAX,
+            fleet: Fleet::default(),
         }
+    }
+
+    /// Counts this job's members into the leader's `fleet` (from now on,
+    /// as they join and leave), under the leader's caps.
+    pub fn attach(&mut self, fleet: &Fleet, member_cap: usize) {
+        let (members, ttl_s) = (self.members.len() as u64, self.ttl_s());
+        self.fleet.remove(members, ttl_s);
+        fleet.add(members, ttl_s);
+        self.fleet = fleet.clone();
+        self.member_cap = member_cap;
+    }
+
+    /// Forgets every member (the job is deleted), counting them out.
+    pub(crate) fn forget_members(&mut self) {
+        self.fleet.remove(self.members.len() as u64, self.ttl_s());
+        self.members.clear();
+    }
+
+    /// The job's `member_ttl_s`.
+    fn ttl_s(&self) -> u32 {
+        self.stored.config.member_ttl_s
+    }
+
+    /// Refuses one more member past the leader's caps over all jobs.
+    pub(crate) fn fleet_room(&self) -> Result<()> {
+        self.fleet.check_room(&self.name, self.ttl_s())
     }
 
     /// The stored job record, if `kvs` (every key under the job's prefix)
@@ -264,6 +303,7 @@ impl Job {
             }
         };
         let mut job = Self::new(name.clone(), stored, dataset, state);
+        job.fleet.add(members.len() as u64, job.ttl_s());
         job.members = members;
         job.finished_at = finished_at;
         if let (Some(_), State::Sync(model)) = (finished_at, &mut job.state) {
@@ -309,7 +349,9 @@ impl Job {
             &record,
             Some(record.lease),
         )?;
-        self.members.insert(member, record);
+        if self.members.insert(member, record).is_none() {
+            self.fleet.add(1, self.ttl_s());
+        }
         Ok(op)
     }
 
@@ -320,6 +362,7 @@ impl Job {
         if self.members.remove(member).is_none() {
             return Effects::default();
         }
+        self.fleet.remove(1, self.ttl_s());
         self.seen.remove(member);
         let mut effects = Effects::ops(vec![Op::Delete {
             key: Key::Member {

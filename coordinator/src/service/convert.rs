@@ -69,6 +69,8 @@ impl TryFrom<v1::CreateJobRequest> for CreateJob {
 pub struct Join {
     pub job: JobId,
     pub joiner: Joiner,
+    /// The digest of the dataset the rank opened (64 hex digits), if given.
+    pub manifest_sha256: Option<String>,
 }
 
 impl TryFrom<v1::JoinRequest> for Join {
@@ -85,7 +87,26 @@ impl TryFrom<v1::JoinRequest> for Join {
             secret: request.secret,
             resume,
         };
-        Ok(Self { job, joiner })
+        let manifest_sha256 = match request.manifest_sha256 {
+            sha if sha.is_empty() => None,
+            sha if sha.len() == 64
+                && sha.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                Some(sha)
+            }
+            sha => {
+                return Err(CoordError::Invalid(format!(
+                    "manifest_sha256 must be 64 lowercase hex digits (the SHA-256 of the dataset \
+                     the rank opened) or empty, not {} characters",
+                    sha.len()
+                )))
+            }
+        };
+        Ok(Self {
+            job,
+            joiner,
+            manifest_sha256,
+        })
     }
 }
 

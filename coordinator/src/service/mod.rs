@@ -111,12 +111,19 @@ impl Service {
 
     async fn answer_join(&self, request: Request<v1::JoinRequest>) -> Answer<v1::JoinResponse> {
         let access = Access::of(&request);
-        let Join { job, joiner } = Join::try_from(request.into_inner())?;
+        let Join {
+            job,
+            joiner,
+            manifest_sha256,
+        } = Join::try_from(request.into_inner())?;
         access.reach(&job)?;
         let span = tracing::Span::current();
         span.record("job", job.as_str());
         span.record("member", joiner.member.as_str());
         let leader = self.leader().await?;
+        leader
+            .check_manifest(&job, manifest_sha256.as_deref())
+            .await?;
         let joined = leader.join(&job, joiner).await?;
         span.record("rank", joined.rank);
         span.record("generation", joined.generation);

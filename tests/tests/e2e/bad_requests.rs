@@ -159,7 +159,7 @@ fn bad_requests_get_precise_errors_and_change_nothing() {
             job: JOB.into(),
             identity: None,
             secret: String::new(),
-            resume: None,
+            ..v1::JoinRequest::default()
         };
         // Rank 1 of restart 1 in data-parallel group `dp_rank` of `dp_size`.
         let grouped = |dp_rank, dp_size| {

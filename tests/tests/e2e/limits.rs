@@ -119,3 +119,56 @@ fn a_coordinator_under_a_memory_limit_refuses_epochs_over_its_caps_and_serves_th
         expect_status(refused, Code::ResourceExhausted, "--max-units-per-epoch");
     });
 }
+
+#[test]
+fn members_over_every_job_and_their_lease_renewals_are_capped_and_a_leave_frees_room() {
+    let etcd = EtcdServer::start();
+    let scratch = Scratch::new();
+    // Two members over all jobs; 1 lease renewal a second (a member of a
+    // 120 s job renews 0.025 times a second, of a 1 s job 3 times).
+    let caps = ["--max-members", "2", "--max-lease-renewals", "1"];
+    let (_coordinator, address) =
+        coordinator_limited(&[etcd.endpoint()], NO_S3, &caps, ADDRESS_SPACE);
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let url = tiny_dataset(scratch.root(), 64, 16).await;
+            let mut c = leader_client(&address).await;
+            let quick = v1::JobConfig {
+                member_ttl_s: 1,
+                ..job_config(&url, v1::Mode::Dynamic)
+            };
+            for (job, config) in [
+                ("a", job_config(&url, v1::Mode::Dynamic)),
+                ("b", job_config(&url, v1::Mode::Dynamic)),
+                ("quick", quick),
+            ] {
+                c.create_job(create_request(job, config))
+                    .await
+                    .expect("create");
+            }
+            expect_status(
+                c.join(named_join("quick", "q", "")).await,
+                Code::ResourceExhausted,
+                "--max-lease-renewals 1",
+            );
+            let first = c
+                .join(named_join("a", "m1", ""))
+                .await
+                .expect("join")
+                .into_inner();
+            c.join(named_join("b", "m2", "")).await.expect("join");
+            expect_status(
+                c.join(named_join("b", "m3", "")).await,
+                Code::ResourceExhausted,
+                "--max-members 2",
+            );
+            assert_eq!(job_status(&mut c, "b").await.members.len(), 1);
+            c.leave(MemberCalls::own("a", &first).member())
+                .await
+                .expect("leave");
+            c.join(named_join("b", "m3", ""))
+                .await
+                .expect("room again once a member left");
+        });
+}

@@ -21,6 +21,7 @@ mod freeze;
 mod hostile;
 mod lifecycle;
 mod limits;
+mod manifest_change;
 mod memory;
 mod metrics;
 mod mix;

@@ -24,7 +24,7 @@ use tributary_common::proto::v1;
 pub use client::{Client, Stub};
 pub use credentials::{AuthToken, ClientCredentials, ClientIdentity, ClientTls};
 pub use dynamic::{DynamicLoader, DynamicOptions, OnLeaseLost};
-pub use session::{MemberScoped, Session};
+pub use session::{MemberScoped, Session, Who};
 pub use state::LoaderState;
 pub use sync::SyncLoader;
 /// The gRPC status code a [`crate::WorkerError::Coordinator`] carries.

@@ -59,10 +59,21 @@ struct Membership {
 }
 
 /// The part of a session its keep-alive task shares.
+/// What every Join of a membership says of the joiner: its job, its
+/// identity, and the digest of the dataset it opened (empty: not given).
+#[derive(Debug, Clone, Copy)]
+pub struct Who<'a> {
+    pub job: &'a str,
+    pub identity: &'a Identity,
+    pub manifest_sha256: &'a str,
+}
+
 struct Shared {
     client: Arc<Client>,
     job: String,
     identity: Identity,
+    /// See [`Who::manifest_sha256`].
+    manifest_sha256: String,
     membership: RwLock<Membership>,
     /// Held while joining again, so concurrent callers join once.
     rejoining: tokio::sync::Mutex<()>,
@@ -101,16 +112,21 @@ const JOIN_RETRY: Duration = Duration::from_secs(60);
 /// the secret) is retried until that lease expires.
 async fn join(
     client: &Client,
-    job: &str,
-    identity: &Identity,
+    who: &Who<'_>,
     previous: &str,
     resume: Option<v1::Resume>,
 ) -> Result<v1::JoinResponse> {
+    let Who {
+        job,
+        identity,
+        manifest_sha256,
+    } = *who;
     let request = v1::JoinRequest {
         job: job.to_owned(),
         identity: Some(identity.to_proto()),
         secret: previous.to_owned(),
         resume,
+        manifest_sha256: manifest_sha256.to_owned(),
     };
     let deadline = tokio::time::Instant::now() + JOIN_RETRY;
     loop {
@@ -156,6 +172,14 @@ fn permission_denied(error: &WorkerError) -> bool {
 }
 
 impl Shared {
+    fn who(&self) -> Who<'_> {
+        Who {
+            job: &self.job,
+            identity: &self.identity,
+            manifest_sha256: &self.manifest_sha256,
+        }
+    }
+
     fn membership(&self) -> Membership {
         self.membership
             .read()
@@ -170,14 +194,7 @@ impl Shared {
         if current.version != seen {
             return Ok(current.joined);
         }
-        let joined = join(
-            &self.client,
-            &self.job,
-            &self.identity,
-            &current.joined.secret,
-            None,
-        )
-        .await?;
+        let joined = join(&self.client, &self.who(), &current.joined.secret, None).await?;
         tracing::warn!(
             job = self.job,
             was = current.joined.member,
@@ -263,7 +280,24 @@ impl Session {
         identity: &Identity,
         secret: &str,
     ) -> Result<Self> {
-        let joined = join(&client, job, identity, secret, None).await?;
+        let who = Who {
+            job,
+            identity,
+            manifest_sha256: "",
+        };
+        Self::join_with(client, &who, secret).await
+    }
+
+    /// Joins as [`Session::join_as`] does, saying what `who` says (the
+    /// digest of the dataset the rank opened, which the coordinator checks
+    /// against the job's) in this Join and every later one.
+    pub async fn join_with(client: Arc<Client>, who: &Who<'_>, secret: &str) -> Result<Self> {
+        let Who {
+            job,
+            identity,
+            manifest_sha256,
+        } = *who;
+        let joined = join(&client, who, secret, None).await?;
         let rank = match identity {
             Identity::Torchrun { rank, .. } => Some(*rank),
             Identity::Name(_) => None,
@@ -286,6 +320,7 @@ impl Session {
             client: Arc::clone(&client),
             job: job.to_owned(),
             identity: identity.clone(),
+            manifest_sha256: manifest_sha256.to_owned(),
             membership: RwLock::new(Membership { joined, version: 0 }),
             rejoining: tokio::sync::Mutex::default(),
             lost: AtomicBool::new(false),
@@ -346,8 +381,7 @@ impl Session {
         let current = shared.membership();
         let joined = join(
             &shared.client,
-            &shared.job,
-            &shared.identity,
+            &shared.who(),
             &current.joined.secret,
             Some(resume),
         )

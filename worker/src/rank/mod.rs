@@ -108,7 +108,11 @@ impl std::fmt::Debug for Rank {
 /// Opens the rank's dataset, or each dataset of its mix (concurrently),
 /// all reading through the rank's shard cache when it has one; a token
 /// job's datasets cut into its rows.
-fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Datasets>> + Send {
+/// Returns them with the digest of their manifests, as the job records its
+/// own ([`tributary_io::dataset_sha256`]).
+fn open_data(
+    config: &RankConfig,
+) -> impl std::future::Future<Output = Result<(Datasets, String)>> + Send {
     let (url, sources) = (
         config.spec.manifest_url.clone(),
         config.spec.sources.clone(),
@@ -128,8 +132,11 @@ fn open_data(config: &RankConfig) -> impl std::future::Future<Output = Result<Da
             async move { Ok::<_, WorkerError>(tributary_io::open_any(url, &store).await?) }
         }))
         .await?;
+        let digests: Vec<String> = opened.iter().map(|d| d.manifest_sha256()).collect();
+        let digest = tributary_io::dataset_sha256(&digests, !sources.is_empty());
         let takes: Vec<_> = sources.iter().map(|s| s.take).collect();
-        Datasets::open(opened, &takes, epoch_samples, sequence, cache).await
+        let datasets = Datasets::open(opened, &takes, epoch_samples, sequence, cache).await?;
+        Ok((datasets, digest))
     }
 }
 
@@ -184,7 +191,7 @@ impl Rank {
         let cwd = std::env::current_dir()
             .map_err(|e| WorkerError::Config(format!("cannot read the working directory: {e}")))?;
         absolute_urls(&mut config.spec, &cwd);
-        let dataset = open_data(&config).await?;
+        let (dataset, manifest_sha256) = open_data(&config).await?;
         let RankConfig {
             spec,
             store,
@@ -249,7 +256,12 @@ impl Rank {
         );
         coordinated::create_job(&client, &name, v1::JobConfig::from(&spec)).await?;
         let secret = member_secret.as_deref().unwrap_or("");
-        let session = Arc::new(Session::join_as(client, &name, &identity, secret).await?);
+        let who = coordinated::Who {
+            job: &name,
+            identity: &identity,
+            manifest_sha256: &manifest_sha256,
+        };
+        let session = Arc::new(Session::join_with(client, &who, secret).await?);
         let reader = match spec.mode {
             Mode::Dynamic => Reader::Dynamic(
                 DynamicLoader::start(Arc::clone(&session), dataset, decode, dynamic).await?,
@@ -277,7 +289,7 @@ impl Rank {
         let Some(DataParallel { rank, size: world }) = config.identity.part() else {
             return Err(WorkerError::Invalid(InvalidConfig::UnshuffledDynamic));
         };
-        let dataset = open_data(&config).await?;
+        let (dataset, _) = open_data(&config).await?;
         let loader = crate::LoaderConfig {
             plan: crate::PlanConfig {
                 seed: config.spec.seed,
