@@ -65,8 +65,9 @@ impl Manifests {
     /// the replica's caps is refused before any epoch is built.
     pub async fn open(&self, job: &JobId, config: &JobSpec) -> Result<OpenedDataset> {
         let opened = open_dataset(job, config, self).await?;
-        self.limits
-            .check_plan(job, config, &opened.dataset.layout)?;
+        let layout = &opened.dataset.layout;
+        self.limits.check_plan(job, config, layout)?;
+        self.limits.check_store(job, config, layout)?;
         Ok(opened)
     }
 }

@@ -8,7 +8,10 @@ use tributary_common::ids::JobId;
 use tributary_common::job::{JobSpec, Mode};
 use tributary_common::plan::mix::Layout;
 
+use crate::config::MAX_WORLD;
 use crate::error::{CoordError, Result};
+use crate::keys::{MAX_JOB_NAME, MAX_MEMBER_NAME};
+use crate::model::sync::MAX_HISTORY;
 
 mod fleet;
 
@@ -37,7 +40,20 @@ pub struct Limits {
     /// (`--max-lease-renewals`): a member renews every third of its job's
     /// `member_ttl_s`.
     pub lease_renewals: u64,
+    /// The most one job may keep in etcd at once, counted from its plan
+    /// and caps before it is created ([`Limits::check_store`],
+    /// `--max-job-store-bytes`).
+    pub job_store_bytes: u64,
 }
+
+/// Bytes in etcd, at most, of one member's key and record (its name of up
+/// to `MAX_MEMBER_NAME` bytes, identity, lease and secret digest), of one
+/// dynamic unit's lease or ack key (the member's name as its value), and of
+/// one sync generation or one rank's entry in the progress and commit keys.
+const MEMBER_BYTES: u64 = 640;
+const UNIT_BYTES: u64 = 48 + MAX_JOB_NAME as u64 + MAX_MEMBER_NAME as u64;
+const GENERATION_BYTES: u64 = 256;
+const RANK_BYTES: u64 = 96;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -49,6 +65,7 @@ impl Default for Limits {
             manifest_opens: 4,
             members: 262_144,
             lease_renewals: 20_000,
+            job_store_bytes: 512 << 20,
         }
     }
 }
@@ -77,6 +94,44 @@ impl Limits {
                 job.as_str(),
                 layout.epoch_samples(),
                 self.units_per_epoch,
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a job that could keep more than `--max-job-store-bytes` in
+    /// etcd: its members (up to `--max-members-per-job`), and a dynamic
+    /// epoch's unit keys (one per unit, leased or acked) or a sync job's
+    /// generations (a chain of at most `MAX_HISTORY` per epoch) and
+    /// per-rank progress and commits. Each is counted at its largest, so
+    /// what etcd holds stays under the cap whatever the callers do.
+    pub fn check_store(&self, job: &JobId, config: &JobSpec, layout: &Layout) -> Result<()> {
+        let members = self.members_per_job as u64 * MEMBER_BYTES;
+        let data = match config.mode {
+            Mode::Dynamic => {
+                let units = layout
+                    .max_epoch_spans()
+                    .saturating_add(layout.epoch_samples() / u64::from(config.unit_samples));
+                units.saturating_mul(UNIT_BYTES)
+            }
+            Mode::Sync => {
+                MAX_HISTORY as u64 * GENERATION_BYTES + 2 * u64::from(MAX_WORLD) * RANK_BYTES
+            }
+        };
+        let bytes = members.saturating_add(data);
+        if bytes > self.job_store_bytes {
+            return Err(CoordError::Exhausted(format!(
+                "job {:?} could keep up to {bytes} bytes in etcd ({members} for up to {} members \
+                 of {MEMBER_BYTES}, {data} for its {}), over this coordinator's cap per job \
+                 (--max-job-store-bytes {}): use larger units (config.unit_samples), a smaller \
+                 epoch, or raise the cap",
+                job.as_str(),
+                self.members_per_job,
+                match config.mode {
+                    Mode::Dynamic => "units' lease and ack keys",
+                    Mode::Sync => "generations and ranks' progress and commits",
+                },
+                self.job_store_bytes,
             )));
         }
         Ok(())
@@ -151,6 +206,46 @@ mod tests {
         .check_plan(&job, &spec(Mode::Sync, 1), &layout)
         .expect_err("over");
         assert!(matches!(error, CoordError::Exhausted(_)), "{error}");
+    }
+
+    #[test]
+    fn a_job_that_could_outgrow_its_etcd_share_is_refused_naming_the_cap() {
+        let layout = Layout::single(vec![1000; 1000]);
+        let job = JobId::from("j");
+        let limits = Limits {
+            members_per_job: 1000,
+            job_store_bytes: 64 << 20,
+            ..Limits::default()
+        };
+        // A million units of one sample: about 370 MB of keys.
+        let error = limits
+            .check_store(&job, &spec(Mode::Dynamic, 1), &layout)
+            .expect_err("over")
+            .to_string();
+        assert!(error.contains("--max-job-store-bytes 67108864"), "{error}");
+        assert!(error.contains("units' lease and ack keys"), "{error}");
+        // Units of 64 samples fit, and so does the sync job.
+        for (mode, unit) in [(Mode::Dynamic, 64), (Mode::Sync, 1)] {
+            limits
+                .check_store(&job, &spec(mode, unit), &layout)
+                .expect("within");
+        }
+        // By default a job's etcd share binds before `--max-units-per-epoch`
+        // for one-sample units: a million fit, four do not.
+        let defaults = Limits::default();
+        let million = Layout::single(vec![1 << 18; 4]);
+        defaults
+            .check_store(&job, &spec(Mode::Dynamic, 1), &million)
+            .expect("a million one-sample units");
+        let largest = Layout::single(vec![1_000_000; 4]);
+        defaults
+            .check_plan(&job, &spec(Mode::Dynamic, 1), &largest)
+            .expect("within --max-units-per-epoch");
+        let error = defaults
+            .check_store(&job, &spec(Mode::Dynamic, 1), &largest)
+            .expect_err("over the etcd share")
+            .to_string();
+        assert!(error.contains("--max-job-store-bytes"), "{error}");
     }
 
     #[test]

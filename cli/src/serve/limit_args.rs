@@ -32,6 +32,14 @@ pub struct LimitArgs {
           default_value_t = Limits::default().lease_renewals,
           value_parser = u64_in(1, 1 << 24))]
     max_lease_renewals: u64,
+    /// Bytes one job may keep in etcd at most, counted from its plan
+    /// before it is created (members at their cap, a dynamic epoch's unit
+    /// keys, a sync job's generations and ranks); a CreateJob past it is
+    /// refused, and a stored job past it fails alone when it loads.
+    #[arg(long, env = "TRIBUTARY_MAX_JOB_STORE_BYTES",
+          default_value_t = Limits::default().job_store_bytes,
+          value_parser = u64_in(1 << 20, 1 << 40))]
+    max_job_store_bytes: u64,
     /// Units (dynamic jobs) or shard spans (sync jobs) one epoch of a job
     /// may be planned into: each costs about 30 bytes of the coordinator's
     /// memory while its epoch is open.
@@ -69,6 +77,7 @@ impl LimitArgs {
             manifest_opens: self.max_manifest_reads as usize,
             members: self.max_members,
             lease_renewals: self.max_lease_renewals,
+            job_store_bytes: self.max_job_store_bytes,
         }
     }
 
@@ -83,11 +92,12 @@ impl LimitArgs {
     /// One line, as `--check` prints it.
     pub fn describe(&self) -> String {
         format!(
-            "caps          {} jobs, {} members per job, {} members, {} lease renewals/s, {} units per epoch, manifests of {} bytes, {} read at once, {} connections",
+            "caps          {} jobs, {} members per job, {} members, {} lease renewals/s, {} etcd bytes per job, {} units per epoch, manifests of {} bytes, {} read at once, {} connections",
             self.max_jobs,
             self.max_members_per_job,
             self.max_members,
             self.max_lease_renewals,
+            self.max_job_store_bytes,
             self.max_units_per_epoch,
             self.max_manifest_bytes,
             self.max_manifest_reads,

@@ -42,7 +42,9 @@ fn a_coordinator_under_a_memory_limit_refuses_epochs_over_its_caps_and_serves_th
     let etcd = EtcdServer::start();
     let scratch = Scratch::new();
     let endpoints = [etcd.endpoint()];
-    let (mut coordinator, address) = coordinator_limited(&endpoints, NO_S3, &[], ADDRESS_SPACE);
+    // A job's etcd share raised to 2 GiB: the units cap is what binds.
+    let share = ["--max-job-store-bytes", "2147483648"];
+    let (mut coordinator, address) = coordinator_limited(&endpoints, NO_S3, &share, ADDRESS_SPACE);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let url = runtime.block_on(async {
         // 200 samples in 10 shards.
@@ -121,7 +123,7 @@ fn a_coordinator_under_a_memory_limit_refuses_epochs_over_its_caps_and_serves_th
 }
 
 #[test]
-fn members_over_every_job_and_their_lease_renewals_are_capped_and_a_leave_frees_room() {
+fn members_over_every_job_their_lease_renewals_and_a_jobs_etcd_share_are_capped() {
     let etcd = EtcdServer::start();
     let scratch = Scratch::new();
     // Two members over all jobs; 1 lease renewal a second (a member of a
@@ -134,6 +136,12 @@ fn members_over_every_job_and_their_lease_renewals_are_capped_and_a_leave_frees_
         .block_on(async {
             let url = tiny_dataset(scratch.root(), 64, 16).await;
             let mut c = leader_client(&address).await;
+            // Under the default etcd share per job (512 MiB), fewer
+            // one-sample units fit than `--max-units-per-epoch` allows.
+            let refused = c
+                .create_job(create_request("share", repeated(&url, 2_000_000)))
+                .await;
+            expect_status(refused, Code::ResourceExhausted, "--max-job-store-bytes");
             let quick = v1::JobConfig {
                 member_ttl_s: 1,
                 ..job_config(&url, v1::Mode::Dynamic)
