@@ -211,3 +211,93 @@ fn check_prints_settings_from_the_environment_and_names_bad_ones() {
         assert!(stderr.contains(want), "{env:?} {args:?}: {stderr}");
     }
 }
+
+/// Connections that open and then say nothing useful: `PARTIAL_TLS` idlers
+/// on the TLS port send the first bytes of a ClientHello record, bare ones
+/// nothing, and `H2` idlers on the plaintext health port the HTTP/2 preface
+/// and an empty SETTINGS frame.
+const IDLERS: usize = 200;
+const PARTIAL_TLS: &[u8] = &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01];
+const H2: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+#[test]
+fn tls_handshakes_and_http2_prefaces_that_never_call_are_cut_and_legit_calls_go_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = Runtime::new().expect("runtime");
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = certificates(dir.path());
+    let replica = replica(&etcd.endpoint(), dir.path());
+    wait_until("the replica to lead", Duration::from_secs(30), || {
+        serving(&rt, replica.health, LEADER)
+    });
+    let opened = std::time::Instant::now();
+    let idlers: Vec<tokio::net::TcpStream> = rt.block_on(async {
+        let mut idlers = Vec::new();
+        for i in 0..3 * IDLERS {
+            let (port, hello): (u16, &[u8]) = match i % 3 {
+                0 => (replica.port, PARTIAL_TLS),
+                1 => (replica.port, b""),
+                _ => (replica.health, H2),
+            };
+            let mut idler = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect");
+            idler.write_all(hello).await.expect("write");
+            idlers.push(idler);
+        }
+        idlers
+    });
+    // While they hang on, TLS calls and health probes are answered.
+    let client = Client::new(&[format!("https://localhost:{}", replica.port)])
+        .expect("client")
+        .with_tls(&ClientTls {
+            ca_pem: Some(ca),
+            ..ClientTls::default()
+        })
+        .with_deadline(Duration::from_secs(5));
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        reaches_leader(&rt, &client).expect("a TLS call beside the idlers");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            serving(&rt, replica.health, READY),
+            "health beside the idlers"
+        );
+    }
+    // Every idler is closed by the replica once its 10 s to make a valid
+    // call have passed (a read sees the end, or a reset), none long after.
+    let cut = rt.block_on(async {
+        let reads = idlers.into_iter().map(|mut idler| async move {
+            let mut buf = [0u8; 1024];
+            loop {
+                match tokio::time::timeout(Duration::from_secs(30), idler.read(&mut buf)).await {
+                    Ok(Ok(0)) | Ok(Err(_)) => return true,
+                    Ok(Ok(_)) => continue, // the server's own handshake bytes
+                    Err(_) => return false,
+                }
+            }
+        });
+        futures::future::join_all(reads).await
+    });
+    let took = opened.elapsed();
+    assert!(
+        cut.iter().all(|c| *c),
+        "{} idlers left open",
+        cut.iter().filter(|c| !**c).count()
+    );
+    assert!(
+        took >= Duration::from_secs(9),
+        "cut before their 10 s: {took:?}"
+    );
+    println!(
+        "{} idlers (TLS, bare, HTTP/2) all cut {took:.1?} after opening",
+        3 * IDLERS
+    );
+    // The replica serves on.
+    reaches_leader(&rt, &client).expect("a TLS call after the idlers");
+}
