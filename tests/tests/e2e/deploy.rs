@@ -294,7 +294,7 @@ fn tls_handshakes_and_http2_prefaces_that_never_call_are_cut_and_legit_calls_go_
         took >= Duration::from_secs(9),
         "cut before their 10 s: {took:?}"
     );
-    println!(
+    eprintln!(
         "{} idlers (TLS, bare, HTTP/2) all cut {took:.1?} after opening",
         3 * IDLERS
     );
