@@ -8,13 +8,7 @@ pub fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The machine's physical memory (MemTotal of /proc/meminfo) in bytes.
-pub fn physical_memory_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
-}
+pub use tributary_io::machine::physical_memory_bytes;
 
 /// User plus system CPU seconds of this process.
 pub fn cpu_seconds() -> Option<f64> {

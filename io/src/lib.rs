@@ -23,6 +23,7 @@
 //! - [`cache`]: [`ShardCache`], a bounded cache of whole shard files on
 //!   local disk, shared by the ranks of a node ([`Dataset::with_cache`]).
 //! - [`error`]: [`IoError`], naming the URL of every failure.
+//! - [`machine`]: what the machine has (its memory), for budgets.
 //! - [`metrics`]: Prometheus metrics over plain HTTP (`GET /metrics`), for
 //!   the coordinator and for ranks.
 //! - `testing` (feature `testing`, off by default): a store wrapper that
@@ -44,6 +45,7 @@ pub mod cache;
 pub mod dataset;
 pub mod error;
 pub mod location;
+pub mod machine;
 pub mod metrics;
 pub mod parquet;
 pub mod publish;

@@ -52,7 +52,7 @@ pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::fetch::FetchConfig;
 pub use pipeline::{
     Batch, Column, Datasets, DecodeConfig, Images, Loader, LoaderBuilder, LoaderConfig, PlanConfig,
-    Stripe, Tail,
+    ShuffleBytes, Stripe, Tail,
 };
 /// The object-store layer this crate reads through (`tributary-io`).
 pub use tributary_io::{CacheConfig, Dataset, Location, ShardCache, StoreOptions};

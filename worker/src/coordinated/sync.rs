@@ -27,7 +27,7 @@ use crate::error::{Result, WorkerError};
 use crate::pipeline::metrics::Metrics;
 use crate::pipeline::output::Batch;
 use crate::pipeline::Datasets;
-use crate::pipeline::{decode_pool, DecodeConfig, Loader, LoaderConfig, Stripe};
+use crate::pipeline::{decode_pool, DecodeConfig, Loader, LoaderConfig, ShuffleBytes, Stripe};
 
 /// How long a rank asking for the next epoch waits for the other ranks
 /// of its generation to read their parts of this one (see
@@ -195,8 +195,9 @@ impl SyncLoader {
             config.plan.stripe = self.stripe;
             // The coordinator recomputes what this rank's buffer emitted
             // from positions alone (a dead rank's remainder): a byte bound
-            // would make emissions depend on sizes it does not know.
-            config.plan.shuffle_bytes = None;
+            // would make emissions depend on sizes it does not know, so the
+            // buffer gives out by count and fails past its byte bound.
+            config.plan.shuffle_bytes = ShuffleBytes::for_sync();
             config.validate()?;
             let spans = spans_from_proto(assignment.spans.clone()).map_err(|error| {
                 WorkerError::Coordinator {

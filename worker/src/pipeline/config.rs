@@ -38,12 +38,10 @@ pub struct PlanConfig {
     pub drop_last: bool,
     /// Samples held by the shuffle buffer (0: no shuffling within shards).
     pub shuffle_buffer: usize,
-    /// Bytes of the samples the shuffle buffer holds at most: beyond them
-    /// it gives samples out early, so a few huge samples cannot pile up
-    /// (default [`DEFAULT_SHUFFLE_BYTES`]). `None`: bounded by count only,
-    /// as a rank under a synchronous coordinator is, whose emissions the
-    /// coordinator recomputes from positions alone.
-    pub shuffle_bytes: Option<u64>,
+    /// Bytes of the samples the shuffle buffer holds at most, and what
+    /// happens beyond them ([`ShuffleBytes`]; default: samples given out
+    /// early beyond [`DEFAULT_SHUFFLE_BYTES`]).
+    pub shuffle_bytes: ShuffleBytes,
     /// `false`: read in manifest order, no shuffle buffer, and (without a
     /// coordinator) split the whole dataset into contiguous parts, one per
     /// rank, none dropped: evaluation reading.
@@ -85,6 +83,29 @@ pub struct DecodeConfig {
     /// fits the machine, not a typo check (default
     /// [`DEFAULT_MAX_BATCH_BYTES`]; at most [`limits::MAX_BATCH_BYTES`]).
     pub max_batch_bytes: u64,
+}
+
+/// How the bytes of the samples a shuffle buffer holds are bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShuffleBytes {
+    /// Beyond this many bytes held, samples are given out early, so a few
+    /// huge samples cannot pile up.
+    Spill(u64),
+    /// Samples are given out by count alone (a rank under a synchronous
+    /// coordinator, which recomputes what the buffer emitted from positions
+    /// alone: giving out early would make emissions depend on sizes it does
+    /// not know); holding more than this many bytes fails the read, naming
+    /// the setting to lower, instead of exhausting the machine.
+    Refuse(u64),
+}
+
+impl ShuffleBytes {
+    /// The bytes a synchronous rank's buffer may hold: half the machine's
+    /// memory (where it can be read), at least [`DEFAULT_SHUFFLE_BYTES`].
+    pub fn for_sync() -> Self {
+        let half = tributary_io::machine::physical_memory_bytes().map_or(u64::MAX, |m| m / 2);
+        Self::Refuse(half.max(DEFAULT_SHUFFLE_BYTES))
+    }
 }
 
 /// The default bound of one batch's image buffer: 2 GiB (a batch of 256
@@ -131,7 +152,7 @@ impl Default for PlanConfig {
             batch_size: 64,
             drop_last: false,
             shuffle_buffer: 1024,
-            shuffle_bytes: Some(DEFAULT_SHUFFLE_BYTES),
+            shuffle_bytes: ShuffleBytes::Spill(DEFAULT_SHUFFLE_BYTES),
             shuffle: true,
             tail: Tail::Uneven,
             stripe: Stripe::default(),
@@ -184,7 +205,7 @@ impl LoaderConfig {
                 plan.shuffle_buffer
             ));
         }
-        if let Some(bytes) = plan.shuffle_bytes {
+        if let ShuffleBytes::Spill(bytes) = plan.shuffle_bytes {
             ranged("shuffle_bytes", bytes, MAX_BYTES_IN_FLIGHT)?;
         }
         for (name, value) in [

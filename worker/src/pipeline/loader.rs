@@ -271,9 +271,8 @@ fn chain(
         0
     };
     let (seed, epoch, generation) = (config.plan.seed, config.plan.epoch, config.plan.generation);
-    let buffer = ShuffleBuffer::new(capacity, seed, epoch, generation, config.plan.rank as u64)
-        .max_bytes(config.plan.shuffle_bytes.unwrap_or(u64::MAX));
-    let shuffled = shuffle(samples, buffer);
+    let buffer = ShuffleBuffer::new(capacity, seed, epoch, generation, config.plan.rank as u64);
+    let shuffled = shuffle(samples, buffer, config.plan.shuffle_bytes);
     let strategy = WholeSamples::new(config.plan.batch_size, config.plan.drop_last, padding);
     let batches = cut(shuffled, strategy, config.plan.stripe);
     // Everything up to here runs on a task of its own, a few sample

@@ -9,20 +9,27 @@ use futures::stream::{self, Stream, StreamExt};
 pub use tributary_common::plan::shuffle::*;
 use tributary_common::sample::Sample;
 
+use super::config::ShuffleBytes;
 use super::parse::{Fetched, Output};
-use crate::error::Result;
+use crate::error::{Result, WorkerError};
 
 /// The shuffle stage: each read's samples pushed through `buffer`, in
 /// order, coming out as what the buffer gives out for them (which holds the
 /// read's byte budget in their place). Samples are pushed with their
-/// payload sizes, so a buffer bounded by bytes
-/// ([`ShuffleBuffer::max_bytes`]) holds at most that many. A flush marker empties the buffer
+/// payload sizes and held within `bytes`: given out early beyond a
+/// [`ShuffleBytes::Spill`] bound ([`ShuffleBuffer::max_bytes`]), an error
+/// past a [`ShuffleBytes::Refuse`] one. A flush marker empties the buffer
 /// before it passes on; so does the end of the input. Errors pass through
 /// in their place.
 pub fn shuffle(
     samples: impl Stream<Item = Result<Output>> + Send + 'static,
-    mut buffer: ShuffleBuffer<Sample>,
+    buffer: ShuffleBuffer<Sample>,
+    bytes: ShuffleBytes,
 ) -> impl Stream<Item = Result<Output>> + Send + 'static {
+    let (mut buffer, refuse) = match bytes {
+        ShuffleBytes::Spill(max) => (buffer.max_bytes(max), u64::MAX),
+        ShuffleBytes::Refuse(max) => (buffer, max),
+    };
     // `None`: the input has ended.
     let end = stream::once(future::ready(None));
     samples.map(Some).chain(end).flat_map(move |item| {
@@ -38,6 +45,9 @@ pub fn shuffle(
                 for sample in read.samples {
                     let bytes = sample.payload_bytes() as u64;
                     buffer.push_sized(sample, bytes, &mut out);
+                    if buffer.held_bytes() > refuse {
+                        return stream::iter(vec![Err(over(&buffer, refuse))]);
+                    }
                 }
                 vec![Ok(Output::Samples(Fetched {
                     samples: out,
@@ -50,4 +60,16 @@ pub fn shuffle(
         };
         stream::iter(out)
     })
+}
+
+/// Why a buffer that gives out by count alone cannot go on holding more.
+fn over(buffer: &ShuffleBuffer<Sample>, max: u64) -> WorkerError {
+    WorkerError::Config(format!(
+        "the shuffle buffer holds {} samples of {} bytes, over the {max} bytes a synchronous \
+         rank's buffer may hold (half this machine's memory): it gives samples out by count \
+         alone, as the coordinator recomputes them, so it cannot give out early. Lower the \
+         job's shuffle_buffer (the samples are large)",
+        buffer.len(),
+        buffer.held_bytes()
+    ))
 }

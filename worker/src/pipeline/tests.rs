@@ -14,6 +14,7 @@ use crate::pipeline::decode::bad_samples::OnError;
 use crate::pipeline::decode::pixels::DecodeLimits;
 use crate::pipeline::decode::transform::{Dtype, Layout, Size, Transform};
 use crate::pipeline::decode::PANIC_KEY;
+use crate::pipeline::ShuffleBytes;
 use crate::{
     Batch, Dataset, DecodeConfig, Loader, LoaderConfig, Location, PlanConfig, WorkerError,
 };
@@ -491,4 +492,30 @@ async fn a_truncated_jpeg_is_a_bad_sample_under_the_policy() {
     let (batches, error) = read(data, config(OnError::Skip, 0.1)).await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(batches.iter().map(Batch::len).sum::<usize>(), 15);
+}
+
+#[tokio::test]
+async fn a_buffer_giving_out_by_count_fails_past_its_byte_bound_and_a_spilling_one_reads_on() {
+    let ds = dataset(samples_with(&[])).await;
+    let each = jpeg(40, 30).len() as u64;
+    let mut bounded = config(OnError::Raise, 0.0);
+    bounded.plan.shuffle_buffer = 8;
+    // Room for three samples' payloads (and their labels), not eight.
+    bounded.plan.shuffle_bytes = ShuffleBytes::Refuse(3 * each + 16);
+    let (batches, error) = read(ds.clone(), bounded.clone()).await;
+    let message = error.expect("over the bound").to_string();
+    assert!(
+        message.contains("Lower the job's shuffle_buffer"),
+        "{message}"
+    );
+    assert!(
+        batches.is_empty(),
+        "{} batches before the error",
+        batches.len()
+    );
+    // Given out early instead, every sample is read.
+    bounded.plan.shuffle_bytes = ShuffleBytes::Spill(3 * each + 16);
+    let (batches, error) = read(ds, bounded).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 16);
 }
