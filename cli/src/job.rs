@@ -6,7 +6,7 @@
 
 use tributary_common::ids::JobId;
 use tributary_common::proto::v1;
-use tributary_coordinator::auth::JobKeys;
+use tributary_coordinator::auth::{narrow, JobKeys, Scope};
 use tributary_worker::coordinated::{AuthToken, Client};
 
 use crate::remote::{self, Output, RemoteArgs};
@@ -38,6 +38,16 @@ pub enum Command {
     Token {
         /// The job the credential reaches.
         name: String,
+        /// Narrow it to torchrun ranks FIRST-LAST (of any run and restart):
+        /// a Join as another rank is refused, so a trainer holding its own
+        /// cannot take another's place. Needs the operator token or the
+        /// job's credential (an init container that alone mounts the job's
+        /// Secret mints its pod's).
+        #[arg(long, value_name = "FIRST-LAST", conflicts_with = "member")]
+        ranks: Option<String>,
+        /// Narrow it to the dynamic member NAME.
+        #[arg(long, value_name = "NAME")]
+        member: Option<String>,
     },
 }
 
@@ -63,24 +73,68 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let client = remote.client(&env)?;
             println!("{}", delete(&client, &remote, &name).await?);
         }
-        Command::Token { name } => println!("{}", token(&env, &name)?),
+        Command::Token {
+            name,
+            ranks,
+            member,
+        } => {
+            let scope = match (ranks, member) {
+                (Some(ranks), _) => Some(scope(&format!("ranks={ranks}"), "--ranks FIRST-LAST")?),
+                (_, Some(name)) => Some(scope(&format!("member={name}"), "--member NAME")?),
+                (None, None) => None,
+            };
+            println!("{}", token(&env, &name, scope.as_ref())?)
+        }
     }
     Ok(())
 }
 
-/// The credential of job `name` under the operator token in `env`.
-fn token(env: &std::collections::HashMap<String, String>, name: &str) -> anyhow::Result<String> {
+/// A member credential's scope from `text`, or an error naming `flag`.
+fn scope(text: &str, flag: &str) -> anyhow::Result<Scope> {
+    Scope::parse(text).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{flag}: {text:?} is not a scope (ranks as FIRST-LAST with FIRST <= LAST, e.g. \
+             --ranks 8-15; a member name of [A-Za-z0-9_.-])"
+        )
+    })
+}
+
+/// The credential of job `name` (narrowed to `scope`, if given) under the
+/// token in `env`: the operator token, or (for a scope) the job's own
+/// credential.
+fn token(
+    env: &std::collections::HashMap<String, String>,
+    name: &str,
+    scope: Option<&Scope>,
+) -> anyhow::Result<String> {
     anyhow::ensure!(
         tributary_coordinator::keys::valid_name(name),
         "job name {name:?} must be 1-128 characters of [A-Za-z0-9_.-], not starting with '.'"
     );
-    let operator = AuthToken::from_env(env)?.ok_or_else(|| {
+    let given = AuthToken::from_env(env)?.ok_or_else(|| {
         anyhow::anyhow!(
-            "no operator token: set TRIBUTARY_AUTH_TOKEN_FILE to the file the coordinator's \
-             --auth-token-file names (or TRIBUTARY_AUTH_TOKEN to the token)"
+            "no token: set TRIBUTARY_AUTH_TOKEN_FILE to the file the coordinator's \
+             --auth-token-file names (or TRIBUTARY_AUTH_TOKEN to the token); to narrow a job's \
+             credential with --ranks or --member, to that credential"
         )
     })?;
-    Ok(JobKeys::new(operator.secret()).mint(&JobId::from(name)))
+    let (job, secret) = (JobId::from(name), given.secret());
+    if secret.starts_with("tj1:") {
+        let scope = scope.ok_or_else(|| {
+            anyhow::anyhow!(
+                "the token given is a job credential: it narrows to --ranks or --member, but \
+                 minting a job's credential needs the operator token"
+            )
+        })?;
+        anyhow::ensure!(
+            secret.starts_with(&format!("tj1:{name}:")),
+            "the job credential given is another job's, not job {name:?}'s"
+        );
+        return narrow(secret, scope)
+            .ok_or_else(|| anyhow::anyhow!("the job credential given does not read as one"));
+    }
+    let keys = JobKeys::new(secret);
+    Ok(scope.map_or_else(|| keys.mint(&job), |s| keys.mint_member(&job, s)))
 }
 
 /// Deletes `name`; says what it deleted, as the leader last saw it.

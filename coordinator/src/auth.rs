@@ -14,11 +14,13 @@
 //!   credentials reach.
 
 mod access;
+mod scoped;
 
 use ring::rand::SecureRandom;
 use tonic::{Request, Status};
 
-pub use access::{Access, JobKeys};
+pub use access::{narrow, Access, JobKeys};
+pub use scoped::Scope;
 
 use crate::digest::sha256_hex;
 use crate::error::{CoordError, Result};
@@ -88,8 +90,7 @@ impl TokenCheck {
         match token {
             Some(token) if sha256_hex(token.as_bytes()) == *want => Ok(Access::Operator),
             Some(token) => jobs
-                .check(token)
-                .map(Access::Job)
+                .access(token)
                 .ok_or_else(|| CoordError::Unauthenticated("wrong bearer token".into()).into()),
             None => Err(CoordError::Unauthenticated("wrong bearer token".into()).into()),
         }

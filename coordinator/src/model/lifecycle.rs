@@ -34,7 +34,7 @@ pub const RATE_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Seen {
     /// Samples per second between the member's last two moving reports,
-    /// when the last was within [`RATE_FRESH`] of `now`.
+    /// when the last was within `RATE_FRESH` of `now`.
     pub fn recent_rate(&self, now: Instant) -> Option<f64> {
         let then = self.reported?;
         (now.saturating_duration_since(then) <= RATE_FRESH && self.rate > 0.0).then_some(self.rate)

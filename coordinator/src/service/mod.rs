@@ -100,7 +100,7 @@ impl Service {
         let leader = self.leader().await?;
         let created = leader.create_job(job.clone(), config).await?;
         let job_token = match access {
-            Access::Job(_) => None,
+            Access::Job(_) | Access::Member { .. } => None,
             Access::Open | Access::Operator => self.token.mint(&job),
         };
         Ok(Response::new(v1::CreateJobResponse {
@@ -117,6 +117,7 @@ impl Service {
             manifest_sha256,
         } = Join::try_from(request.into_inner())?;
         access.reach(&job)?;
+        access.may_join(&joiner.identity)?;
         let span = tracing::Span::current();
         span.record("job", job.as_str());
         span.record("member", joiner.member.as_str());

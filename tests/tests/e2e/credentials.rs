@@ -150,3 +150,104 @@ fn a_job_credential_reaches_its_own_job_only() {
             .expect("the derived credential reaches its job");
     });
 }
+
+/// `tributary job token JOB ARGS` with `token` as TRIBUTARY_AUTH_TOKEN.
+fn minted(token: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(tributary_tests::cli::tributary_bin())
+        .args(["job", "token"])
+        .args(args)
+        .env("TRIBUTARY_AUTH_TOKEN", token)
+        .env_remove("TRIBUTARY_AUTH_TOKEN_FILE")
+        .output()
+        .expect("tributary job token")
+}
+
+#[test]
+fn a_rank_credential_joins_as_its_ranks_only_so_no_holder_squats_another_ranks_place() {
+    let etcd = EtcdServer::start();
+    let scratch = Scratch::new();
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, format!("{OPERATOR}\n")).expect("token");
+    let (_coordinator, address) = coordinator_with(
+        &[etcd.endpoint()],
+        NO_S3,
+        &["--auth-token-file", &token_file],
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let url = runtime.block_on(tiny_dataset(scratch.root(), 64, 16));
+    let job_token = runtime.block_on(async {
+        let mut operator = leader_client_with_token(&address, OPERATOR).await;
+        operator
+            .create_job(create_request("ranked", job_config(&url, v1::Mode::Sync)))
+            .await
+            .expect("create")
+            .into_inner()
+            .job_token
+    });
+    // An init container holding only the job's credential narrows it to
+    // its pod's ranks, offline; the operator token mints the same.
+    let narrowed = |token: &str, ranks: &str| {
+        let out = minted(token, &["ranked", "--ranks", ranks]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_owned()
+    };
+    let (first, second) = (narrowed(&job_token, "0-0"), narrowed(&job_token, "1-1"));
+    assert!(first.starts_with("tm1:ranked:ranks=0-0:"), "{first}");
+    assert_eq!(narrowed(OPERATOR, "1-1"), second);
+    for (args, why) in [
+        (vec!["other", "--ranks", "0-0"], "another job's"),
+        (vec!["ranked", "--ranks", "3-1"], "is not a scope"),
+        (vec!["ranked"], "needs the operator token"),
+    ] {
+        let out = minted(&job_token, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(why),
+            "{args:?}: {stderr}"
+        );
+    }
+    runtime.block_on(async {
+        // Rank 0's credential may not take rank 1's place, and changes
+        // nothing trying.
+        let mut rank0 = client_with_token(&address, Some(&first)).await;
+        let before = snapshot(&etcd.endpoint()).await;
+        expect_status(
+            rank0.join(torchrun_join("ranked", 1, 2, 0)).await,
+            Code::PermissionDenied,
+            "as ranks=0-0 only, not as rank 1",
+        );
+        assert_eq!(snapshot(&etcd.endpoint()).await, before);
+        // Widened by hand, it is no credential.
+        let widened = first.replace("ranks=0-0", "ranks=0-1");
+        let mut forged = client_with_token(&address, Some(&widened)).await;
+        expect_status(
+            forged.join(torchrun_join("ranked", 1, 2, 0)).await,
+            Code::Unauthenticated,
+            "wrong bearer token",
+        );
+        // Each rank joins with its own, and reads its part.
+        rank0
+            .join(torchrun_join("ranked", 0, 2, 0))
+            .await
+            .expect("rank 0 joins as itself");
+        let mut rank1 = client_with_token(&address, Some(&second)).await;
+        let joined = rank1
+            .join(torchrun_join("ranked", 1, 2, 0))
+            .await
+            .expect("rank 1 joins as itself")
+            .into_inner();
+        rank1
+            .get_assignment(MemberCalls::own("ranked", &joined).assignment(0))
+            .await
+            .expect("rank 1's part");
+        // It is a job credential otherwise: no other job, no operator call.
+        expect_status(
+            rank1.list_jobs(v1::ListJobsRequest {}).await,
+            Code::PermissionDenied,
+            "ListJobs needs the operator's token",
+        );
+    });
+}
