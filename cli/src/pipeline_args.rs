@@ -7,7 +7,7 @@ use tributary_common::tokens::rows::IdType;
 use tributary_common::tokens::{Packing, SequenceSpec, MAX_SEQUENCE_LENGTH};
 use tributary_worker::pipeline::decode::pixels::{DecodeLimits, MAX_PIXELS_LIMIT};
 use tributary_worker::pipeline::fetch::FetchConfig;
-use tributary_worker::pipeline::{limits, DEFAULT_MAX_BATCH_BYTES};
+use tributary_worker::pipeline::{limits, machine_batch_bytes};
 use tributary_worker::{
     DecodeConfig, Dtype, Fields, Layout, LoaderConfig, OnError, PlanConfig, Preset, Size, Tail,
     Transform,
@@ -190,8 +190,10 @@ pub struct PipelineArgs {
     #[arg(long, default_value_t = DecodeLimits::default().max_pixels_in_flight,
           value_parser = u64_in(1, MAX_PIXELS_LIMIT))]
     pub max_decode_pixels: u64,
-    /// Bytes of one batch's images at most, in MiB (batch size x image
-    /// size^2 x 3 x element size; the loader holds several batches).
+    /// Bytes of one batch at most, in MiB: its images (batch size x image
+    /// size^2 x 3 x element size), checked before reading, and the bytes
+    /// its samples carry into their fields, checked per batch (the loader
+    /// holds several batches).
     /// Default: 2 GiB or an eighth of the machine's memory, the smaller.
     #[arg(long, value_parser = u64_in(1, limits::MAX_BATCH_BYTES >> 20))]
     pub max_batch_mib: Option<u64>,
@@ -204,14 +206,6 @@ pub struct PipelineArgs {
     /// be skipped before the run fails.
     #[arg(long, default_value_t = DecodeConfig::default().max_bad_fraction, value_parser = fraction)]
     pub max_bad_fraction: f64,
-}
-
-/// The default bound of a batch's bytes: [`DEFAULT_MAX_BATCH_BYTES`] or
-/// an eighth of the machine's memory, the smaller (a loader holds a few
-/// batches prefetched, a few being decoded and a few recycled).
-pub fn machine_batch_bytes() -> u64 {
-    let machine = crate::process_stats::physical_memory_bytes().map_or(u64::MAX, |m| m / 8);
-    DEFAULT_MAX_BATCH_BYTES.min(machine).max(1 << 20)
 }
 
 impl PipelineArgs {

@@ -8,8 +8,6 @@ pub fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-pub use tributary_io::machine::physical_memory_bytes;
-
 /// User plus system CPU seconds of this process.
 pub fn cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;

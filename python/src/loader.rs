@@ -8,6 +8,7 @@ use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tributary_worker::coordinated::{DynamicOptions, OnLeaseLost};
+use tributary_worker::pipeline::machine_batch_bytes;
 use tributary_worker::rank::{Coordinator, Credentials, JobSpec, Mode, RankConfig};
 use tributary_worker::{
     DecodeConfig, Dtype, Layout, OnError, Preset, StoreOptions, Stripe, Tail, Transform,
@@ -94,7 +95,8 @@ impl Loader {
         decode_threads=None, rank=None, world_size=None, run_id=None,
         restart_count=None, name=None, storage_options=None, timeout_s=60.0,
         return_ids=false, worker=None, epoch=None, auth_token=None, lookahead=None,
-        on_lease_lost="rejoin", on_error="raise", max_bad_fraction=0.01, member_secret=None,
+        on_lease_lost="rejoin", on_error="raise", max_bad_fraction=0.01, max_batch_mib=None,
+        member_secret=None,
         transform="train", scale=(0.08, 1.0), ratio=(0.75, 4.0 / 3.0), flip=true,
         crop_fraction=0.875, keep_aspect=false, fill=0, dtype="float32", layout="NCHW",
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), fields=None, shuffle=true,
@@ -130,6 +132,7 @@ impl Loader {
         on_lease_lost: &str,
         on_error: &str,
         max_bad_fraction: f64,
+        max_batch_mib: Option<u64>,
         member_secret: Option<String>,
         transform: &str,
         scale: (f64, f64),
@@ -245,6 +248,8 @@ impl Loader {
             on_error,
             max_bad_fraction,
             token_ids,
+            max_batch_bytes: max_batch_mib
+                .map_or_else(machine_batch_bytes, |mib| mib.saturating_mul(1 << 20)),
             ..DecodeConfig::default()
         };
         if let Some(threads) = decode_threads {
@@ -359,6 +364,18 @@ impl Loader {
     fn report(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
         let state = state_from(state)?;
         let Inner { runtime, rank } = self.inner(py)?;
+        block(py, runtime, rank.report(&state))?.map_err(to_py)
+    }
+
+    /// Reports this rank's whole part of the current generation as read
+    /// (sync), waiting for the answer: what the last of a rank's DataLoader
+    /// worker processes sends once every stripe of the pass is read, as a
+    /// plain DataLoader's main process reports nothing (the next epoch
+    /// opens once every rank's part is read).
+    fn report_end(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Inner { runtime, rank } = self.inner(py)?;
+        let mut state = rank.state_dict().map_err(to_py)?;
+        state.samples = rank.samples().map_err(to_py)?;
         block(py, runtime, rank.report(&state))?.map_err(to_py)
     }
 

@@ -42,7 +42,7 @@ def wait_for(what, condition, timeout_s=30.0):
 
 def test_a_cache_fills_in_the_background_and_a_new_loader_reuses_it(dataset, tmp_path):
     cache = str(tmp_path / "cache")
-    plain = labels(tributary.Loader(dataset, seed=4, epochs=2, epoch=1, **SMALL))
+    plain = labels(tributary.Loader(dataset, seed=4, epochs=2, **SMALL))
     first = tributary.Loader(dataset, seed=4, cache_dir=cache, cache_limit=1 << 30, **SMALL)
     labels(first)
     # Every shard and its index, filled in the background after the reads
@@ -53,7 +53,7 @@ def test_a_cache_fills_in_the_background_and_a_new_loader_reuses_it(dataset, tmp
     assert not os.listdir(os.path.join(cache, "tmp"))
     del first
     # A new loader (as after a restart) checks the files and reads them.
-    second = tributary.Loader(dataset, seed=4, epochs=2, epoch=1, cache_dir=cache,
+    second = tributary.Loader(dataset, seed=4, epochs=2, cache_dir=cache,
                               cache_limit=1 << 30, **SMALL)
     assert labels(second) == plain
     assert len(entries(cache)) == files

@@ -215,3 +215,29 @@ def test_sample_ids_cover_the_epoch_once(dataset):
     ids = np.concatenate([batch_ids for _, _, batch_ids in loader])
     assert ids.dtype == np.uint64
     assert sorted(ids.tolist()) == sorted(set(ids.tolist())) and len(ids) == 40
+
+
+def test_a_rank_cannot_open_an_epoch_it_has_not_read_its_way_to(dataset):
+    # A fresh job's rank asking for epoch 1, and one that moves to the next
+    # epoch half way through this one, are refused at once: the next epoch
+    # opens once every rank read its part, and skipping would lose samples.
+    with pytest.raises(ValueError, match="asked for epoch 1 but has read none"):
+        tributary.Loader(dataset, seed=2, epochs=3, epoch=1, **SMALL)
+    loader = tributary.Loader(dataset, seed=2, epochs=3, **SMALL)
+    batches = iter(loader)
+    next(batches)
+    with pytest.raises(ValueError, match="Read this epoch to its end first"):
+        loader.set_epoch(1)
+    # Read to its end, the epoch opens the next.
+    rest = sum(1 for _ in batches)
+    assert rest == len(loader) - 1
+    loader.set_epoch(1)
+    assert loader.epoch == 1
+
+
+def test_a_batch_is_held_to_max_batch_mib(dataset):
+    with pytest.raises(ValueError, match="max_batch_mib must be an int from 1 to 16384"):
+        tributary.Loader(dataset, max_batch_mib=0)
+    # 64 images of 1024 x 1024 as float32 take 768 MiB a batch.
+    with pytest.raises(ValueError, match="max_batch_mib= in Python"):
+        tributary.Loader(dataset, batch_size=64, image_size=1024, max_batch_mib=512)

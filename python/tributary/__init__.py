@@ -118,8 +118,9 @@ class Loader:
     def set_epoch(self, epoch: int) -> None:
         """Starts ``epoch`` over from its first batch (sync mode): the epoch of
         the rank's generation, or the next one. The next epoch opens once
-        every rank read its part of this one: asked before that, this waits
-        for them (up to 10 minutes)."""
+        every rank read its part of this one: this waits for the other
+        ranks (up to 10 minutes), and raises at once when this rank has not
+        read its own part to its end (skipping would lose its samples)."""
         self._native.set_epoch(epoch)
 
     def state_dict(self) -> Dict[str, Any]:

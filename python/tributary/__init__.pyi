@@ -200,6 +200,7 @@ class Loader:
         on_lease_lost: str = "rejoin",
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
+        max_batch_mib: Optional[int] = None,
         member_secret: Optional[str] = None,
         transform: Union[str, Transform] = "train",
         scale: Tuple[float, float] = (0.08, 1.0),
@@ -289,6 +290,11 @@ class Loader:
         yields the same number of batches, in the same order for the same
         seed) and logs it, until more than ``max_bad_fraction`` of the
         epoch's samples were bad, which raises ``RuntimeError``.
+        ``max_batch_mib``: the most one batch may hold, in MiB (its image
+        buffer, and the bytes its samples carry into their fields): a
+        loader holds several batches, so this is a budget that fits the
+        machine; by default 2 GiB or an eighth of its memory, the smaller.
+        A setting whose batches cannot fit raises ``ValueError`` naming it.
         ``member_secret``: 32 hex digits or more that processes sharing one
         identity (a rank's DataLoader workers) join with, so each may replace
         the others' membership; ``tributary.torch`` passes one. By default the

@@ -138,6 +138,7 @@ NUMERIC_KEYWORDS: Dict[str, Tuple[str, int, Any, Any]] = {
     "epoch": ("int", 1, 0, _U64),
     "lookahead": ("int", 1, 0, _U64),
     "max_bad_fraction": ("float", 1, 0.0, 1.0),
+    "max_batch_mib": ("int", 1, 1, 16384),
     "scale": ("float", 2, (0.0,), 1.0),
     "ratio": ("float", 2, (0.0,), math.inf),
     "crop_fraction": ("float", 1, (0.0,), 1.0),

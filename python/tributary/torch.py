@@ -246,8 +246,13 @@ class IterableDataset(torch.utils.data.IterableDataset):
             return
         loader = self._worker_loader(worker.id, worker.num_workers)
         yield from loader
-        if self._sync:
-            self._stripe_done(worker.id, worker.num_workers, loader.epoch)
+        if self._sync and self._stripe_done(worker.id, worker.num_workers, loader.epoch):
+            if not self._ordered:
+                # Every stripe of the pass is read, so the rank's part is,
+                # and the next epoch opens once every rank's is. A plain
+                # DataLoader's main process reports nothing: the last
+                # worker does, before the main process sees the pass end.
+                loader._native.report_end()
 
     def _worker_loader(self, index: int, count: int) -> Loader:
         """The loader of worker process `index` of `count`, at the pass's epoch."""
@@ -269,9 +274,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._worker = (os.getpid(), loader)
         return loader
 
-    def _stripe_done(self, index: int, count: int, epoch: int) -> None:
+    def _stripe_done(self, index: int, count: int, epoch: int) -> bool:
         """Worker `index` read its stripe of `epoch`; the last one moves the
-        next pass on to the following epoch."""
+        next pass on to the following epoch, and is told so (True)."""
         shared = self._shared
         with shared.get_lock():
             if shared[_DONE_EPOCH] != epoch:
@@ -279,6 +284,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
             shared[_DONE] |= 1 << index
             if shared[_DONE] == (1 << count) - 1:
                 shared[_NEXT_EPOCH], shared[_DONE_EPOCH], shared[_DONE] = epoch + 1, -1, 0
+                return True
+        return False
 
     def _pass_epoch(self) -> int:
         """In the main process: the epoch worker processes read next."""

@@ -136,6 +136,7 @@ fn fuzz_image_decode_path() {
         limits,
         budget: Arc::new(PixelBudget::new(limits.max_pixels_in_flight)),
         on_error: OnError::Raise,
+        max_batch_bytes: u64::MAX,
         datasets: Dataset::new(
             Location::from_store(Arc::new(InMemory::new()), "", "memory:///"),
             Arc::new(manifest),

@@ -413,7 +413,7 @@ impl SyncModel {
         let gen = if epoch == current.record.epoch.0 {
             current
         } else if epoch == current.record.epoch.0 + 1 {
-            self.check_epoch_read(job, config, dataset)?;
+            self.check_epoch_read(job, config, dataset, rank.rank)?;
             if config.is_past_end(epoch) {
                 self.finished = true;
                 return Ok((

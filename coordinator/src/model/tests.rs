@@ -205,7 +205,7 @@ fn a_sync_job_loads_back_its_generations_and_commit() {
     // The next epoch opens once both ranks read their parts.
     let refused = job.assignment(&callers[0], Epoch(1));
     assert!(
-        matches!(&refused, Err(CoordError::EpochUnread(m)) if m.contains("rank 0 reported none")),
+        matches!(&refused, Err(CoordError::Precondition(m)) if m.contains("rank 0 asked for epoch 1 but has read none")),
         "{refused:?}"
     );
     for caller in &callers {

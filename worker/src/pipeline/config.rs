@@ -108,6 +108,15 @@ impl ShuffleBytes {
     }
 }
 
+/// The default bound of a batch's bytes on this machine:
+/// [`DEFAULT_MAX_BATCH_BYTES`] or an eighth of its memory, the smaller (a
+/// loader holds a few batches prefetched, a few being decoded and a few
+/// recycled).
+pub fn machine_batch_bytes() -> u64 {
+    let machine = tributary_io::machine::physical_memory_bytes().map_or(u64::MAX, |m| m / 8);
+    DEFAULT_MAX_BATCH_BYTES.min(machine).max(1 << 20)
+}
+
 /// The default bound of one batch's image buffer: 2 GiB (a batch of 256
 /// images of 512 x 512 as `f32` takes 0.8 GB).
 pub const DEFAULT_MAX_BATCH_BYTES: u64 = 2 << 30;
@@ -262,7 +271,7 @@ impl LoaderConfig {
                 * images;
             if batch_bytes > decode.max_batch_bytes {
                 return bad(format!(
-                    "a batch of {} x {images} images of {size} takes {batch_bytes} bytes, over the budget of {} bytes per batch (max_batch_bytes); lower the batch size (--batch-size) or the image size (--image-size)",
+                    "a batch of {} x {images} images of {size} takes {batch_bytes} bytes, over the budget of {} bytes per batch (max_batch_bytes: --max-batch-mib, max_batch_mib= in Python); lower the batch size (--batch-size) or the image size (--image-size)",
                     plan.batch_size, decode.max_batch_bytes
                 ));
             }

@@ -170,6 +170,7 @@ impl LoaderBuilder {
             limits: config.decode.decode_limits,
             budget,
             on_error: config.decode.on_error,
+            max_batch_bytes: config.decode.max_batch_bytes,
             datasets: self.dataset.clone(),
         };
         // A striped loader decodes only its stripe of the samples it reads.

@@ -54,8 +54,8 @@ pub mod tokens;
 mod tests;
 
 pub use config::{
-    limits, DecodeConfig, LoaderConfig, PlanConfig, ShuffleBytes, Stripe, Tail,
-    DEFAULT_MAX_BATCH_BYTES, DEFAULT_SHUFFLE_BYTES,
+    limits, machine_batch_bytes, DecodeConfig, LoaderConfig, PlanConfig, ShuffleBytes, Stripe,
+    Tail, DEFAULT_MAX_BATCH_BYTES, DEFAULT_SHUFFLE_BYTES,
 };
 pub use datasets::Datasets;
 pub use loader::{decode_pool, span_samples, span_samples_with, Loader, LoaderBuilder};

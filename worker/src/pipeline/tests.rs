@@ -519,3 +519,22 @@ async fn a_buffer_giving_out_by_count_fails_past_its_byte_bound_and_a_spilling_o
     assert!(error.is_none(), "{error:?}");
     assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 16);
 }
+
+#[tokio::test]
+async fn a_batch_whose_samples_carry_more_than_the_batch_budget_is_refused_naming_it() {
+    let ds = dataset(samples_with(&[])).await;
+    let each = jpeg(40, 30).len() as u64;
+    let mut config = config(OnError::Raise, 0.0);
+    config.decode.transform.size = Size::square(8);
+    // Room for a batch's 8 x 8 images, not for its four samples' fields.
+    config.decode.max_batch_bytes = 3 * each;
+    let (batches, error) = read(ds.clone(), config.clone()).await;
+    let message = error.expect("over the budget").to_string();
+    assert!(message.contains("max_batch_bytes"), "{message}");
+    assert!(message.contains("batch 0 of 4 samples"), "{message}");
+    assert!(batches.is_empty());
+    config.decode.max_batch_bytes = 4 * each + 64;
+    let (batches, error) = read(ds, config).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(batches.len(), 4);
+}

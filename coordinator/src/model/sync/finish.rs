@@ -49,13 +49,17 @@ impl SyncModel {
     /// Refuses to open the epoch after the current generation's until every
     /// rank of that generation reported reading its whole part: one rank
     /// (or a client holding the job's credential) cannot move the group
-    /// past an epoch it has not read, nor finish the job early. Answered
-    /// ABORTED, which the rank's client retries while the others finish.
+    /// past an epoch it has not read, nor finish the job early. When
+    /// others are behind, answered ABORTED, which the asking rank's client
+    /// retries while they finish; when the asking rank (`caller`, a rank of
+    /// the generation) is behind itself, waiting cannot help: answered
+    /// FAILED_PRECONDITION at once.
     pub(super) fn check_epoch_read(
         &mut self,
         job: &JobId,
         config: &JobSpec,
         dataset: &Dataset,
+        caller: u32,
     ) -> Result<()> {
         let behind = self.unread(config, dataset)?;
         let Some(first) = behind.first() else {
@@ -64,10 +68,22 @@ impl SyncModel {
         let (epoch, generation) = self
             .current()
             .map_or((0, 0), |g| (g.record.epoch.0, g.record.generation.0));
-        let read = match first.read {
-            Some(samples) => format!("{samples} of its {} samples", first.part),
-            None => format!("none of its {} samples", first.part),
+        let read = |behind: &Behind| match behind.read {
+            Some(samples) => format!("{samples} of its {} samples", behind.part),
+            None => format!("none of its {} samples", behind.part),
         };
+        if let Some(own) = behind.iter().find(|b| b.rank == caller) {
+            return Err(CoordError::Precondition(format!(
+                "job {:?}: rank {caller} asked for epoch {} but has read {} of epoch {epoch} \
+                 (generation {generation}): the next epoch opens once every rank read its part. \
+                 Read this epoch to its end first (a loop that breaks early, or set_epoch / \
+                 epoch= ahead of it, skips samples)",
+                job.as_str(),
+                epoch + 1,
+                read(own),
+            )));
+        }
+        let read = read(first);
         Err(CoordError::EpochUnread(format!(
             "job {:?}: epoch {} opens once every rank of generation {generation} read its part \
              of epoch {epoch}, and {} rank(s) have not: rank {} reported {read}. The ranks' \

@@ -62,6 +62,10 @@ pub struct DecodeSetup {
     /// Shared by every thread decoding for this loader.
     pub budget: Arc<PixelBudget>,
     pub on_error: OnError,
+    /// The most bytes one batch's samples may carry into decoding
+    /// (`DecodeConfig::max_batch_bytes`): what its byte, text, JSON and
+    /// array fields are made from, which no image size bounds.
+    pub max_batch_bytes: u64,
     /// Locates bad samples (shard, byte offset) for their errors, and tells
     /// which dataset each sample comes from.
     pub datasets: Datasets,
@@ -223,6 +227,29 @@ impl BatchDecoder {
         Ok(values)
     }
 
+    /// Refuses a batch whose samples carry more bytes than a batch may
+    /// hold: its fields' columns are made from them (byte fields as they
+    /// are, text, JSON and arrays copied), so decoding it would hold them
+    /// all, and a loader holds several batches.
+    fn check_carried(&self, batch: &SampleBatch) -> Result<()> {
+        let carried: u64 = batch.samples.iter().map(|s| s.payload_bytes() as u64).sum();
+        if carried <= self.setup.max_batch_bytes {
+            return Ok(());
+        }
+        let largest = batch.samples.iter().max_by_key(|s| s.payload_bytes());
+        Err(WorkerError::Config(format!(
+            "batch {} of {} samples carries {carried} bytes of fields (the largest, {:?}, {} \
+             bytes), over the budget of {} bytes per batch (max_batch_bytes: --max-batch-mib, \
+             max_batch_mib= in Python): \
+             lower the batch size, or raise the budget where the machine has the memory",
+            batch.index,
+            batch.samples.len(),
+            largest.map_or("", |s| s.key.as_str()),
+            largest.map_or(0, |s| s.payload_bytes()),
+            self.setup.max_batch_bytes,
+        )))
+    }
+
     /// [`Self::one`] with a panic caught and turned into the sample's error,
     /// so that a decoder bug fails one sample, not the trainer's process.
     fn one_caught(&self, sample: &Sample, slots: Vec<Slot<'_>>) -> Result<Vec<Value>, WorkerError> {
@@ -243,6 +270,7 @@ impl BatchDecoder {
     pub fn decode(&self, batch: &SampleBatch) -> Result<Decoded> {
         let samples = &batch.samples;
         let n = samples.len();
+        self.check_carried(batch)?;
         let dense = self.transform.fixed_size();
         let per = if dense { self.transform.image_len() } else { 0 };
         let image_fields = if dense { self.fields.images() } else { 0 };
