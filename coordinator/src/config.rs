@@ -9,6 +9,10 @@ use crate::error::{CoordError, Result};
 /// The most ranks a torchrun world may have.
 pub const MAX_WORLD: u32 = 65_536;
 
+/// The most plan records a resume may carry: an epoch's generations from
+/// its first to the committed one, one more per restart within the epoch.
+pub const MAX_HISTORY: usize = 4096;
+
 /// A spec as every caller sends it: the errors name `config.<field>`.
 impl From<SpecError> for CoordError {
     fn from(error: SpecError) -> Self {

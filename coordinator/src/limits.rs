@@ -8,10 +8,9 @@ use tributary_common::ids::JobId;
 use tributary_common::job::{JobSpec, Mode};
 use tributary_common::plan::mix::Layout;
 
-use crate::config::MAX_WORLD;
+use crate::config::{MAX_HISTORY, MAX_WORLD};
 use crate::error::{CoordError, Result};
 use crate::keys::{MAX_JOB_NAME, MAX_MEMBER_NAME};
-use crate::model::sync::MAX_HISTORY;
 
 mod fleet;
 

@@ -27,15 +27,12 @@ use tributary_common::plan::generation::{
 };
 
 use super::{put, spec, Dataset, GenMeta, Place, Rank, SyncModel};
+pub use crate::config::MAX_HISTORY;
 use crate::config::MAX_WORLD;
 use crate::error::{CoordError, Result};
 use crate::keys::Key;
 use crate::store::Op;
 use tributary_common::identity::Identity;
-
-/// The most plan records a resume may carry: an epoch's generations from
-/// its first to the committed one, one more per restart within the epoch.
-pub const MAX_HISTORY: usize = 4096;
 
 /// A checkpoint a joining rank restored: its commit point, and the plan
 /// records of that point's epoch up to the point's generation (empty in
