@@ -14,22 +14,52 @@ use tributary_tests::coordinator::{
 };
 use tributary_tests::dataset::tiny_dataset;
 use tributary_tests::etcd::{snapshot, EtcdServer};
+use tributary_tests::process::Proc;
 
 /// No S3 here: every dataset is a local directory.
 const NO_S3: &str = "http://127.0.0.1:9";
 const OPERATOR: &str = "operator-s3cret";
 
+/// etcd, a scratch directory, the operator token's file in it, and a
+/// coordinator that requires the token.
+struct Bed {
+    etcd: EtcdServer,
+    scratch: Scratch,
+    token_file: String,
+    coordinator: Proc,
+    address: String,
+}
+
+impl Bed {
+    fn start() -> Self {
+        let etcd = EtcdServer::start();
+        let scratch = Scratch::new();
+        let token_file = scratch.path("token");
+        std::fs::write(&token_file, format!("{OPERATOR}\n")).expect("token");
+        let (coordinator, address) = coordinator_with(
+            &[etcd.endpoint()],
+            NO_S3,
+            &["--auth-token-file", &token_file],
+        );
+        Self {
+            etcd,
+            scratch,
+            token_file,
+            coordinator,
+            address,
+        }
+    }
+}
+
 #[test]
 fn a_job_credential_reaches_its_own_job_only() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let token_file = scratch.path("token");
-    std::fs::write(&token_file, format!("{OPERATOR}\n")).expect("token");
-    let (_coordinator, address) = coordinator_with(
-        &[etcd.endpoint()],
-        NO_S3,
-        &["--auth-token-file", &token_file],
-    );
+    let Bed {
+        etcd,
+        scratch,
+        token_file,
+        coordinator: _coordinator,
+        address,
+    } = Bed::start();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let url = tiny_dataset(scratch.root(), 64, 16).await;
@@ -164,15 +194,13 @@ fn minted(token: &str, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_rank_credential_joins_as_its_ranks_only_so_no_holder_squats_another_ranks_place() {
-    let etcd = EtcdServer::start();
-    let scratch = Scratch::new();
-    let token_file = scratch.path("token");
-    std::fs::write(&token_file, format!("{OPERATOR}\n")).expect("token");
-    let (_coordinator, address) = coordinator_with(
-        &[etcd.endpoint()],
-        NO_S3,
-        &["--auth-token-file", &token_file],
-    );
+    let Bed {
+        etcd,
+        scratch,
+        token_file: _,
+        coordinator: _coordinator,
+        address,
+    } = Bed::start();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let url = runtime.block_on(tiny_dataset(scratch.root(), 64, 16));
     let job_token = runtime.block_on(async {
