@@ -97,6 +97,9 @@ pub struct SyncModel {
     /// The least number the next generation gets (a seeded job's history
     /// may number below generations it dropped).
     floor: u64,
+    /// The current generation's ranks that have not read their part
+    /// (`finish`), kept as they report.
+    unread: Option<finish::Unread>,
 }
 
 /// The planner's inputs that stay fixed for a job.
@@ -534,6 +537,7 @@ impl SyncModel {
             )));
         }
         self.progress.insert(rank.rank, (generation, samples));
+        self.note_read(rank.rank, generation, samples);
         if !self.finished && self.read_to_the_end(config, dataset)? {
             tracing::info!(
                 job = job.as_str(),

@@ -4,9 +4,10 @@
 //! epoch after the last (the README's `for epoch in range(N)` loop never
 //! does).
 
-use tributary_common::job::JobSpec;
+use std::collections::BTreeSet;
 
-use tributary_common::ids::JobId;
+use tributary_common::ids::{Generation, JobId};
+use tributary_common::job::JobSpec;
 
 use super::{Dataset, SyncModel};
 use crate::error::{CoordError, Result};
@@ -20,30 +21,52 @@ impl SyncModel {
         let Some(current) = self.current().map(|g| g.record) else {
             return Ok(false);
         };
-        Ok(config.is_last_epoch(current.epoch.0) && self.unread(config, dataset)?.is_empty())
+        Ok(config.is_last_epoch(current.epoch.0)
+            && self.unread(config, dataset)?.is_some_and(Unread::is_empty))
     }
 
     /// The ranks of the current generation that have not reported reading
-    /// their whole part, each with the samples it reported (`None`: no
-    /// report of this generation): empty once the generation is read.
-    pub(super) fn unread(&mut self, config: &JobSpec, dataset: &Dataset) -> Result<Vec<Behind>> {
-        let Some(current) = self.current().map(|g| (g.record, g.ranks())) else {
-            return Ok(Vec::new());
+    /// their whole part: built from the reports once per generation, then
+    /// kept as reports arrive ([`SyncModel::note_read`]), so the checks a
+    /// report or a next-epoch ask makes cost no walk over the world.
+    /// `None` before the job's first generation.
+    fn unread(&mut self, config: &JobSpec, dataset: &Dataset) -> Result<Option<&Unread>> {
+        let Some((record, ranks)) = self.current().map(|g| (g.record, g.ranks())) else {
+            return Ok(None);
         };
-        let (record, ranks) = current;
-        // Every part (a data-parallel group's) is equally long.
-        let part = self.part(config, dataset, record.generation.0, 0)?.len();
-        let behind = (0..ranks)
-            .filter_map(|rank| {
-                let read = self
-                    .progress
-                    .get(&rank)
-                    .filter(|(generation, _)| *generation == record.generation)
-                    .map(|&(_, samples)| samples);
-                (read < Some(part)).then_some(Behind { rank, read, part })
-            })
-            .collect();
-        Ok(behind)
+        if self.unread.as_ref().map(|u| u.generation) != Some(record.generation) {
+            // Every part (a data-parallel group's) is equally long.
+            let part = self.part(config, dataset, record.generation.0, 0)?.len();
+            let ranks = (0..ranks)
+                .filter(|rank| self.read_of(*rank, record.generation) < Some(part))
+                .collect();
+            self.unread = Some(Unread {
+                generation: record.generation,
+                part,
+                ranks,
+            });
+        }
+        Ok(self.unread.as_ref())
+    }
+
+    /// Keeps [`SyncModel::unread`] as `rank` reports `samples` of
+    /// `generation` (a later, smaller report puts it back).
+    pub(super) fn note_read(&mut self, rank: u32, generation: Generation, samples: u64) {
+        if let Some(unread) = self.unread.as_mut().filter(|u| u.generation == generation) {
+            if samples >= unread.part {
+                unread.ranks.remove(&rank);
+            } else {
+                unread.ranks.insert(rank);
+            }
+        }
+    }
+
+    /// The samples `rank` reported of `generation`, if it reported any.
+    fn read_of(&self, rank: u32, generation: Generation) -> Option<u64> {
+        self.progress
+            .get(&rank)
+            .filter(|(g, _)| *g == generation)
+            .map(|&(_, samples)| samples)
     }
 
     /// Refuses to open the epoch after the current generation's until every
@@ -61,18 +84,20 @@ impl SyncModel {
         dataset: &Dataset,
         caller: u32,
     ) -> Result<()> {
-        let behind = self.unread(config, dataset)?;
-        let Some(first) = behind.first() else {
+        let Some(unread) = self.unread(config, dataset)? else {
             return Ok(());
         };
-        let (epoch, generation) = self
-            .current()
-            .map_or((0, 0), |g| (g.record.epoch.0, g.record.generation.0));
-        let read = |behind: &Behind| match behind.read {
-            Some(samples) => format!("{samples} of its {} samples", behind.part),
-            None => format!("none of its {} samples", behind.part),
+        let (generation, part, behind) = (unread.generation, unread.part, unread.ranks.len());
+        let (Some(&first), caller_behind) = (unread.ranks.first(), unread.ranks.contains(&caller))
+        else {
+            return Ok(());
         };
-        if let Some(own) = behind.iter().find(|b| b.rank == caller) {
+        let epoch = self.current().map_or(0, |g| g.record.epoch.0);
+        let read = |rank: u32| match self.read_of(rank, generation) {
+            Some(samples) => format!("{samples} of its {part} samples"),
+            None => format!("none of its {part} samples"),
+        };
+        if caller_behind {
             return Err(CoordError::Precondition(format!(
                 "job {:?}: rank {caller} asked for epoch {} but has read {} of epoch {epoch} \
                  (generation {generation}): the next epoch opens once every rank read its part. \
@@ -80,28 +105,33 @@ impl SyncModel {
                  epoch= ahead of it, skips samples)",
                 job.as_str(),
                 epoch + 1,
-                read(own),
+                read(caller),
             )));
         }
-        let read = read(first);
         Err(CoordError::EpochUnread(format!(
             "job {:?}: epoch {} opens once every rank of generation {generation} read its part \
-             of epoch {epoch}, and {} rank(s) have not: rank {} reported {read}. The ranks' \
-             clients retry while the others finish; a rank that moves past an epoch it did not \
-             read to its end (set_epoch to the next epoch before the end) must read it first",
+             of epoch {epoch}, and {behind} rank(s) have not: rank {first} reported {}. The \
+             ranks' clients retry while the others finish; a rank that moves past an epoch it \
+             did not read to its end (set_epoch to the next epoch before the end) must read it \
+             first",
             job.as_str(),
             epoch + 1,
-            behind.len(),
-            first.rank,
+            read(first),
         )))
     }
 }
 
-/// A rank of the current generation that has not read its whole part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Behind {
-    pub rank: u32,
-    /// Samples it reported of this generation (`None`: none yet).
-    pub read: Option<u64>,
-    pub part: u64,
+/// The ranks of one generation that have not read their whole part.
+#[derive(Debug)]
+pub(super) struct Unread {
+    generation: Generation,
+    /// Samples in each rank's part.
+    part: u64,
+    ranks: BTreeSet<u32>,
+}
+
+impl Unread {
+    fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
 }

@@ -147,3 +147,31 @@ fn a_rank_opens_the_next_epoch_only_once_every_rank_read_this_one_even_after_a_f
     assert_eq!((next.epoch, next.finished), (1, false));
     assert!(next.generation > generation.get());
 }
+
+#[test]
+fn a_later_smaller_report_puts_a_rank_back_behind() {
+    let (mut job, mut kv) = created(v1::Mode::Sync);
+    let ranks = two_ranks(&mut job, &mut kv);
+    let (part, _) = job.assignment(&ranks[0], Epoch(0)).expect("assignment");
+    let (generation, whole) = (Generation(part.generation), part.spans.len());
+    for caller in &ranks {
+        job.report(caller, generation, whole, &[])
+            .0
+            .expect("report");
+    }
+    // Rank 1's trainer took less than its workers read (a DataLoader's
+    // main process reports what it handed out): it is behind again.
+    job.report(&ranks[1], generation, whole - 1, &[])
+        .0
+        .expect("report");
+    let refused = job.assignment(&ranks[0], Epoch(1)).map(|(a, _)| a);
+    assert!(
+        matches!(&refused, Err(CoordError::EpochUnread(m)) if m.contains("rank 1 reported")),
+        "{refused:?}"
+    );
+    job.report(&ranks[1], generation, whole, &[])
+        .0
+        .expect("report");
+    let (next, _) = job.assignment(&ranks[0], Epoch(1)).expect("next epoch");
+    assert_eq!(next.epoch, 1);
+}
