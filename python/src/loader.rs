@@ -7,11 +7,12 @@ use std::time::Duration;
 use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tributary_worker::coordinated::{DynamicOptions, OnLeaseLost};
+use tributary_worker::coordinated::{Code, DynamicOptions, OnLeaseLost};
 use tributary_worker::pipeline::machine_batch_bytes;
 use tributary_worker::rank::{Coordinator, Credentials, JobSpec, Mode, RankConfig};
 use tributary_worker::{
     DecodeConfig, Dtype, Layout, OnError, Preset, StoreOptions, Stripe, Tail, Transform,
+    WorkerError,
 };
 
 use crate::args::{dataset_arg, fields_arg, image_size_arg, sequence_arg, state_from, state_to_py};
@@ -372,11 +373,24 @@ impl Loader {
     /// worker processes sends once every stripe of the pass is read, as a
     /// plain DataLoader's main process reports nothing (the next epoch
     /// opens once every rank's part is read).
+    /// A newer restart that replaced the generation is logged, not raised:
+    /// what this generation read no longer decides the job's epochs (the
+    /// rank's next call says it is stale), as at the end of a part the rank
+    /// reads itself.
     fn report_end(&mut self, py: Python<'_>) -> PyResult<()> {
         let Inner { runtime, rank } = self.inner(py)?;
         let mut state = rank.state_dict().map_err(to_py)?;
         state.samples = rank.samples().map_err(to_py)?;
-        block(py, runtime, rank.report(&state))?.map_err(to_py)
+        match block(py, runtime, rank.report(&state))? {
+            Err(WorkerError::Coordinator {
+                code: Code::FailedPrecondition,
+                message,
+            }) => {
+                tracing::warn!(generation = state.generation, %message, "the end of the part was not recorded");
+                Ok(())
+            }
+            reported => reported.map_err(to_py),
+        }
     }
 
     /// Resumes from a restored checkpoint's state, before reading: the
