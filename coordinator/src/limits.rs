@@ -69,21 +69,28 @@ impl Default for Limits {
     }
 }
 
+/// The most units one epoch of a dynamic job is planned into: its shard
+/// spans (a unit never crosses one) plus one per `unit_samples`.
+fn dynamic_units(config: &JobSpec, layout: &Layout) -> u64 {
+    layout
+        .max_epoch_spans()
+        .saturating_add(layout.epoch_samples() / u64::from(config.unit_samples))
+}
+
 impl Limits {
     /// Refuses a job whose epoch would plan into more units (or spans)
     /// than the cap: checked from the layout's counts, before any epoch
     /// is built.
     pub fn check_plan(&self, job: &JobId, config: &JobSpec, layout: &Layout) -> Result<()> {
-        let spans = layout.max_epoch_spans();
         let (what, count) = match config.mode {
             Mode::Dynamic => (
                 format!(
                     "units of {} samples (config.unit_samples)",
                     config.unit_samples
                 ),
-                spans.saturating_add(layout.epoch_samples() / u64::from(config.unit_samples)),
+                dynamic_units(config, layout),
             ),
-            Mode::Sync => ("shard spans".to_owned(), spans),
+            Mode::Sync => ("shard spans".to_owned(), layout.max_epoch_spans()),
         };
         if count > self.units_per_epoch {
             return Err(CoordError::Exhausted(format!(
@@ -106,30 +113,25 @@ impl Limits {
     /// what etcd holds stays under the cap whatever the callers do.
     pub fn check_store(&self, job: &JobId, config: &JobSpec, layout: &Layout) -> Result<()> {
         let members = self.members_per_job as u64 * MEMBER_BYTES;
-        let data = match config.mode {
-            Mode::Dynamic => {
-                let units = layout
-                    .max_epoch_spans()
-                    .saturating_add(layout.epoch_samples() / u64::from(config.unit_samples));
-                units.saturating_mul(UNIT_BYTES)
-            }
-            Mode::Sync => {
-                MAX_HISTORY as u64 * GENERATION_BYTES + 2 * u64::from(MAX_WORLD) * RANK_BYTES
-            }
+        let (data, what) = match config.mode {
+            Mode::Dynamic => (
+                dynamic_units(config, layout).saturating_mul(UNIT_BYTES),
+                "units' lease and ack keys",
+            ),
+            Mode::Sync => (
+                MAX_HISTORY as u64 * GENERATION_BYTES + 2 * u64::from(MAX_WORLD) * RANK_BYTES,
+                "generations and ranks' progress and commits",
+            ),
         };
         let bytes = members.saturating_add(data);
         if bytes > self.job_store_bytes {
             return Err(CoordError::Exhausted(format!(
                 "job {:?} could keep up to {bytes} bytes in etcd ({members} for up to {} members \
-                 of {MEMBER_BYTES}, {data} for its {}), over this coordinator's cap per job \
-                 (--max-job-store-bytes {}): use larger units (config.unit_samples), a smaller \
-                 epoch, or raise the cap",
+                 of {MEMBER_BYTES}, {data} for its {what}), over this coordinator's cap per \
+                 job (--max-job-store-bytes {}): use larger units (config.unit_samples), a \
+                 smaller epoch, or raise the cap",
                 job.as_str(),
                 self.members_per_job,
-                match config.mode {
-                    Mode::Dynamic => "units' lease and ack keys",
-                    Mode::Sync => "generations and ranks' progress and commits",
-                },
                 self.job_store_bytes,
             )));
         }

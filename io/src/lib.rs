@@ -23,6 +23,7 @@
 //! - [`cache`]: [`ShardCache`], a bounded cache of whole shard files on
 //!   local disk, shared by the ranks of a node ([`Dataset::with_cache`]).
 //! - [`error`]: [`IoError`], naming the URL of every failure.
+//! - [`digest`]: hex SHA-256, and the digest a job records of its data.
 //! - [`machine`]: what the machine has (its memory), for budgets.
 //! - [`metrics`]: Prometheus metrics over plain HTTP (`GET /metrics`), for
 //!   the coordinator and for ranks.
@@ -43,6 +44,7 @@
 
 pub mod cache;
 pub mod dataset;
+pub mod digest;
 pub mod error;
 pub mod location;
 pub mod machine;
@@ -57,13 +59,11 @@ pub mod upload;
 
 pub use cache::{CacheConfig, CacheStats, ShardCache};
 pub use dataset::{dataset_url, Dataset};
+pub use digest::{dataset_sha256, sha256_hex};
 pub use error::{IoError, ReadError, Result};
 pub use location::{Location, S3Settings, StoreOptions};
 pub use metrics::MetricsServer;
 pub use publish::{write_manifest, ManifestDraft, ManifestVersion};
 pub use read::{retry, RetryPolicy};
-pub use tokens::{
-    dataset_sha256, open_any, open_any_within, sha256_hex, write_token_dataset, AnyDataset,
-    TokenDataset,
-};
+pub use tokens::{open_any, open_any_within, write_token_dataset, AnyDataset, TokenDataset};
 pub use upload::{BlockingUpload, Upload, UploadMeter, UploadOptions, Uploaded};

@@ -14,6 +14,7 @@ use tributary_common::tokens::manifest::{
 use tributary_common::tokens::{layout, megatron, DocIndex, SequenceSpec, TokenDtype};
 
 use crate::dataset::{dataset_url, read_manifest, Dataset, MAX_MANIFEST_BYTES};
+use crate::digest::sha256_hex;
 use crate::error::{IoError, Result};
 use crate::location::{Location, StoreOptions};
 
@@ -36,7 +37,8 @@ pub enum AnyDataset {
 
 impl AnyDataset {
     /// SHA-256 (hex) of the manifest's canonical JSON: what a job records
-    /// of it, and a rank checks its own copy by ([`dataset_sha256`]).
+    /// of it, and a rank checks its own copy by
+    /// ([`dataset_sha256`](crate::digest::dataset_sha256)).
     pub fn manifest_sha256(&self) -> String {
         let json = match self {
             Self::Samples(d) => d.manifest.to_json(),
@@ -51,27 +53,6 @@ impl AnyDataset {
             Self::Samples(d) => d.location.url_of(""),
             Self::Tokens(d) => d.location.url_of(""),
         }
-    }
-}
-
-/// SHA-256 of `bytes`, as lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// The digest a job records of its data, from its manifests' SHA-256 (in
-/// source order): the manifest's own, or for a mix (`mixed`), the SHA-256
-/// of its sources' digests one per line. The coordinator records it at
-/// CreateJob; a rank sends the one of the manifests it opened with its
-/// Join, so a manifest changed in place is caught while the job runs.
-pub fn dataset_sha256(sources: &[String], mixed: bool) -> String {
-    match sources {
-        [one] if !mixed => one.clone(),
-        _ => sha256_hex(sources.join("\n").as_bytes()),
     }
 }
 

@@ -135,16 +135,19 @@ impl JobKeys {
         }
     }
 
+    /// The tag of `job`'s credential.
+    fn tag(&self, job: &JobId) -> hmac::Tag {
+        hmac::sign(&self.key, job.as_str().as_bytes())
+    }
+
     /// The credential of `job`.
     pub fn mint(&self, job: &JobId) -> String {
-        let tag = hmac::sign(&self.key, job.as_str().as_bytes());
-        format!("{PREFIX}{}:{}", job.as_str(), hex(tag.as_ref()))
+        format!("{PREFIX}{}:{}", job.as_str(), hex(self.tag(job).as_ref()))
     }
 
     /// The member credential of `job` for `scope`.
     pub fn mint_member(&self, job: &JobId, scope: &Scope) -> String {
-        let tag = hmac::sign(&self.key, job.as_str().as_bytes());
-        scoped::mint(job, tag.as_ref(), scope)
+        scoped::mint(job, self.tag(job).as_ref(), scope)
     }
 
     /// The job `token` is a valid job credential of; `None` for anything
@@ -160,8 +163,7 @@ impl JobKeys {
     pub fn access(&self, token: &str) -> Option<Access> {
         if token.starts_with(scoped::PREFIX) {
             let (job, scope, tag) = scoped::parse(token)?;
-            let job_tag = hmac::sign(&self.key, job.as_str().as_bytes());
-            return scoped::verify(job_tag.as_ref(), &scope, &tag)
+            return scoped::verify(self.tag(&job).as_ref(), &scope, &tag)
                 .then_some(Access::Member { job, scope });
         }
         self.check(token).map(Access::Job)
