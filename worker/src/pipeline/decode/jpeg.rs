@@ -22,6 +22,7 @@ use std::ffi::CStr;
 
 use turbojpeg_sys as tj;
 
+use super::restarts;
 use crate::pipeline::decode::transform::{Plan, Rect};
 
 /// iMCU width by subsampling (TJSAMP_444, 422, 420, GRAY, 440, 411, 441):
@@ -216,22 +217,61 @@ impl Decompressor {
 }
 
 thread_local! {
-    /// Each decode thread's decompressor and pixel buffer, reused per image.
-    static DECODER: RefCell<Option<(Decompressor, Vec<u8>)>> = const { RefCell::new(None) };
+    /// Each decode thread's decompressor and buffers, reused per image.
+    static DECODER: RefCell<Option<Scratch>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's decompressor and pixel buffer.
-fn with_decoder<T, E: From<String>>(
-    f: impl FnOnce(&mut Decompressor, &mut Vec<u8>) -> Result<T, E>,
-) -> Result<T, E> {
+/// A decode thread's decompressor, its pixel buffer, and the buffer a
+/// crop's part of a restart-marked JPEG is copied into.
+struct Scratch {
+    decoder: Decompressor,
+    pixels: Vec<u8>,
+    part: Vec<u8>,
+}
+
+/// Runs `f` with this thread's decompressor and buffers.
+fn with_decoder<T, E: From<String>>(f: impl FnOnce(&mut Scratch) -> Result<T, E>) -> Result<T, E> {
     DECODER.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.is_none() {
-            *cell = Some((Decompressor::new().map_err(E::from)?, Vec::new()));
+            *cell = Some(Scratch {
+                decoder: Decompressor::new().map_err(E::from)?,
+                pixels: Vec::new(),
+                part: Vec::new(),
+            });
         }
-        let (decoder, pixels) = cell.as_mut().expect("set above");
-        f(decoder, pixels)
+        f(cell.as_mut().expect("set above"))
     })
+}
+
+/// The part of a restart-marked `jpeg` that holds `crop` and `reach`
+/// pixels around it (and one MCU more, see [`restarts`]), written into
+/// `part`, and where that part starts in the whole image; `None` where the
+/// JPEG has no usable restart segments or the part would be all of it.
+fn crop_part(jpeg: &[u8], crop: Rect, reach: f64, part: &mut Vec<u8>) -> Option<(u32, u32)> {
+    let frame = restarts::frame(jpeg)?;
+    let (mcu_w, mcu_h) = (f64::from(frame.mcu.0), f64::from(frame.mcu.1));
+    let (per_row, rows) = (frame.segments_per_row(), frame.mcus().1);
+    let segment = f64::from(frame.interval) * mcu_w;
+    let (x0, y0) = (crop.x - reach - mcu_w, crop.y - reach - mcu_h);
+    let (x1, y1) = (
+        crop.x + crop.width + reach + mcu_w,
+        crop.y + crop.height + reach + mcu_h,
+    );
+    let first_row = (y0.max(0.0) / mcu_h) as u32;
+    let end_row = ((y1 / mcu_h).ceil() as u32).min(rows);
+    let first_column = (x0.max(0.0) / segment) as u32;
+    let end_column = ((x1 / segment).ceil() as u32).min(per_row);
+    if first_row == 0 && end_row == rows && first_column == 0 && end_column == per_row {
+        return None;
+    }
+    restarts::sub_jpeg(
+        jpeg,
+        &frame,
+        first_row..end_row,
+        first_column..end_column,
+        part,
+    )
 }
 
 /// Decodes the JPEG `bytes` for the plan `plan_for(width, height)` makes
@@ -246,7 +286,12 @@ pub fn decode_for<T>(
     plan_for: impl FnOnce(u32, u32) -> Plan,
     then: impl FnOnce((u32, u32, &[u8]), &Plan) -> Result<T, String>,
 ) -> Result<T, Failure> {
-    with_decoder(|decoder, pixels| {
+    with_decoder(|scratch| {
+        let Scratch {
+            decoder,
+            pixels,
+            part,
+        } = scratch;
         let header = decoder.header(bytes).map_err(Failure::Unsupported)?;
         // A crop may end before the bytes do: the decoder would not read
         // far enough to warn that they end early.
@@ -262,17 +307,26 @@ pub fn decode_for<T>(
         let footprint = (plan.src.width / f64::from(denom.max(1)) / f64::from(dw.max(1)))
             .max(plan.src.height / f64::from(denom.max(1)) / f64::from(dh.max(1)))
             .max(1.0);
+        let margin = footprint.ceil() + 1.0;
+        // With restart markers, only the segments the crop covers are
+        // entropy-decoded: they make a smaller JPEG of their own.
+        let reach = margin * f64::from(denom);
+        let (jpeg, header, crop) = match crop_part(bytes, plan.src, reach, part) {
+            Some((x, y)) => {
+                let header = decoder.header(part).map_err(Failure::Corrupt)?;
+                let crop = Rect {
+                    x: plan.src.x - f64::from(x),
+                    y: plan.src.y - f64::from(y),
+                    ..plan.src
+                };
+                (part.as_slice(), header, crop)
+            }
+            None => (bytes, header, plan.src),
+        };
         // An error here, a warning included ("Premature end of JPEG
         // file"), is the data's: no other decoder is to guess the rest.
         let region = decoder
-            .decode(
-                bytes,
-                header,
-                plan.src,
-                denom,
-                footprint.ceil() + 1.0,
-                pixels,
-            )
+            .decode(jpeg, header, crop, denom, margin, pixels)
             .map_err(Failure::Corrupt)?;
         let view = (region.width, region.height, pixels.as_slice());
         then(
@@ -306,23 +360,32 @@ impl From<String> for Failure {
 /// its last scan. (Entropy-coded data stuffs every 0xFF, so neither marker
 /// appears inside a scan; a thumbnail's markers come before the image's.)
 pub fn complete(jpeg: &[u8]) -> Result<(), String> {
-    let marker = |code: u8| jpeg.windows(2).rposition(|w| w == [0xFF, code]);
-    match (marker(0xDA), marker(0xD9)) {
-        (Some(scan), Some(end)) if end > scan => Ok(()),
-        (Some(_), _) => Err(
-            "premature end of JPEG data: no end-of-image marker after the last scan \
-             (a truncated file)"
-                .into(),
-        ),
-        // No scan at all: the decoder says what is wrong.
-        (None, _) => Ok(()),
+    // From the end, the first of the two markers met decides (usually in
+    // the last few bytes).
+    for at in memchr::memrchr_iter(0xFF, jpeg) {
+        match jpeg.get(at + 1) {
+            Some(0xD9) => return Ok(()),
+            Some(0xDA) => {
+                return Err(
+                    "premature end of JPEG data: no end-of-image marker after the last scan \
+                     (a truncated file)"
+                        .into(),
+                )
+            }
+            _ => {}
+        }
     }
+    // No scan at all: the decoder says what is wrong.
+    Ok(())
 }
 
 /// Decodes the whole JPEG at full size, and nothing else: the decode-only
 /// ceiling `tributary bench` compares the loader with. Returns its size.
 pub fn decode_whole(bytes: &[u8]) -> Result<(u32, u32), String> {
-    with_decoder(|decoder, pixels| {
+    with_decoder(|scratch| {
+        let Scratch {
+            decoder, pixels, ..
+        } = scratch;
         let header = decoder.header(bytes)?;
         let whole = Rect {
             x: 0.0,
