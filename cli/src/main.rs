@@ -154,6 +154,13 @@ enum Command {
         /// manifest, for readers older than version 2).
         #[arg(long, default_value = "2", conflicts_with = "tokenizer")]
         manifest_version: ManifestVersion,
+        /// Store JPEG files byte for byte. By default a `.jpg`/`.jpeg`
+        /// file is stored losslessly transcoded (the same pixels) with
+        /// restart markers and optimised Huffman tables, so that a random
+        /// crop decodes only the part it covers; one that would grow, or
+        /// cannot be transcoded, is stored as it is.
+        #[arg(long, conflicts_with = "tokenizer")]
+        keep_jpeg_bytes: bool,
         #[command(flatten)]
         upload: upload_args::UploadArgs,
         #[command(flatten)]
@@ -332,6 +339,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             force,
             upload,
             manifest_version,
+            keep_jpeg_bytes,
             store,
         } => {
             if tokens.tokenizer.is_some() {
@@ -355,6 +363,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .shards_in_flight
                     .unwrap_or(defaults.uploads_in_flight),
                 manifest_version,
+                jpeg_restarts: !keep_jpeg_bytes,
                 ..defaults
             };
             let dest = Location::open(&url, &store.options(&url), true)?;

@@ -32,6 +32,7 @@ use tributary_common::manifest::ShardMeta;
 use tributary_io::upload::OnUploaded;
 use tributary_io::{BlockingUpload, Location, Upload, UploadMeter};
 
+use super::jpeg;
 use super::options::PackOptions;
 use super::plan::{PlannedShard, Replay};
 use super::source::{read_field, Source, SourceSample};
@@ -222,11 +223,20 @@ impl Builder {
                     "{name}: stopped, another shard failed"
                 )));
             }
-            let data = sample
+            let mut data = sample
                 .fields
                 .iter()
                 .map(read_field)
                 .collect::<Result<Vec<_>>>()?;
+            if self.options.jpeg_restarts {
+                for (field, data) in sample.fields.iter().zip(&mut data) {
+                    if jpeg::is_jpeg_field(&field.ext) {
+                        if let Some(marked) = jpeg::with_restarts(data) {
+                            *data = std::borrow::Cow::Owned(marked);
+                        }
+                    }
+                }
+            }
             let fields: Vec<(&str, &[u8])> = sample
                 .fields
                 .iter()

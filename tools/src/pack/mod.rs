@@ -34,6 +34,7 @@
 //! [`single_put_limit`]: tributary_io::UploadOptions::single_put_limit
 
 mod build;
+pub mod jpeg;
 mod options;
 mod plan;
 pub mod source;

@@ -31,6 +31,11 @@ pub struct PackOptions {
     /// The manifest version to write (2: an index object per shard; 1:
     /// every chunk inline, for readers older than version 2).
     pub manifest_version: ManifestVersion,
+    /// Store JPEGs (`jpg`, `jpeg` fields) losslessly transcoded with
+    /// restart markers, so a crop decodes only its part (see
+    /// [`jpeg`](super::jpeg)); `false` stores every file's bytes as they
+    /// are.
+    pub jpeg_restarts: bool,
 }
 
 impl Default for PackOptions {
@@ -47,6 +52,7 @@ impl Default for PackOptions {
             force: false,
             format: SourceFormat::Auto,
             manifest_version: ManifestVersion::default(),
+            jpeg_restarts: true,
         }
     }
 }

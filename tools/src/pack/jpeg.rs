@@ -1,0 +1,212 @@
+//! Restart markers for the JPEGs `pack` stores, so that a loader's random
+//! crop decodes only the part of the image it covers.
+//!
+//! A lossless transcode (libjpeg-turbo's `tj3Transform`: the same DCT
+//! coefficients, so the same pixels) that puts a restart marker every `k`
+//! MCUs, `k` dividing an MCU row into at most [`SEGMENTS_PER_ROW`] equal
+//! segments. The loader (`worker/src/pipeline/decode/restarts.rs`) then
+//! entropy-decodes only the segments a crop touches, where a plain JPEG
+//! makes it decode every row above the crop and every column beside it.
+//! Huffman tables are optimised on the way, which pays for the markers'
+//! bytes: a JPEG is kept as it was unless the new one is no larger (so a
+//! shard never outgrows its plan, made from the source files' sizes), and
+//! where anything else goes wrong (CMYK, 12-bit or lossless JPEGs, damaged
+//! data, a warning) the original bytes are stored unchanged. A progressive
+//! JPEG becomes a sequential one (faster to decode), when that is no
+//! larger.
+
+#![allow(
+    unsafe_code,
+    reason = "FFI to libjpeg-turbo; each block states its invariant"
+)]
+
+use std::cell::RefCell;
+
+use turbojpeg_sys as tj;
+
+/// Restart segments per MCU row, at most: enough that a crop skips most of
+/// the columns beside it, few enough that the markers cost little.
+pub const SEGMENTS_PER_ROW: u32 = 8;
+
+/// iMCU width by subsampling (TJSAMP_444, 422, 420, GRAY, 440, 411, 441).
+const MCU_WIDTH: [u32; 7] = [8, 16, 16, 8, 8, 32, 8];
+
+/// A libjpeg-turbo transformer; one per packing thread.
+struct Transformer(tj::tjhandle);
+
+impl Drop for Transformer {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from tj3Init and is destroyed once.
+        unsafe { tj::tj3Destroy(self.0) }
+    }
+}
+
+thread_local! {
+    static TRANSFORMER: RefCell<Option<Transformer>> = const { RefCell::new(None) };
+}
+
+/// Whether a field with extension `ext` is stored with restart markers.
+pub fn is_jpeg_field(ext: &str) -> bool {
+    ext.eq_ignore_ascii_case("jpg") || ext.eq_ignore_ascii_case("jpeg")
+}
+
+/// The restart interval, in MCUs, that cuts rows of `columns` MCUs into
+/// equal segments: the fewest MCUs that make at most [`SEGMENTS_PER_ROW`].
+pub fn interval(columns: u32) -> u32 {
+    (1..=columns)
+        .find(|&k| columns % k == 0 && columns / k <= SEGMENTS_PER_ROW)
+        .unwrap_or(columns.max(1))
+}
+
+/// `jpeg` transcoded losslessly with restart markers, or `None` to store
+/// it as it is (see the module docs).
+pub fn with_restarts(jpeg: &[u8]) -> Option<Vec<u8>> {
+    if !jpeg.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        return None;
+    }
+    TRANSFORMER.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if cell.is_none() {
+            // SAFETY: tj3Init has no preconditions; a null handle is checked.
+            let handle = unsafe { tj::tj3Init(tj::TJINIT_TJINIT_TRANSFORM as libc::c_int) };
+            if handle.is_null() {
+                return None;
+            }
+            *cell = Some(Transformer(handle));
+        }
+        let handle = cell.as_ref()?.0;
+        let out = transform(handle, jpeg)?;
+        (out.len() <= jpeg.len()).then_some(out)
+    })
+}
+
+fn transform(handle: tj::tjhandle, jpeg: &[u8]) -> Option<Vec<u8>> {
+    // SAFETY: a valid handle; the pointer and length describe `jpeg`.
+    let status =
+        unsafe { tj::tj3DecompressHeader(handle, jpeg.as_ptr(), jpeg.len() as tj::size_t) };
+    if status != 0 {
+        return None;
+    }
+    // SAFETY: tj3Get/tj3Set read and write parameters of a valid handle.
+    let get = |param| unsafe { tj::tj3Get(handle, param as libc::c_int) };
+    let colorspace = get(tj::TJPARAM_TJPARAM_COLORSPACE);
+    if get(tj::TJPARAM_TJPARAM_PRECISION) != 8
+        || get(tj::TJPARAM_TJPARAM_LOSSLESS) != 0
+        || get(tj::TJPARAM_TJPARAM_ARITHMETIC) != 0
+        || colorspace == tj::TJCS_TJCS_CMYK as i32
+        || colorspace == tj::TJCS_TJCS_YCCK as i32
+    {
+        return None;
+    }
+    let width = u32::try_from(get(tj::TJPARAM_TJPARAM_JPEGWIDTH)).ok()?;
+    let mcu = *MCU_WIDTH.get(usize::try_from(get(tj::TJPARAM_TJPARAM_SUBSAMP)).ok()?)?;
+    let interval = interval(width.div_ceil(mcu));
+    let set = |param, value: u32| {
+        // SAFETY: as above.
+        unsafe { tj::tj3Set(handle, param as libc::c_int, value as libc::c_int) == 0 }
+    };
+    if !(set(tj::TJPARAM_TJPARAM_RESTARTBLOCKS, interval)
+        && set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1))
+    {
+        return None;
+    }
+    let transform = tj::tjtransform {
+        r: tj::tjregion {
+            x: 0,
+            y: 0,
+            w: 0,
+            h: 0,
+        },
+        op: tj::TJXOP_TJXOP_NONE as libc::c_int,
+        options: tj::TJXOPT_OPTIMIZE as libc::c_int,
+        data: std::ptr::null_mut(),
+        customFilter: None,
+    };
+    let mut out: *mut libc::c_uchar = std::ptr::null_mut();
+    let mut size: tj::size_t = 0;
+    // SAFETY: one transform; `out` is null, so libjpeg-turbo allocates the
+    // destination (freed below with tj3Free) and sets `size`.
+    let status = unsafe {
+        tj::tj3Transform(
+            handle,
+            jpeg.as_ptr(),
+            jpeg.len() as tj::size_t,
+            1,
+            &mut out,
+            &mut size,
+            &transform,
+        )
+    };
+    let copied = (status == 0 && !out.is_null()).then(|| {
+        // SAFETY: libjpeg-turbo wrote `size` bytes at `out`.
+        unsafe { std::slice::from_raw_parts(out, size as usize) }.to_vec()
+    });
+    // SAFETY: `out` is null or came from libjpeg-turbo's allocator.
+    unsafe { tj::tj3Free(out.cast()) };
+    copied
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jpeg(width: u16, height: u16, progressive: bool) -> Vec<u8> {
+        let pixels: Vec<u8> = (0..3 * u32::from(width) * u32::from(height))
+            .map(|i| ((i * 7919) % 251) as u8)
+            .collect();
+        let mut out = Vec::new();
+        let mut encoder = jpeg_encoder::Encoder::new(&mut out, 90);
+        encoder.set_progressive(progressive);
+        encoder.set_sampling_factor(jpeg_encoder::SamplingFactor::F_2_2);
+        encoder
+            .encode(&pixels, width, height, jpeg_encoder::ColorType::Rgb)
+            .expect("encode");
+        out
+    }
+
+    fn pixels(jpeg: &[u8]) -> Vec<u8> {
+        image::load_from_memory_with_format(jpeg, image::ImageFormat::Jpeg)
+            .expect("decodes")
+            .into_rgb8()
+            .into_raw()
+    }
+
+    #[test]
+    fn the_interval_cuts_a_row_into_equal_segments_of_at_most_eight() {
+        assert_eq!(interval(25), 5);
+        assert_eq!(interval(24), 3);
+        assert_eq!(interval(23), 23);
+        assert_eq!(interval(8), 1);
+        assert_eq!(interval(1), 1);
+    }
+
+    #[test]
+    fn a_jpeg_gains_restart_markers_and_keeps_every_pixel() {
+        let original = jpeg(400, 358, false);
+        let marked = with_restarts(&original).expect("a baseline JPEG is transcoded");
+        assert!(marked.len() <= original.len());
+        // 400 px of 16-pixel MCUs: 25 columns, a marker every 5 MCUs.
+        let dri = marked
+            .windows(2)
+            .position(|w| w == [0xFF, 0xDD])
+            .expect("DRI");
+        assert_eq!(&marked[dri + 4..dri + 6], &[0, 5]);
+        assert!(
+            marked.windows(2).any(|w| w == [0xFF, 0xD7]),
+            "markers cycle"
+        );
+        assert_eq!(pixels(&marked), pixels(&original));
+    }
+
+    #[test]
+    fn what_cannot_be_transcoded_is_stored_as_it_is() {
+        let progressive = jpeg(64, 48, true);
+        if let Some(sequential) = with_restarts(&progressive) {
+            assert_eq!(pixels(&sequential), pixels(&progressive));
+        }
+        assert_eq!(with_restarts(b"\x89PNG\r\n\x1a\n"), None);
+        let mut cut = jpeg(64, 48, false);
+        cut.truncate(cut.len() - 200);
+        assert_eq!(with_restarts(&cut), None, "a truncated JPEG warns");
+    }
+}
