@@ -20,6 +20,14 @@ copy on the way to the trainer (pinning, when asked for, is the one copy).
 With ``dtype="uint8", layout="NHWC"`` the batch is 4x smaller; turn it into
 normalised float32 on the GPU with :func:`normalize`.
 
+``device="cuda"`` (:class:`Loader`, :class:`DataLoader`) yields batches
+already on the GPU: a background thread copies them ``prefetch=2`` batches
+ahead through reused page-locked buffers on a side CUDA stream (what
+``pin_memory=True`` saves, and the copy off the step), ``normalize=True``
+turning uint8 images into normalised float32 there; ``state_dict()`` counts
+the batches handed over, not those in flight (see ``tributary._device``).
+Its gain on a real step is yet to be measured on a GPU machine.
+
 ``map=`` and ``batch_map=`` (see :class:`tributary.Loader`) run in the
 process that reads: the trainer's with ``num_workers=0``, each worker
 process otherwise (so they must pickle under the ``spawn`` start method).
