@@ -10,6 +10,8 @@ run the real thing and skip without CUDA.
 """
 
 import gc
+import subprocess
+import sys
 import threading
 from typing import List, Tuple
 
@@ -219,6 +221,18 @@ def test_state_after_k_batches_resumes_at_the_next_with_batches_in_flight(datase
     assert sorted(after) == sorted(sum(rest, []))
 
 
+def test_an_evaluation_read_with_device_reads_its_split_each_pass(dataset, backend):
+    # shuffle=False keeps no progress: nothing to snapshot, state_dict refuses.
+    expected = [b.ids.tolist() for b in ttorch.Loader(dataset, shuffle=False, return_ids=True,
+                                                       **SMALL)]
+    loader = ttorch.Loader(dataset, shuffle=False, return_ids=True, device="cuda", **SMALL)
+    for _ in range(2):
+        assert [b.ids.tolist() for b in loader] == expected
+    next(iter(loader))
+    with pytest.raises(ValueError, match="state_dict\\(\\) is for shuffled training reads"):
+        loader.state_dict()
+
+
 def test_a_pass_left_early_goes_on_with_the_batches_read_ahead(dataset, backend):
     expected = [b[2].tolist() for b in ttorch.Loader(dataset, seed=2, return_ids=True, **SMALL)]
     loader = ttorch.Loader(dataset, seed=2, return_ids=True, device="cuda", **SMALL)
@@ -304,6 +318,22 @@ def test_the_copy_thread_ends_when_the_loader_is_collected_or_closed(dataset, ba
     threads = device_threads(closed._staging)
     closed.close()
     assert not threads[0].is_alive()  # close() waits for it
+
+
+def test_the_interpreter_exits_with_batches_in_flight(dataset):
+    script = f"""
+import sys
+sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})
+import test_device, tributary._device, tributary.torch
+tributary._device.cuda_backend = lambda _device: test_device.LazyCopies()
+loader = tributary.torch.Loader({dataset!r}, seed=1, device="cuda", **test_device.SMALL)
+next(iter(loader))
+print("read", loader._staging.ahead, flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["read", "2"]
 
 
 def test_normalize_on_the_device_matches_normalize_on_the_host(dataset, monkeypatch):

@@ -119,7 +119,9 @@ class Loader(tributary.Loader):
         staging = _device.staging(device, prefetch, normalize, options)
         super().__init__(dataset, **options)
         self._staging = staging
-        self._sync = options.get("mode", "sync") == "sync"
+        # Where state_dict() keeps progress: sync, shuffled reads.
+        self._progress = (options.get("mode", "sync") == "sync"
+                          and options.get("shuffle", True) is not False)
 
     def __iter__(self) -> "Loader":
         """Starts the next epoch when the current one was handed over to its end."""
@@ -133,12 +135,12 @@ class Loader(tributary.Loader):
         # The native loader is bound to this thread: it reads here, and
         # the copy thread copies.
         return self._staging.next(super().__next__,
-                                  self._native.state_dict if self._sync else None)
+                                  self._native.state_dict if self._progress else None)
 
     def state_dict(self) -> Dict[str, Any]:
         """Where this rank stands, after the last batch handed to the
         trainer (batches copied ahead are read again after a restart)."""
-        if self._staging is not None and self._staging.ahead:
+        if self._progress and self._staging is not None and self._staging.ahead:
             return copy.deepcopy(self._staging.handed)
         return super().state_dict()
 
@@ -431,7 +433,8 @@ class DataLoader(torch.utils.data.DataLoader):
         if self.num_workers == 0:
             # The dataset's loader counts what the trainer took, less what
             # was read ahead (see state_dict).
-            mark = self.dataset.state_dict if self.dataset._sync else None
+            progress = self.dataset._sync and not self.dataset._ordered
+            mark = self.dataset.state_dict if progress else None
             yield from self._staged(super().__iter__(), mark)
             return
         # Worker processes share this rank's membership: the replay guard
@@ -469,7 +472,8 @@ class DataLoader(torch.utils.data.DataLoader):
     def state_dict(self) -> Dict[str, int]:
         """Where the rank stands: save it with a checkpoint."""
         if self.num_workers == 0:
-            if self._staging is not None and self._staging.ahead:
+            progress = self.dataset._sync and not self.dataset._ordered
+            if progress and self._staging is not None and self._staging.ahead:
                 return copy.deepcopy(self._staging.handed)
             return self.dataset.state_dict()
         epoch, samples = self._position or (self.dataset._pass_epoch(), 0)
