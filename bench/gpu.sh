@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU comparison (`bench/run.sh gpu [IMAGES]`): a ResNet-50 training step
 # (bf16, channels_last) fed by PyTorch's DataLoader (16 workers) and by
-# Tributary with 1 to 16 decode threads, on the same synthetic JPEGs; prints
+# Tributary with 1 to 16 decode threads (pageable, then "pinned":
+# device="cuda" with normalize=True), on the same synthetic JPEGs; prints
 # the data-wait table (bench/gpu_step.py says how it is measured).
 #
 # Needs a CUDA GPU and a python3 with torch and torchvision. Uses the

@@ -1,13 +1,18 @@
 """A ResNet-50 training step fed by Tributary and by PyTorch's DataLoader.
 
     python bench/gpu_step.py --images DIR --shards DIR [--threads 1,2,4,8,16]
-        [--workers 16] [--batch 256] [--steps 30] [--warmup 5] [--json OUT]
+        [--workers 16] [--batch 256] [--steps 30] [--warmup 5] [--no-pinned] [--json OUT]
 
 Run by `bench/run.sh gpu` on a machine with a CUDA GPU. Every contender feeds
 the same step: ResNet-50 (torchvision, random weights), bf16 autocast,
 channels_last, SGD with momentum, on float32 N x 3 x 224 x 224 batches made by
 RandomResizedCrop(224) + flip + normalise from the same JPEGs (ImageFolder for
 the DataLoader, the packed shards for Tributary).
+
+The "pinned" Tributary rows use `tributary.torch.Loader(..., device="cuda")`:
+uint8 NHWC batches copied to the GPU ahead of the step through reused pinned
+buffers on a side stream, and normalised there (`normalize=True`) into the
+same float32 channels_last batches; the step's own copy is then a no-op.
 
 A step's time is the time blocked in `next()` (the data wait) plus the time
 from the batch in hand to the step finished on the GPU (the copy to the GPU
@@ -117,6 +122,18 @@ def tributary_batches(shards, threads, batch):
         yield torch.from_numpy(images), torch.from_numpy(labels)
 
 
+def tributary_device_batches(shards, threads, batch):
+    import tributary.torch
+
+    loader = tributary.torch.Loader(
+        shards, batch_size=batch, image_size=224, decode_threads=threads, seed=1,
+        dtype="uint8", layout="NHWC", device="cuda", normalize=True,
+    )
+    # Already on the GPU, normalised, ready on the current stream.
+    for images, labels in loader:
+        yield images, labels
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", required=True)
@@ -126,6 +143,8 @@ def main():
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--no-pinned", action="store_true",
+                        help='leave out the rows of Tributary with device="cuda"')
     parser.add_argument("--json")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -168,6 +187,18 @@ def main():
                 args.batch,
             )
         )
+    if not args.no_pinned:
+        for threads in [int(t) for t in args.threads.split(",")]:
+            rows.append(
+                measure(
+                    f"Tributary pinned, {threads} threads",
+                    tributary_device_batches(args.shards, threads, args.batch),
+                    step,
+                    args.warmup,
+                    args.steps,
+                    args.batch,
+                )
+            )
     if args.json:
         with open(args.json, "w") as out:
             for row in rows:

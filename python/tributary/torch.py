@@ -20,6 +20,14 @@ copy on the way to the trainer (pinning, when asked for, is the one copy).
 With ``dtype="uint8", layout="NHWC"`` the batch is 4x smaller; turn it into
 normalised float32 on the GPU with :func:`normalize`.
 
+``device="cuda"`` (:class:`Loader`, :class:`DataLoader`) yields batches
+already on the GPU: a background thread copies them ``prefetch=2`` batches
+ahead through reused page-locked buffers on a side CUDA stream (what
+``pin_memory=True`` saves, and the copy off the step), ``normalize=True``
+turning uint8 images into normalised float32 there; ``state_dict()`` counts
+the batches handed over, not those in flight (see ``tributary._device``).
+Its gain on a real step is yet to be measured on a GPU machine.
+
 ``map=`` and ``batch_map=`` (see :class:`tributary.Loader`) run in the
 process that reads: the trainer's with ``num_workers=0``, each worker
 process otherwise (so they must pickle under the ``spawn`` start method).
@@ -36,23 +44,25 @@ consumed, so with worker processes take ``state_dict()`` from
 :class:`DataLoader` rather than from the dataset.
 """
 
+import copy
+import functools
+import inspect
 import multiprocessing
 import multiprocessing.context
 import os
 import secrets
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 import torch.utils.data
 
 import tributary
+from . import _device
+from ._device import IMAGENET_MEAN, IMAGENET_STD, Device, Normalize, normalize
 from .batch import Batch
 
 __all__ = ["DataLoader", "IterableDataset", "Loader", "data_parallel", "normalize", "tensors"]
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 # Slots of the array shared with worker processes.
 _NEXT_EPOCH = 0  # the epoch the next pass reads; -1: the generation's first
@@ -82,10 +92,94 @@ def tensors(batch: Tuple[Any, ...]) -> Tuple[Any, ...]:
 class Loader(tributary.Loader):
     """A :class:`tributary.Loader` whose batches hold tensors sharing the
     numpy arrays' memory; ``map=``'s results are collated with torch's
-    ``default_collate``. Takes the arguments of :class:`tributary.Loader`."""
+    ``default_collate``. Takes the arguments of :class:`tributary.Loader`,
+    and:
+
+    ``device``: ``"cuda"`` (the current CUDA device when the loader is
+    made), ``"cuda:1"`` or a ``torch.device``: the batches' tensors arrive
+    there, ready to use on the trainer's current stream. They are copied
+    ``prefetch`` batches ahead (default 2) by a background thread, through
+    page-locked buffers made once and reused, on a CUDA stream of its own,
+    so the copy overlaps the trainer's step. Other columns (strings, JSON,
+    bytes) pass unchanged; ``map=`` and ``batch_map=`` run before the copy.
+    ``state_dict()`` counts the batches handed to the trainer, not those
+    read ahead.
+
+    ``normalize``: with ``device=`` and ``dtype="uint8"`` batches, True
+    (ImageNet's mean and std) or ``(mean, std)`` normalises the images on
+    the device as :func:`normalize` does: float32 ``N x 3 x H x W``.
+    """
 
     _column = staticmethod(_tensor)
     _collate = staticmethod(torch.utils.data.default_collate)
+
+    def __init__(self, dataset: Any, *, device: Optional[Device] = None, prefetch: int = 2,
+                 normalize: Normalize = False, **options: Any) -> None:
+        # Checked before the native loader starts (and its coordinator).
+        staging = _device.staging(device, prefetch, normalize, options)
+        super().__init__(dataset, **options)
+        self._staging = staging
+        # Where state_dict() keeps progress: sync, shuffled reads.
+        self._progress = (options.get("mode", "sync") == "sync"
+                          and options.get("shuffle", True) is not False)
+
+    def __iter__(self) -> "Loader":
+        """Starts the next epoch when the current one was handed over to its end."""
+        if self._staging is None or not self._staging.resume():
+            super().__iter__()
+        return self
+
+    def __next__(self) -> Any:
+        if self._staging is None:
+            return super().__next__()
+        # The native loader is bound to this thread: it reads here, and
+        # the copy thread copies.
+        return self._staging.next(super().__next__,
+                                  self._native.state_dict if self._progress else None)
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where this rank stands, after the last batch handed to the
+        trainer (batches copied ahead are read again after a restart)."""
+        if self._progress and self._staging is not None and self._staging.ahead:
+            return copy.deepcopy(self._staging.handed)
+        return super().state_dict()
+
+    def set_epoch(self, epoch: int) -> None:
+        if self._staging is not None:
+            self._staging.discard()
+        super().set_epoch(epoch)
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if self._staging is not None:
+            self._staging.discard()
+        super().load_state_dict(state)
+
+    def close(self) -> None:
+        """Ends the copy thread of ``device=`` (it also ends when the loader
+        is collected); batches in flight are dropped."""
+        if self._staging is not None:
+            self._staging.close()
+
+    @property
+    def device(self) -> Optional[torch.device]:
+        """Where batches arrive: the CUDA device of ``device=``, or None."""
+        return None if self._staging is None else self._staging.backend.device
+
+
+def _with_device_signature(init: Callable[..., None]) -> None:
+    """Gives ``init`` :class:`tributary.Loader`'s signature (for ``help()``)
+    with ``device``, ``prefetch`` and ``normalize`` added."""
+    base = inspect.signature(tributary.Loader.__init__)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    added = [inspect.Parameter("device", keyword, default=None, annotation=Optional[Device]),
+             inspect.Parameter("prefetch", keyword, default=2, annotation=int),
+             inspect.Parameter("normalize", keyword, default=False, annotation=Normalize)]
+    params = list(base.parameters.values())
+    at = next((i for i, p in enumerate(params) if p.kind == p.VAR_KEYWORD), len(params))
+    init.__signature__ = base.replace(parameters=params[:at] + added + params[at:])  # type: ignore[attr-defined]
+
+
+_with_device_signature(Loader.__init__)
 
 
 def data_parallel(mesh: Any, dim: Union[str, int] = "dp") -> Tuple[int, int]:
@@ -115,41 +209,6 @@ def data_parallel(mesh: Any, dim: Union[str, int] = "dp") -> Tuple[int, int]:
         raise TypeError(f"data_parallel: dim must be a dimension's name or index, not {dim!r}")
     # By index: some torch versions size a dimension by index only.
     return int(mesh.get_local_rank(mesh_dim=index)), int(mesh.size(index))
-
-
-def normalize(
-    images: torch.Tensor,
-    mean: Sequence[float] = IMAGENET_MEAN,
-    std: Sequence[float] = IMAGENET_STD,
-    *,
-    device: Optional[Union[str, torch.device]] = None,
-    layout: str = "NHWC",
-    dtype: torch.dtype = torch.float32,
-    non_blocking: bool = True,
-) -> torch.Tensor:
-    """A uint8 batch (``N x H x W x 3``, or ``N x 3 x H x W`` with
-    ``layout="NCHW"``) moved to ``device`` and normalised there:
-    ``(v / 255 - mean) / std`` per channel, as ``dtype``, shaped
-    ``N x 3 x H x W``. From NHWC the result is in ``channels_last`` memory
-    format, what a channels-last model wants; the copy to the device moves
-    a quarter of the bytes float32 would (pin the batch for an asynchronous
-    copy: ``DataLoader(..., pin_memory=True)``)."""
-    if images.dtype != torch.uint8:
-        raise TypeError(f"normalize takes a uint8 batch, not {images.dtype}")
-    if images.dim() != 4:
-        raise ValueError(f"normalize takes a 4-D batch, not shape {tuple(images.shape)}")
-    layout = layout.upper()
-    if layout not in ("NHWC", "NCHW"):
-        raise ValueError(f'layout must be "NHWC" or "NCHW", not {layout!r}')
-    if device is not None:
-        images = images.to(device, non_blocking=non_blocking)
-    if layout == "NHWC":
-        images = images.permute(0, 3, 1, 2)  # a view: channels_last memory
-    if images.shape[1] != 3:
-        raise ValueError(f"normalize takes 3 channels, not shape {tuple(images.shape)}")
-    scale = torch.tensor(std, dtype=dtype, device=images.device).mul_(255).view(1, 3, 1, 1)
-    shift = torch.tensor(mean, dtype=dtype, device=images.device).mul_(255).view(1, 3, 1, 1)
-    return images.to(dtype).sub_(shift).div_(scale)
 
 
 def _batch_len(batch: Any) -> int:
@@ -197,6 +256,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, dataset: Any, **kwargs: Any) -> None:
         super().__init__()
+        given = [name for name in ("device", "prefetch", "normalize") if name in kwargs]
+        if given:
+            # DataLoader worker processes must not touch CUDA: the copy to
+            # the device happens in the trainer's process.
+            raise ValueError(
+                f"{'=, '.join(given)}= go to tributary.torch.DataLoader(ds, device=...), which "
+                f"copies batches to the device in the trainer's process, not to the dataset "
+                f"(its DataLoader worker processes must not use CUDA)")
         # Wrong numbers fail here, not when a DataLoader first iterates.
         tributary.options.check_numbers(tributary.options.expand_transform(kwargs))
         self._args = (dataset, kwargs)
@@ -333,10 +400,15 @@ class DataLoader(torch.utils.data.DataLoader):
     handed to the trainer, so checkpoints work with worker processes too.
 
     Takes torch's DataLoader arguments; ``batch_size`` stays ``None``
-    (Tributary batches: set the batch size on the dataset).
+    (Tributary batches: set the batch size on the dataset). ``device``,
+    ``prefetch`` and ``normalize`` are :class:`Loader`'s: the batches'
+    tensors arrive on the CUDA device, copied ahead in this (the trainer's)
+    process whatever ``num_workers`` is, through page-locked buffers of
+    their own (so not with ``pin_memory=True``).
     """
 
-    def __init__(self, dataset: IterableDataset, **kwargs: Any) -> None:
+    def __init__(self, dataset: IterableDataset, *, device: Optional[Device] = None,
+                 prefetch: int = 2, normalize: Normalize = False, **kwargs: Any) -> None:
         if not isinstance(dataset, IterableDataset):
             raise TypeError(
                 f"tributary.torch.DataLoader reads a tributary.torch.IterableDataset, "
@@ -347,18 +419,29 @@ class DataLoader(torch.utils.data.DataLoader):
                 "Tributary batches itself: leave batch_size=None and pass batch_size= "
                 "to the IterableDataset"
             )
+        if device is not None and kwargs.get("pin_memory"):
+            raise ValueError(
+                f"pin_memory=True and device={device!r} both pin batches: pass device= alone "
+                f"(it copies through page-locked buffers of its own, ahead of the trainer)"
+            )
+        staging = _device.staging(device, prefetch, normalize, dataset._args[1])
         super().__init__(dataset, **kwargs)
         self._position: Optional[list] = None  # [epoch, samples handed to the trainer]
+        self._staging = staging
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, ...]]:
         if self.num_workers == 0:
-            yield from super().__iter__()
+            # The dataset's loader counts what the trainer took, less what
+            # was read ahead (see state_dict).
+            progress = self.dataset._sync and not self.dataset._ordered
+            mark = self.dataset.state_dict if progress else None
+            yield from self._staged(super().__iter__(), mark)
             return
         # Worker processes share this rank's membership: the replay guard
         # (a new process on a job whose group committed) is checked here.
         self.dataset.loader._check_resumed()
         position = self._position = [self.dataset._pass_epoch(), 0]
-        for batch in super().__iter__():
+        for batch in self._staged(super().__iter__(), None):
             position[1] += _batch_len(batch)
             yield batch
         if self.dataset._sync and not self.dataset._ordered:
@@ -366,9 +449,32 @@ class DataLoader(torch.utils.data.DataLoader):
             # reaches the coordinator from here (a finite job finishes on it).
             self.dataset.loader._native.report(self.dataset._state_at(*position))
 
+    def _staged(self, batches: Iterator[Any], mark: Optional[Callable[[], Any]]) -> Iterator[Any]:
+        """``batches`` as they are, or on ``device=`` (copied ahead)."""
+        staging = self._staging
+        if staging is None:
+            yield from batches
+            return
+        if self.num_workers > 0:
+            staging.discard()  # a new pass starts new worker processes
+        else:
+            # Batches read ahead by a pass left early come first: the
+            # dataset's loader goes on after them (or its epoch ended).
+            staging.resume()
+        pull = functools.partial(next, batches)
+        while True:
+            try:
+                batch = staging.next(pull, mark)
+            except StopIteration:
+                return
+            yield batch
+
     def state_dict(self) -> Dict[str, int]:
         """Where the rank stands: save it with a checkpoint."""
         if self.num_workers == 0:
+            progress = self.dataset._sync and not self.dataset._ordered
+            if progress and self._staging is not None and self._staging.ahead:
+                return copy.deepcopy(self._staging.handed)
             return self.dataset.state_dict()
         epoch, samples = self._position or (self.dataset._pass_epoch(), 0)
         return self.dataset._state_at(epoch, samples)
@@ -385,4 +491,6 @@ class DataLoader(torch.utils.data.DataLoader):
                 f"{self._position[0]}, {self._position[1]} samples): restore the checkpoint "
                 f"before iterating"
             )
+        if self._staging is not None:
+            self._staging.discard()
         self.dataset.load_state_dict(state)
