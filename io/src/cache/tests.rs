@@ -460,3 +460,32 @@ async fn misses_while_every_fill_slot_is_busy_are_queued_not_dropped() {
     }
     assert_eq!(cache.stats().hits, stats.hits + 8);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loader_sizes_the_fill_slots_to_its_reads_in_flight_so_none_bypass_the_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (location, metas) = dataset(&[3000; 8]).await;
+    let cache = Arc::new(
+        ShardCache::open(dir.path(), 1 << 20)
+            .expect("open")
+            .with_fills(1),
+    );
+    cache.fill_at_least(8);
+    cache.fill_at_least(2);
+    assert_eq!(cache.fill_slots(), 8, "the slots only grow");
+    let reads = metas
+        .iter()
+        .map(|meta| read(&cache, &location, meta, 0..100));
+    futures::future::join_all(reads).await;
+    cache.idle().await;
+    // Eight shards read at once, eight fills: each read waited for its own
+    // shard's fill, none went to the store beside it.
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.fills, stats.hits, stats.misses, stats.errors),
+        (8, 8, 0, 0),
+        "{stats:?}"
+    );
+    cache.fill_at_least(usize::MAX);
+    assert_eq!(cache.fill_slots(), MAX_FILLS);
+}

@@ -154,6 +154,8 @@ impl LoaderBuilder {
             .find_map(|d| d.cache.as_ref())
         {
             metrics.watch_cache(cache);
+            // As many shards may fill as the fetcher reads at once.
+            cache.fill_at_least(config.decode.fetch.max_requests);
         }
         let samples = match (&self.input, padding) {
             (Some(_), _) => 0,
