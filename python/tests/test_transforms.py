@@ -89,6 +89,34 @@ def test_eval_matches_torchvisions_resize_and_center_crop(pngs):
         assert worst <= MAX_LEVELS, f"eval {size}/{fraction}: {worst} levels"
 
 
+def test_reduced_dct_eval_stays_within_a_few_levels_of_torchvisions_pixels(tmp_path):
+    # Large photos: the centre crop shown is at least twice the output, so
+    # the JPEG decodes at 1/2 (or 1/4) scale.
+    image_folder(tmp_path / "images", [(640, 480), (1024, 768), (900, 1200), (2000, 1500)],
+                 "JPEG", seed=11)
+    shards = str(tmp_path / "shards")
+    subprocess.run([tributary_bin(), "pack", str(tmp_path / "images"), shards], check=True,
+                   capture_output=True)
+    pixels = decoded(shards)
+    size = 112
+    full = read_all(shards, transform="eval", image_size=size, dtype="uint8", layout="NCHW")
+    fast = read_all(shards, transform="eval", image_size=size, dtype="uint8", layout="NCHW",
+                    reduced_dct=True)
+    means, worst_full = [], 0
+    for sample, image in fast.items():
+        reference = F.center_crop(
+            F.resize(chw(pixels[sample]), int(size / 0.875), antialias=True), [size, size]
+        ).numpy().astype(int)
+        worst_full = max(worst_full, int(np.abs(full[sample].astype(int) - reference).max()))
+        means.append(float(np.abs(image.astype(int) - reference).mean()))
+        # Another decode, so other pixels: the option is taken.
+        assert not np.array_equal(image, full[sample])
+    assert worst_full <= MAX_LEVELS
+    # Measured: 0.8 (640x480 at 1/2 scale) to 2.7 (2000x1500 at 1/8)
+    # levels on average per image; a full decode is within 2 at worst.
+    assert max(means) < 3.5, means
+
+
 def test_resize_matches_torchvision_with_and_without_aspect(pngs):
     pixels = decoded(pngs)
     ours = read_all(pngs, transform="resize", image_size=(24, 40), dtype="uint8", layout="NHWC")

@@ -126,9 +126,10 @@ impl BatchDecoder {
         let _permit = setup.budget.acquire(pixels);
         let plan_for = |w, h| config.plan(setup.seed, setup.epoch, id, w, h);
         if kind == ImageKind::Jpeg {
-            // Reduced-DCT decoding for random training crops only: eval and
-            // resize match a full decode, as torchvision's pipelines see it.
-            let dct_scaling = config.preset == transform::Preset::Train;
+            // Reduced-DCT decoding for random training crops, and where
+            // asked for: eval and resize match a full decode by default, as
+            // torchvision's pipelines see it.
+            let dct_scaling = config.preset == transform::Preset::Train || config.reduced_dct;
             match jpeg::decode_for(bytes, dct_scaling, plan_for, &mut *then) {
                 Ok(done) => return Ok(done),
                 // A damaged JPEG is a bad sample: the image crate would

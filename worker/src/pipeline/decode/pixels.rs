@@ -70,9 +70,43 @@ impl ImageKind {
 
     /// `(width, height)` from the header alone.
     pub fn dimensions(self, bytes: &[u8]) -> Result<(u32, u32), String> {
+        if self == Self::Jpeg {
+            if let Some(size) = jpeg_size(bytes) {
+                return Ok(size);
+            }
+        }
         image::ImageReader::with_format(Cursor::new(bytes), self.format())
             .into_dimensions()
             .map_err(|e| format!("the {} header does not parse: {e}", self.name()))
+    }
+}
+
+/// A JPEG's `(width, height)` from its frame header, reached by hopping
+/// over the marker segments before it (the image crate's reader builds its
+/// Huffman tables first); `None` if that fails or the frame gives no height
+/// (the image crate then says what is wrong).
+fn jpeg_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let u16_at = |at: usize| Some(u16::from_be_bytes([*bytes.get(at)?, *bytes.get(at + 1)?]));
+    let mut at = 2;
+    loop {
+        // Markers may be preceded by fill bytes.
+        while bytes.get(at) == Some(&0xFF) && bytes.get(at + 1) == Some(&0xFF) {
+            at += 1;
+        }
+        if *bytes.get(at)? != 0xFF {
+            return None;
+        }
+        let marker = *bytes.get(at + 1)?;
+        let len = usize::from(u16_at(at + 2)?);
+        match marker {
+            0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => {
+                let (height, width) = (u16_at(at + 5)?, u16_at(at + 7)?);
+                return (height > 0).then_some((u32::from(width), u32::from(height)));
+            }
+            0xDA => return None,
+            _ if len < 2 => return None,
+            _ => at += 2 + len,
+        }
     }
 }
 
@@ -238,6 +272,31 @@ mod tests {
         assert_eq!(ImageKind::sniff(b"GIF89a..."), None);
         let error = ImageKind::of(b"GIF89a").expect_err("not an image");
         assert!(error.contains("not a JPEG, PNG or WebP"), "{error}");
+    }
+
+    #[test]
+    fn a_jpegs_size_comes_from_its_frame_header_as_the_image_crate_reads_it() {
+        for (w, h) in [(21, 5), (640, 480), (1, 1)] {
+            let bytes = jpeg(w, h);
+            let reader =
+                image::ImageReader::with_format(Cursor::new(&bytes), image::ImageFormat::Jpeg);
+            assert_eq!(
+                jpeg_size(&bytes),
+                Some(reader.into_dimensions().expect("dims"))
+            );
+        }
+        let bytes = jpeg(64, 48);
+        let sof = bytes
+            .windows(2)
+            .position(|w| w == [0xFF, 0xC0])
+            .expect("SOF0");
+        assert_eq!(
+            jpeg_size(&bytes[..sof + 6]),
+            None,
+            "cut inside the frame header"
+        );
+        assert_eq!(jpeg_size(&bytes[..sof + 9]), Some((64, 48)));
+        assert_eq!(jpeg_size(b"\xFF\xD8\xFF"), None);
     }
 
     #[test]

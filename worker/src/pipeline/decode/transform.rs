@@ -159,6 +159,14 @@ pub struct Transform {
     pub crop_fraction: f64,
     /// `resize`: keep the aspect ratio, padding the rest with `fill`.
     pub keep_aspect: bool,
+    /// `eval` and `resize`: decode a JPEG at a reduced DCT scale (1/2, 1/4
+    /// or 1/8) where the part of it the output shows is at least twice the
+    /// output on both sides, instead of at full size and then resizing all
+    /// of it. Several times faster on large photos; the pixels differ
+    /// slightly from a full decode's (as PIL's `draft` mode's do). Off by
+    /// default, so that evaluation sees torchvision's pixels. `train`
+    /// always does this: a random crop's pixels need match no one's.
+    pub reduced_dct: bool,
     /// The pixel value (all three channels) of padding, before
     /// normalisation.
     pub fill: u8,
@@ -186,6 +194,7 @@ impl Default for Transform {
             flip: true,
             crop_fraction: 0.875,
             keep_aspect: false,
+            reduced_dct: false,
             fill: 0,
             dtype: Dtype::F32,
             layout: Layout::Nchw,
