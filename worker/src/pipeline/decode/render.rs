@@ -144,21 +144,50 @@ pub fn render(
     }
     let view = ImageRef::new(width, height, pixels, PixelType::U8x3)
         .map_err(|e| format!("bad image buffer: {e}"))?;
+    let options = ResizeOptions::new()
+        .crop(src.x, src.y, src.width, src.height)
+        .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
+    // uint8 NHWC filled by the image: resampled straight into its slot,
+    // then mirrored in place; no pass through a scratch buffer.
+    if let (Slot::U8(out), Layout::Nhwc, true) = (slot.reborrow(), config.layout, plan.fills()) {
+        return SCRATCH.with(|scratch| {
+            let resizer = &mut scratch.borrow_mut().0;
+            let mut dst = Image::from_slice_u8(out_w, out_h, out, PixelType::U8x3)
+                .map_err(|e| format!("bad output slot: {e}"))?;
+            resizer
+                .resize(&view, &mut dst, &options)
+                .map_err(|e| format!("resize failed: {e}"))?;
+            if plan.flip {
+                for row in out.chunks_exact_mut(3 * out_w as usize) {
+                    mirror(row);
+                }
+            }
+            Ok(())
+        });
+    }
     SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
         let (resizer, buf) = &mut *scratch;
         buf.resize(3 * dw as usize * dh as usize, 0);
         let mut dst = Image::from_slice_u8(dw, dh, buf, PixelType::U8x3)
             .map_err(|e| format!("bad output buffer: {e}"))?;
-        let options = ResizeOptions::new()
-            .crop(src.x, src.y, src.width, src.height)
-            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
         resizer
             .resize(&view, &mut dst, &options)
             .map_err(|e| format!("resize failed: {e}"))?;
         write_rows(buf.chunks_exact(3 * dw as usize), plan, config, lut, slot);
         Ok(())
     })
+}
+
+/// Reverses the order of the RGB pixels of `row` in place.
+fn mirror(row: &mut [u8]) {
+    let pixels = row.len() / 3;
+    for i in 0..pixels / 2 {
+        let j = pixels - 1 - i;
+        for c in 0..3 {
+            row.swap(3 * i + c, 3 * j + c);
+        }
+    }
 }
 
 /// Writes the `plan.dst`-sized RGB8 `rows` into their place in `slot`,
@@ -316,6 +345,27 @@ mod tests {
         }
         // Red grows left to right in the source, so it does in the output.
         assert!(plain[3 * 15] > plain[0]);
+        // NHWC uint8 is resampled into its slot and mirrored there; NCHW
+        // goes through the scratch buffer: the same pixels, flipped or not.
+        let planar = Transform {
+            layout: Layout::Nchw,
+            ..config.clone()
+        };
+        for (flip, nhwc) in [(false, &plain), (true, &flipped)] {
+            let mut out = vec![0u8; config.image_len()];
+            render(
+                view,
+                &plan(src, 16, flip),
+                &planar,
+                &lut,
+                Slot::U8(&mut out),
+            )
+            .expect("render");
+            for (i, v) in nhwc.iter().enumerate() {
+                let (pixel, c) = (i / 3, i % 3);
+                assert_eq!(out[c * 256 + pixel], *v, "flip {flip}, pixel {pixel}");
+            }
+        }
     }
 
     #[test]
