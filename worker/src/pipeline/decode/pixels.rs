@@ -16,6 +16,8 @@
 //!   never waits while holding pixels, so the budget cannot deadlock.
 
 use std::io::Cursor;
+
+use super::restarts::{header_segments, is_frame};
 use std::sync::{Condvar, Mutex, PoisonError};
 
 /// An image format the decoders take.
@@ -86,28 +88,10 @@ impl ImageKind {
 /// Huffman tables first); `None` if that fails or the frame gives no height
 /// (the image crate then says what is wrong).
 fn jpeg_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let frame = header_segments(bytes).find(|s| is_frame(s.marker))?;
     let u16_at = |at: usize| Some(u16::from_be_bytes([*bytes.get(at)?, *bytes.get(at + 1)?]));
-    let mut at = 2;
-    loop {
-        // Markers may be preceded by fill bytes.
-        while bytes.get(at) == Some(&0xFF) && bytes.get(at + 1) == Some(&0xFF) {
-            at += 1;
-        }
-        if *bytes.get(at)? != 0xFF {
-            return None;
-        }
-        let marker = *bytes.get(at + 1)?;
-        let len = usize::from(u16_at(at + 2)?);
-        match marker {
-            0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => {
-                let (height, width) = (u16_at(at + 5)?, u16_at(at + 7)?);
-                return (height > 0).then_some((u32::from(width), u32::from(height)));
-            }
-            0xDA => return None,
-            _ if len < 2 => return None,
-            _ => at += 2 + len,
-        }
-    }
+    let (height, width) = (u16_at(frame.body + 1)?, u16_at(frame.body + 3)?);
+    (height > 0).then_some((u32::from(width), u32::from(height)))
 }
 
 /// Pixel limits of image decoding.

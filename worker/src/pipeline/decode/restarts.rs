@@ -60,33 +60,61 @@ fn u16_at(bytes: &[u8], at: usize) -> Option<u32> {
     ])))
 }
 
-/// The frame of `jpeg` if it is a single-scan baseline JPEG with restart
-/// segments that tile its MCU rows; `None` otherwise. Reads the marker
-/// segments before the scan only (a few hops), never the entropy data.
-pub fn frame(jpeg: &[u8]) -> Option<Frame> {
-    if !jpeg.starts_with(&[0xFF, 0xD8]) {
-        return None;
-    }
-    let (mut at, mut interval, mut sof) = (2, 0, None);
-    loop {
+/// A marker segment of a JPEG's header: its marker, where its body starts,
+/// and its length (the two length bytes included, as the format counts).
+#[derive(Debug, Clone, Copy)]
+pub struct Segment {
+    pub marker: u8,
+    pub body: usize,
+    pub len: usize,
+}
+
+/// The marker segments of `jpeg` from its start to its first scan header
+/// (`SOS`, the last one given), hopping by their lengths: a few steps, none
+/// into the entropy data. Ends early at anything that is not a segment.
+pub fn header_segments(jpeg: &[u8]) -> impl Iterator<Item = Segment> + '_ {
+    let mut at = jpeg.starts_with(&[0xFF, 0xD8]).then_some(2);
+    std::iter::from_fn(move || {
+        let mut here = at.take()?;
         // Markers may be preceded by fill bytes (0xFF).
-        while jpeg.get(at) == Some(&0xFF) && jpeg.get(at + 1) == Some(&0xFF) {
-            at += 1;
+        while jpeg.get(here) == Some(&0xFF) && jpeg.get(here + 1) == Some(&0xFF) {
+            here += 1;
         }
-        if *jpeg.get(at)? != 0xFF {
+        if *jpeg.get(here)? != 0xFF {
             return None;
         }
-        let marker = *jpeg.get(at + 1)?;
-        let len = u16_at(jpeg, at + 2)? as usize;
+        let marker = *jpeg.get(here + 1)?;
+        let len = u16_at(jpeg, here + 2)? as usize;
         if len < 2 {
             return None;
         }
-        let body = at + 4;
+        if marker != 0xDA {
+            at = Some(here + 2 + len);
+        }
+        Some(Segment {
+            marker,
+            body: here + 4,
+            len,
+        })
+    })
+}
+
+/// Whether `marker` starts a frame (`SOFn`).
+pub fn is_frame(marker: u8) -> bool {
+    matches!(marker, 0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF)
+}
+
+/// The frame of `jpeg` if it is a single-scan baseline JPEG with restart
+/// segments that tile its MCU rows; `None` otherwise. Reads the marker
+/// segments before the scan only, never the entropy data.
+pub fn frame(jpeg: &[u8]) -> Option<Frame> {
+    let (mut interval, mut sof) = (0, None);
+    for Segment { marker, body, len } in header_segments(jpeg) {
         match marker {
             // Baseline or extended sequential, Huffman-coded.
             0xC0 | 0xC1 => sof = Some((body, *jpeg.get(body)?)),
             // Any other frame type: progressive, lossless, arithmetic.
-            0xC2..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => return None,
+            m if is_frame(m) => return None,
             0xDD => interval = u16_at(jpeg, body)?,
             0xDA => {
                 let (sof_at, precision) = sof?;
@@ -118,7 +146,7 @@ pub fn frame(jpeg: &[u8]) -> Option<Frame> {
                     mcu,
                     interval,
                     size_at: sof_at + 1,
-                    scan_at: at + 2 + len,
+                    scan_at: body - 2 + len,
                 };
                 let tiles = interval > 0
                     && width > 0
@@ -129,8 +157,8 @@ pub fn frame(jpeg: &[u8]) -> Option<Frame> {
             }
             _ => {}
         }
-        at += 2 + len;
     }
+    None
 }
 
 /// The byte ranges of the restart segments of `frame`'s scan, in order,
