@@ -23,6 +23,11 @@
 
 use std::ops::Range;
 
+/// Zeros after a part's end-of-image marker (see [`sub_jpeg`]): libjpeg-
+/// turbo's fast path wants `512 x blocks per MCU` bytes ahead, at most 10
+/// blocks.
+const TAIL_PADDING: usize = 512 * 10;
+
 /// Where a restart-marked JPEG's parts are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -241,6 +246,11 @@ pub fn sub_jpeg(
         }
     }
     out.extend_from_slice(&[0xFF, 0xD9]);
+    // libjpeg-turbo's fast Huffman path needs 512 bytes per block of an MCU
+    // still in its buffer: the last few KiB of a JPEG decode on the slow
+    // path, a larger share of a part than of a whole image. A decoder
+    // stops at the end-of-image marker and never reads what follows.
+    out.resize(out.len() + TAIL_PADDING, 0);
     Some((x0, y0))
 }
 
