@@ -118,7 +118,13 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
     let address = format!("127.0.0.1:{}", free_port());
     let mut command = std::process::Command::new(tributary_bin());
     command
-        .args(["coordinator", "--listen", &address, "--etcd", &etcd.endpoint()])
+        .args([
+            "coordinator",
+            "--listen",
+            &address,
+            "--etcd",
+            &etcd.endpoint(),
+        ])
         .args(args.coordinator_flags.split_whitespace())
         .env("RUST_LOG", "warn");
     let coordinator = Proc::spawn(&format!("coordinator {address}"), command);
@@ -167,7 +173,11 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
     while plan.storm_end.lock().expect("storm").is_none() && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let storm = plan.storm_end.lock().expect("storm").map(|end| end - storm_start);
+    let storm = plan
+        .storm_end
+        .lock()
+        .expect("storm")
+        .map(|end| end - storm_start);
     let rss_joined = status_bytes(pid, "VmRSS:").unwrap_or(0);
     tokio::time::sleep(Duration::from_secs(args.warmup_s)).await;
     let (from, to) = (
@@ -195,9 +205,7 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
         .map(|(_, n)| n)
         .sum();
     let calls_per_s = (timed_steady as u64 + steady_errors) as f64 / args.seconds as f64;
-    let rss_peak = sampler
-        .peak()
-        .max(status_bytes(pid, "VmHWM:").unwrap_or(0));
+    let rss_peak = sampler.peak().max(status_bytes(pid, "VmHWM:").unwrap_or(0));
     drop(sampler);
     println!(
         "  {ranks} ranks: idle {:.0} MiB, joined {:.0} MiB, end {:.0} MiB, peak {:.0} MiB",
@@ -247,9 +255,9 @@ fn print_row(row: &mut Row) {
             .collect::<Vec<_>>()
             .join(",")
     };
-    let storm = row
-        .storm
-        .map_or("incomplete".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
+    let storm = row.storm.map_or("incomplete".to_owned(), |d| {
+        format!("{:.2} s", d.as_secs_f64())
+    });
     println!(
         "{:>6} {:>11} {:>9.0} {:>6.1}% {:>9.1} {:>9.1} {:>9.0}  {}",
         row.ranks,

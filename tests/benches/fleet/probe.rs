@@ -52,7 +52,10 @@ pub struct RssSampler {
 
 impl RssSampler {
     pub fn start(pid: u32, every: Duration) -> Self {
-        let (peak, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+        let (peak, stop) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let thread = {
             let (peak, stop) = (Arc::clone(&peak), Arc::clone(&stop));
             std::thread::spawn(move || {

@@ -116,7 +116,10 @@ fn in_window(plan: &Plan, at: Instant) -> bool {
 }
 
 fn stopped(plan: &Plan, at: Instant) -> bool {
-    plan.stop.lock().expect("stop").is_some_and(|stop| at >= stop)
+    plan.stop
+        .lock()
+        .expect("stop")
+        .is_some_and(|stop| at >= stop)
 }
 
 /// Rank `rank`: joins, takes its part of epoch 0, then reports, commits and
