@@ -47,8 +47,9 @@ struct Kv(BTreeMap<String, Vec<u8>>);
 
 impl Kv {
     fn apply(&mut self, effects: &Effects) {
-        for op in &effects.ops {
-            match op {
+        let latest = effects.latest.iter().map(|l| l.put().expect("encode"));
+        for op in effects.ops.iter().cloned().chain(latest) {
+            match &op {
                 Op::Put { key, value, .. } => {
                     self.0.insert(key.clone(), value.clone());
                 }
