@@ -350,12 +350,12 @@ impl Leader {
     /// Hands a change's writes to the writer, without waiting: call it
     /// under the lock that made the change, with room reserved before.
     fn stage(&self, handle: &Arc<JobHandle>, room: Reserved<'_>, effects: Effects) -> Staged {
-        if !effects.ops.is_empty() || !effects.latest.is_empty() {
+        if !effects.ops.is_empty() {
             handle.staged.fetch_add(1, Ordering::SeqCst);
         }
         Staged {
             write: JobWrite {
-                pending: room.send(effects.ops, effects.latest),
+                pending: room.send(effects.ops),
                 handle: Arc::clone(handle),
             },
             revoke: effects.revoke,
@@ -436,10 +436,7 @@ impl Staged {
     /// Effects that need no write: a lease expired, and the store deleted
     /// the member's keys with it.
     fn unwritten(handle: &Arc<JobHandle>, effects: Effects) -> Self {
-        debug_assert!(
-            effects.ops.is_empty() && effects.latest.is_empty(),
-            "{effects:?}"
-        );
+        debug_assert!(effects.ops.is_empty(), "{effects:?}");
         Staged {
             write: JobWrite {
                 pending: Pending::nothing(),

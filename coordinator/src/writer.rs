@@ -3,13 +3,8 @@
 //! possible, each fenced by the leadership. So the store sees a bounded
 //! number of writes per second however many ranks report, and a deposed
 //! leader's writes fail instead of landing.
-//!
-//! A job-wide value that every rank's call rewrites (the ranks' progress,
-//! their commits) is handed over as a [`Latest`]: encoded once per flush,
-//! as it is then, rather than once per call. Each call's own copy made the
-//! bytes queued grow with ranks × calls in flight (issue 30).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,23 +16,7 @@ use crate::store::{Compare, MetaStore, Op, StoreError, StoreResult, MAX_TXN_OPS}
 
 struct Request {
     ops: Vec<Op>,
-    /// Written after `ops`, each as it is when the flush is made.
-    latest: Vec<Arc<dyn Latest>>,
     done: oneshot::Sender<StoreResult<()>>,
-}
-
-/// A job-wide value many changes rewrite, shared with the writer: a flush
-/// writes it once, encoded as it is at the flush (at the place of the last
-/// change in the flush that named it). So what a change hands over is a
-/// handle, not a copy, and a value is never written older than the changes
-/// already answered; one may land a flush before the rest of its own
-/// change, so only values for which that is harmless (each rank's latest
-/// progress and commit, monotonic facts a rank asserted) are handed over so.
-pub trait Latest: Send + Sync + std::fmt::Debug {
-    /// The key the value is stored at.
-    fn key(&self) -> &str;
-    /// The put of the value as it is now.
-    fn put(&self) -> StoreResult<Op>;
 }
 
 /// Handle to the group-commit task.
@@ -81,14 +60,14 @@ impl std::fmt::Debug for Reserved<'_> {
 }
 
 impl Reserved<'_> {
-    /// Hands `ops`, then the `latest` values, to the next flush without
-    /// waiting; nothing to write, no write (the room is given back).
-    pub fn send(self, ops: Vec<Op>, latest: Vec<Arc<dyn Latest>>) -> Pending {
-        if ops.is_empty() && latest.is_empty() {
+    /// Hands `ops` to the next flush without waiting; no ops, no write
+    /// (the room is given back).
+    pub fn send(self, ops: Vec<Op>) -> Pending {
+        if ops.is_empty() {
             return Pending(None);
         }
         let (done, wait) = oneshot::channel();
-        self.0.send(Request { ops, latest, done });
+        self.0.send(Request { ops, done });
         Pending(Some(wait))
     }
 }
@@ -143,11 +122,7 @@ impl Writer {
     async fn submit(&self, ops: Vec<Op>) -> StoreResult<oneshot::Receiver<StoreResult<()>>> {
         let (done, wait) = oneshot::channel();
         self.tx
-            .send(Request {
-                ops,
-                latest: Vec::new(),
-                done,
-            })
+            .send(Request { ops, done })
             .await
             .map_err(|_| stopped())?;
         Ok(wait)
@@ -177,11 +152,8 @@ async fn run(
                 .for_each(|r| drop(r.done.send(Err(lost()))));
             continue;
         }
-        let results = match window(&batch) {
-            Ok(ops) => apply(ops).await,
-            Err(error) => Err(error),
-        };
-        let results = match results {
+        let window = batch.iter().flat_map(|r| r.ops.iter().cloned());
+        let results = match apply(window.collect()).await {
             Ok(()) => batch.iter().map(|_| Ok(())).collect(),
             Err(error) if steps_down(&error) => batch.iter().map(|_| Err(copy(&error))).collect(),
             Err(error) => {
@@ -193,10 +165,7 @@ async fn run(
                 for request in &batch {
                     let result = match results.last() {
                         Some(Err(e)) if steps_down(e) => Err(copy(e)),
-                        _ => match window(std::slice::from_ref(request)) {
-                            Ok(ops) => apply(ops).await,
-                            Err(error) => Err(error),
-                        },
+                        _ => apply(request.ops.clone()).await,
                     };
                     if let Err(error) = &result {
                         if !steps_down(error) {
@@ -219,40 +188,6 @@ async fn run(
             let _ = request.done.send(result);
         }
     }
-}
-
-/// The ops of `batch` in order, each [`Latest`] value encoded once, now, at
-/// the place of the last request that named it.
-fn window(batch: &[Request]) -> StoreResult<Vec<Op>> {
-    enum Slot<'a> {
-        Op(&'a Op),
-        Latest(&'a dyn Latest),
-    }
-    let slots: Vec<Slot<'_>> = batch
-        .iter()
-        .flat_map(|r| {
-            let latest = r.latest.iter().map(|l| Slot::Latest(l.as_ref()));
-            r.ops.iter().map(Slot::Op).chain(latest)
-        })
-        .collect();
-    let mut named = HashSet::new();
-    let last: Vec<bool> = slots
-        .iter()
-        .rev()
-        .map(|slot| match slot {
-            Slot::Op(_) => true,
-            Slot::Latest(latest) => named.insert(latest.key()),
-        })
-        .collect();
-    slots
-        .into_iter()
-        .zip(last.into_iter().rev())
-        .filter(|(_, last)| *last)
-        .map(|(slot, _)| match slot {
-            Slot::Op(op) => Ok(op.clone()),
-            Slot::Latest(latest) => latest.put(),
-        })
-        .collect()
 }
 
 /// Whether a failed write means this replica can no longer lead: the fence
@@ -466,50 +401,6 @@ mod tests {
             }
             prop_assert_eq!(contents(&grouped), contents(&one_by_one));
         }
-    }
-
-    /// A job-wide value that every request of a flush names (each rank's
-    /// report names the ranks' progress) is encoded once per flush, as it
-    /// is then, where the last request names it: a copy per request made
-    /// the bytes queued grow with ranks × reports (issue 30).
-    #[test]
-    fn a_value_many_requests_name_is_encoded_once_per_flush_where_the_last_names_it() {
-        #[derive(Debug, Default)]
-        struct Counted {
-            encoded: std::sync::atomic::AtomicUsize,
-        }
-        impl Latest for Counted {
-            fn key(&self) -> &str {
-                "progress"
-            }
-            fn put(&self) -> StoreResult<Op> {
-                self.encoded
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                Ok(put("progress", 7))
-            }
-        }
-        let latest = Arc::new(Counted::default());
-        let batch: Vec<Request> = (0..10_000)
-            .map(|i| Request {
-                ops: match i {
-                    5_000 => vec![delete("progress")],
-                    9_000 => vec![put("other", 1)],
-                    _ => Vec::new(),
-                },
-                latest: vec![Arc::clone(&latest) as Arc<dyn Latest>],
-                done: oneshot::channel().0,
-            })
-            .collect();
-        let ops = window(&batch).expect("window");
-        assert_eq!(
-            ops,
-            [delete("progress"), put("other", 1), put("progress", 7)]
-        );
-        assert_eq!(latest.encoded.load(std::sync::atomic::Ordering::Relaxed), 1);
-        assert_eq!(
-            transactions(ops),
-            [vec![put("other", 1), put("progress", 7)]]
-        );
     }
 
     /// A request the store rejects fails alone, and the replica keeps

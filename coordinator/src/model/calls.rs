@@ -463,7 +463,7 @@ impl Job {
         let job = self.checked(caller)?;
         match job.state {
             State::Sync(model) => {
-                let effects = model.report(
+                let ops = model.report(
                     job.name,
                     job.config,
                     job.dataset,
@@ -471,7 +471,7 @@ impl Job {
                     generation,
                     samples,
                 )?;
-                Ok((None, effects))
+                Ok((None, Effects::ops(ops)))
             }
             State::Dynamic(model) => {
                 let (ops, error, tally) = model.ack(job.name, &caller.member, acked)?;
@@ -497,7 +497,7 @@ impl Job {
         let job = self.checked(caller)?;
         let model = sync(job.state, job.name)?;
         let identity = &job.record.identity;
-        let mut effects = model.commit(
+        let ops = model.commit(
             job.name,
             job.config,
             job.dataset,
@@ -505,7 +505,8 @@ impl Job {
             generation,
             samples,
         )?;
-        effects.tally.commits = u64::from(!effects.is_empty());
+        let mut effects = Effects::ops(ops);
+        effects.tally.commits = u64::from(!effects.ops.is_empty());
         Ok(((), effects))
     }
 

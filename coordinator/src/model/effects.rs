@@ -3,7 +3,6 @@
 //! `Leader::apply`, the one place that writes the store,
 //! revokes leases, broadcasts events and wakes waiting calls.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -11,8 +10,7 @@ use tributary_common::ids::{Epoch, Generation};
 
 use crate::error::{CoordError, Result};
 use crate::keys::Key;
-use crate::store::{LeaseId, Op, StoreError, StoreResult};
-use crate::writer::Latest;
+use crate::store::{LeaseId, Op};
 
 /// An event a job's watchers are told of, once the change is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,9 +39,6 @@ pub struct LeaseGrant {
 pub struct Effects {
     /// Store writes that make the change durable, in the model's order.
     pub ops: Vec<Op>,
-    /// Job-wide values the change rewrote, written after `ops` as they are
-    /// when the writer flushes ([`Latest`]): a handle each, not a copy.
-    pub latest: Vec<Arc<dyn Latest>>,
     /// Leases to revoke once the writes are durable (a replaced or departed
     /// member's, or a refused Join's).
     pub revoke: Vec<LeaseId>,
@@ -100,7 +95,6 @@ impl Effects {
     /// Adds `other`'s effects after these.
     pub fn extend(&mut self, other: Effects) {
         self.ops.extend(other.ops);
-        self.latest.extend(other.latest);
         self.revoke.extend(other.revoke);
         self.events.extend(other.events);
         self.wake |= other.wake;
@@ -109,7 +103,6 @@ impl Effects {
 
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
-            && self.latest.is_empty()
             && self.revoke.is_empty()
             && self.events.is_empty()
             && !self.wake
@@ -157,63 +150,4 @@ pub fn leased_put<T: Serialize + ?Sized>(
         key: key.into(),
         lease,
     })
-}
-
-/// A job-wide value that every rank's call changes (each rank's progress,
-/// each rank's commit), held where the writer can encode it at a flush
-/// ([`Shared::latest`]), so a change hands over a handle instead of a copy
-/// of a value as large as the world.
-#[derive(Debug, Default)]
-pub struct Shared<T>(Arc<Mutex<T>>);
-
-impl<T> Shared<T> {
-    pub fn new(value: T) -> Self {
-        Self(Arc::new(Mutex::new(value)))
-    }
-
-    /// The value, locked for a moment (never across an await: the writer
-    /// only clones it under the lock).
-    pub fn lock(&self) -> MutexGuard<'_, T> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl<T: Serialize + Clone + Send + std::fmt::Debug + 'static> Shared<T> {
-    /// The put of the value at `key` as it will be when the writer flushes.
-    pub fn latest(&self, key: Key) -> Arc<dyn Latest> {
-        Arc::new(LatestPut {
-            key: key.into(),
-            value: Arc::clone(&self.0),
-        })
-    }
-}
-
-#[derive(Debug)]
-struct LatestPut<T> {
-    key: String,
-    value: Arc<Mutex<T>>,
-}
-
-impl<T: Serialize + Clone + Send + std::fmt::Debug + 'static> Latest for LatestPut<T> {
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    fn put(&self) -> StoreResult<Op> {
-        // Cloned under the lock, encoded outside it: a rank's call waits
-        // for a copy, not for the encoding.
-        let value = self
-            .value
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let value = serde_json::to_vec(&value).map_err(|e| {
-            StoreError::Other(format!("cannot encode the value of {}: {e}", self.key))
-        })?;
-        Ok(Op::Put {
-            key: self.key.clone(),
-            value,
-            lease: None,
-        })
-    }
 }

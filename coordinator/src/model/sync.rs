@@ -34,7 +34,7 @@ use tributary_common::plan::span::SpanSet;
 
 pub use resume::{Resume, MAX_HISTORY};
 
-use super::effects::{put, Effects, Shared};
+use super::effects::put;
 use super::status::{ModeStatus, RankProgress};
 use super::{Dataset, GenMeta, Identity};
 use crate::config::MAX_WORLD;
@@ -89,13 +89,11 @@ pub struct SyncModel {
     pub finished: bool,
     /// The group's commit: what a restart resumes from.
     commit: Option<CommitPoint>,
-    /// Each rank's latest commit in the current incarnation (stored as one
-    /// job-wide value, written once per flush: see [`Shared`]).
-    ranks: Shared<BTreeMap<u32, CommitPoint>>,
+    /// Each rank's latest commit in the current incarnation.
+    ranks: BTreeMap<u32, CommitPoint>,
     cuts: HashMap<u64, Arc<SpanSet>>,
-    /// Each rank's last report: its generation and samples (one job-wide
-    /// value, written once per flush).
-    progress: Shared<BTreeMap<u32, (Generation, u64)>>,
+    /// Each rank's last report: its generation and samples.
+    progress: BTreeMap<u32, (Generation, u64)>,
     /// The least number the next generation gets (a seeded job's history
     /// may number below generations it dropped).
     floor: u64,
@@ -179,8 +177,8 @@ impl SyncModel {
         let model = Self {
             gens,
             commit,
-            ranks: Shared::new(ranks),
-            progress: Shared::new(progress),
+            ranks,
+            progress,
             ..Self::default()
         };
         model.check_ranks()?;
@@ -375,16 +373,14 @@ impl SyncModel {
         };
         let op = put(key, &meta)?;
         self.gens.push(meta.clone());
-        self.progress.lock().clear();
+        self.progress.clear();
         let mut ops = vec![op];
-        let mut ranks = self.ranks.lock();
-        if !ranks.is_empty() {
-            ranks.clear();
+        if !self.ranks.is_empty() {
+            self.ranks.clear();
             ops.push(Op::Delete {
                 key: Key::RankCommits { job: job.clone() }.into(),
             });
         }
-        drop(ranks);
         ops.extend(self.compact(job));
         Ok((meta, ops))
     }
@@ -517,9 +513,7 @@ impl SyncModel {
     }
 
     /// Progress of one rank (kept for status; stored as one key per job, so
-    /// the writer's window bounds its writes however many ranks report; the
-    /// report hands the writer that value's handle, not a copy of it:
-    /// [`Shared`]). A rank of
+    /// the writer's window bounds its writes however many ranks report). A rank of
     /// an older restart is told it is stale, and its report is not stored.
     /// The report that completes the last epoch finishes the job
     /// (every rank of the last epoch's generation read its whole part).
@@ -531,7 +525,7 @@ impl SyncModel {
         identity: &Identity,
         generation: Generation,
         samples: u64,
-    ) -> Result<Effects> {
+    ) -> Result<Vec<Op>> {
         let rank = Rank::of(identity)?;
         self.check_generation(rank, generation)?;
         let part = self
@@ -542,9 +536,7 @@ impl SyncModel {
                 "report of {samples} samples exceeds generation {generation}'s {part} samples per rank"
             )));
         }
-        self.progress
-            .lock()
-            .insert(rank.rank, (generation, samples));
+        self.progress.insert(rank.rank, (generation, samples));
         self.note_read(rank.rank, generation, samples);
         if !self.finished && self.read_to_the_end(config, dataset)? {
             tracing::info!(
@@ -554,10 +546,10 @@ impl SyncModel {
             );
             self.finished = true;
         }
-        Ok(Effects {
-            latest: vec![self.progress.latest(Key::Progress { job: job.clone() })],
-            ..Effects::default()
-        })
+        Ok(vec![put(
+            Key::Progress { job: job.clone() },
+            &self.progress,
+        )?])
     }
 
     /// The sync part of a job's status.
@@ -572,7 +564,6 @@ impl SyncModel {
             commit_samples: self.commit.map_or(0, |c| c.samples),
             progress: self
                 .progress
-                .lock()
                 .iter()
                 .map(|(&rank, &(generation, samples))| RankProgress {
                     rank,

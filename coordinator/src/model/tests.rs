@@ -47,9 +47,8 @@ struct Kv(BTreeMap<String, Vec<u8>>);
 
 impl Kv {
     fn apply(&mut self, effects: &Effects) {
-        let latest = effects.latest.iter().map(|l| l.put().expect("encode"));
-        for op in effects.ops.iter().cloned().chain(latest) {
-            match &op {
+        for op in &effects.ops {
+            match op {
                 Op::Put { key, value, .. } => {
                     self.0.insert(key.clone(), value.clone());
                 }

@@ -64,7 +64,6 @@ impl SyncModel {
     /// The samples `rank` reported of `generation`, if it reported any.
     fn read_of(&self, rank: u32, generation: Generation) -> Option<u64> {
         self.progress
-            .lock()
             .get(&rank)
             .filter(|(g, _)| *g == generation)
             .map(|&(_, samples)| samples)

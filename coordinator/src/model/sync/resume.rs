@@ -26,7 +26,7 @@ use tributary_common::plan::generation::{
     generation_cut, rank_part, CommitPoint, GenerationRecord,
 };
 
-use super::{put, spec, Dataset, Effects, GenMeta, Place, Rank, SyncModel};
+use super::{put, spec, Dataset, GenMeta, Place, Rank, SyncModel};
 pub use crate::config::MAX_HISTORY;
 use crate::config::MAX_WORLD;
 use crate::error::{CoordError, Result};
@@ -54,8 +54,7 @@ impl SyncModel {
     /// Checks each rank's stored commit against the current generation:
     /// a rank of its world, a generation of its incarnation.
     pub(super) fn check_ranks(&self) -> Result<()> {
-        let ranks = self.ranks.lock();
-        if ranks.is_empty() {
+        if self.ranks.is_empty() {
             return Ok(());
         }
         let Some(current) = self.current() else {
@@ -63,7 +62,7 @@ impl SyncModel {
                 "ranks' commits are stored without a generation".into(),
             ));
         };
-        for (&rank, point) in ranks.iter() {
+        for (&rank, point) in &self.ranks {
             let ours = self.gen(point.generation.0).is_none_or(|g| {
                 (g.run_id.as_str(), g.restart, g.resumed)
                     == (current.run_id.as_str(), current.restart, current.resumed)
@@ -83,22 +82,17 @@ impl SyncModel {
     /// each rank of the world has one, else none.
     fn group_point(&self) -> Option<CommitPoint> {
         let world = self.current()?.ranks();
-        let ranks = self.ranks.lock();
-        // Ranks are numbered from 0: every rank of the world committed when
-        // there are `world` of them and none past it (no walk over the
-        // world by each commit).
-        let last = ranks.last_key_value().map(|(&rank, _)| rank);
-        if ranks.len() != world as usize || last.is_some_and(|r| r >= world) {
+        if (0..world).any(|r| !self.ranks.contains_key(&r)) {
             return None;
         }
-        ranks.values().min().copied()
+        self.ranks.values().min().copied()
     }
 
     /// The ranks whose latest commit is behind `point` (or that have none).
     fn behind(&self, point: CommitPoint) -> Vec<u32> {
         let world = self.current().map_or(0, GenMeta::ranks);
         (0..world)
-            .filter(|r| self.ranks.lock().get(r).is_none_or(|c| *c < point))
+            .filter(|r| self.ranks.get(r).is_none_or(|c| *c < point))
             .collect()
     }
 
@@ -113,44 +107,36 @@ impl SyncModel {
         identity: &Identity,
         generation: Generation,
         samples: u64,
-    ) -> Result<Effects> {
+    ) -> Result<Vec<Op>> {
         let rank = Rank::of(identity)?;
         self.check_generation(rank, generation)?;
         let point = CommitPoint {
             generation,
             samples,
         };
-        let mut effects = Effects::default();
-        let known = self
+        if self
             .ranks
-            .lock()
             .get(&rank.rank)
-            .is_some_and(|last| point <= *last);
-        // A rank that committed this far already has nothing to record.
-        if !known {
-            let part = self.part(config, dataset, generation.0, rank.part)?.len();
-            if samples > part {
-                return Err(CoordError::Invalid(format!(
-                    "commit of {samples} samples exceeds generation {}'s {part} samples per rank",
-                    generation.0
-                )));
-            }
-            self.ranks.lock().insert(rank.rank, point);
-            // The ranks' commits are written as they are at the flush:
-            // they may land a flush before this change's group commit, so a
-            // repeated commit (after a failover between the two) still
-            // moves the group, below.
-            let key = Key::RankCommits { job: job.clone() };
-            effects.latest.push(self.ranks.latest(key));
+            .is_some_and(|last| point <= *last)
+        {
+            // The rank committed this far already: nothing to record.
+            return Ok(Vec::new());
         }
+        let part = self.part(config, dataset, generation.0, rank.part)?.len();
+        if samples > part {
+            return Err(CoordError::Invalid(format!(
+                "commit of {samples} samples exceeds generation {}'s {part} samples per rank",
+                generation.0
+            )));
+        }
+        self.ranks.insert(rank.rank, point);
+        let mut ops = vec![put(Key::RankCommits { job: job.clone() }, &self.ranks)?];
         if let Some(group) = self.group_point().filter(|g| Some(*g) > self.commit) {
-            effects
-                .ops
-                .push(put(Key::Commit { job: job.clone() }, &group)?);
+            ops.push(put(Key::Commit { job: job.clone() }, &group)?);
             self.commit = Some(group);
-            effects.ops.extend(self.compact(job));
+            ops.extend(self.compact(job));
         }
-        Ok(effects)
+        Ok(ops)
     }
 
     /// The job's commit when the group committed past the point `gen`'s
@@ -184,12 +170,8 @@ impl SyncModel {
     /// past the job's commit, and refused as such.
     fn unseeded(&self) -> bool {
         self.commit.is_none()
-            && self.ranks.lock().is_empty()
-            && self
-                .progress
-                .lock()
-                .values()
-                .all(|&(_, samples)| samples == 0)
+            && self.ranks.is_empty()
+            && self.progress.values().all(|&(_, samples)| samples == 0)
     }
 
     /// Checks a Join resuming from `resume` without changing anything.

@@ -6,7 +6,7 @@ use tributary_common::job::JobSpec;
 use tributary_common::plan::generation::CommitPoint;
 use tributary_common::proto::v1;
 
-use super::super::{Assignment, Effects, SyncModel};
+use super::super::{Assignment, SyncModel};
 use super::Resume;
 use crate::error::CoordError;
 use crate::model::{Dataset, GenMeta, Identity};
@@ -74,7 +74,7 @@ impl Job {
         Ok(gen)
     }
 
-    pub(in crate::model::sync) fn commit(&mut self, who: &Identity, at: CommitPoint) -> Effects {
+    pub(in crate::model::sync) fn commit(&mut self, who: &Identity, at: CommitPoint) -> Vec<Op> {
         self.model
             .commit(
                 &self.name,
@@ -337,14 +337,13 @@ fn each_rank_commit_loads_back() {
         .join(&job.name, &job.spec, &job.dataset, &r0, None)
         .expect("join");
     job.join(&r1, None).expect("join");
-    let effects = job.commit(&r0, point(0, 4));
-    let put = effects.latest.first().map(|l| l.put().expect("encode"));
-    let Some(Op::Put { value, .. }) = &put else {
-        panic!("{effects:?}");
+    let ops = job.commit(&r0, point(0, 4));
+    let Some(Op::Put { value, .. }) = ops.first() else {
+        panic!("{ops:?}");
     };
     let ranks = serde_json::from_slice(value).expect("ranks");
     let mut loaded = SyncModel::load(vec![gen], None, ranks, Default::default()).expect("load");
-    assert_eq!(loaded.ranks.lock().len(), 1);
+    assert_eq!(loaded.ranks.len(), 1);
     loaded
         .commit(&job.name, &job.spec, &job.dataset, &r1, Generation(0), 4)
         .expect("commit");
