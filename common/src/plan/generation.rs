@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::epoch::EpochPlan;
 use super::shuffle::{ShuffleBuffer, ShuffleSpec};
 use super::span::{Span, SpanSet};
-use super::split::{split_equal, Remainder};
+use super::split::{split_equal, split_one, Remainder};
 use crate::error::PlanError;
 use crate::ids::{Epoch, Generation};
 
@@ -147,7 +147,7 @@ fn positions(part: &SpanSet, ranges: impl IntoIterator<Item = Range<u64>>) -> Sp
 /// If `rank >= world`.
 pub fn rank_part(cut: &SpanSet, world: usize, rank: usize, remainder: Remainder) -> SpanSet {
     assert!(rank < world, "rank {rank} is outside a world of {world}");
-    split_equal(cut, world, remainder).swap_remove(rank)
+    split_one(cut, world, rank, remainder)
 }
 
 /// The samples of `cut` left unconsumed once every rank of a generation

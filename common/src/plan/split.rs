@@ -47,6 +47,59 @@ pub fn split_equal(cut: &SpanSet, parts: usize, remainder: Remainder) -> Vec<Spa
     out
 }
 
+/// Part `part` of `split_equal(cut, parts, remainder)`, built alone: one
+/// walk over the spans and one set allocated, however many parts (a
+/// coordinator asks for one rank's part on every call; building all of
+/// them made each call cost the world, issue 30).
+pub fn split_one(cut: &SpanSet, parts: usize, part: usize, remainder: Remainder) -> SpanSet {
+    assert!(part < parts, "part {part} is outside {parts} parts");
+    let total = cut.len();
+    let per_part = match remainder {
+        Remainder::Drop => total / parts as u64,
+        Remainder::Pad => total.div_ceil(parts as u64),
+    };
+    let mut out = SpanSet::default();
+    if total == 0 {
+        return out;
+    }
+    // Parts read the cut in order, then (padding) the cut again from its
+    // start: part `part` begins `part * per_part` into that stream.
+    let start = part as u64 * per_part;
+    let mut spans = cut.spans().iter().copied();
+    let mut current = None;
+    // Skipping is taking into a set that is thrown away piece by piece.
+    let mut skip = start.min(total);
+    while skip > 0 {
+        let Some(span) = spans.next() else { break };
+        if span.len() <= skip {
+            skip -= span.len();
+        } else {
+            current = Some(Span::new(span.shard, span.start + skip as u32, span.end));
+            skip = 0;
+        }
+    }
+    let need = take(&mut spans, &mut current, per_part, &mut out);
+    if need > 0 && remainder == Remainder::Pad {
+        // The padding stream is shared by the parts in order: this part's
+        // begins where the earlier parts' padding ended.
+        let padded_before = start.saturating_sub(total) % total;
+        let mut padding = cut.spans().iter().copied().cycle();
+        let mut pad_current = None;
+        let mut skip = padded_before;
+        while skip > 0 {
+            let Some(span) = padding.next() else { break };
+            if span.len() <= skip {
+                skip -= span.len();
+            } else {
+                pad_current = Some(Span::new(span.shard, span.start + skip as u32, span.end));
+                skip = 0;
+            }
+        }
+        take(&mut padding, &mut pad_current, need, &mut out);
+    }
+    out
+}
+
 /// The samples of `cut` that no part of `split_equal(cut, parts, remainder)`
 /// holds: with [`Remainder::Drop`] the last `len % parts` samples (fewer than
 /// `parts`), with [`Remainder::Pad`] none. This is the documented remainder
@@ -92,6 +145,31 @@ mod tests {
     use super::*;
     use crate::invariants;
     use proptest::prelude::*;
+
+    /// One part built alone is the part `split_equal` builds among all.
+    #[test]
+    fn one_part_alone_is_that_part_of_the_whole_split() {
+        let cuts = [
+            SpanSet::new([Span::new(0, 0, 5)]),
+            SpanSet::new([Span::new(0, 0, 3), Span::new(2, 1, 9), Span::new(1, 4, 6)]),
+            SpanSet::new((0..40).map(|s| Span::new(s, s % 3, 7 + s % 5))),
+            SpanSet::default(),
+        ];
+        for cut in &cuts {
+            for parts in 1..=(cut.len() as usize + 3).min(70) {
+                for remainder in [Remainder::Drop, Remainder::Pad] {
+                    let all = split_equal(cut, parts, remainder);
+                    for (part, expected) in all.iter().enumerate() {
+                        assert_eq!(
+                            &split_one(cut, parts, part, remainder),
+                            expected,
+                            "part {part} of {parts} ({remainder:?}) of {cut:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn pad_repeats_from_the_start() {

@@ -1,0 +1,215 @@
+//! One simulated rank: the calls `tributary_worker::coordinated` makes for a
+//! sync rank (Join with the dataset's digest, GetAssignment, a Report every
+//! step, a Commit every few steps, a KeepAlive every third of the TTL),
+//! without reading or decoding anything. Each call's latency and each
+//! failure's status code are kept for the table.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tonic::transport::Channel;
+use tributary_common::proto::v1::{self, coordinator_client::CoordinatorClient, join_request};
+
+/// The calls a rank makes, in table order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rpc {
+    Join,
+    Assignment,
+    Report,
+    Commit,
+    KeepAlive,
+}
+
+impl Rpc {
+    pub const ALL: [Rpc; 5] = [
+        Rpc::Join,
+        Rpc::Assignment,
+        Rpc::Report,
+        Rpc::Commit,
+        Rpc::KeepAlive,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Rpc::Join => "Join",
+            Rpc::Assignment => "GetAssignment",
+            Rpc::Report => "Report",
+            Rpc::Commit => "Commit",
+            Rpc::KeepAlive => "KeepAlive",
+        }
+    }
+}
+
+/// What every rank of one run shares: the job, the pacing, and the
+/// instants of the run.
+#[derive(Debug)]
+pub struct Plan {
+    pub job: String,
+    pub digest: String,
+    pub world: u32,
+    pub step: Duration,
+    pub commit_every: u64,
+    /// The steady window: calls started inside it are timed and counted.
+    pub window: Mutex<Option<(Instant, Instant)>>,
+    /// When every rank stops.
+    pub stop: Mutex<Option<Instant>>,
+    /// Ranks that hold their first assignment.
+    pub assigned: AtomicUsize,
+    /// When the last of them got it.
+    pub storm_end: Mutex<Option<Instant>>,
+}
+
+/// What one rank saw.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Latency in microseconds of each call timed, by call.
+    pub micros: BTreeMap<Rpc, Vec<u32>>,
+    /// Failed calls by call and status code (the whole run).
+    pub errors: BTreeMap<(Rpc, i32), u64>,
+}
+
+impl Tally {
+    pub fn merge(&mut self, other: Tally) {
+        for (rpc, micros) in other.micros {
+            self.micros.entry(rpc).or_default().extend(micros);
+        }
+        for (key, n) in other.errors {
+            *self.errors.entry(key).or_default() += n;
+        }
+    }
+
+    /// Times a call and counts its failure; `timed` when it started in the
+    /// steady window (or during the join storm).
+    async fn call<T>(
+        &mut self,
+        rpc: Rpc,
+        timed: bool,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Option<T> {
+        let sent = Instant::now();
+        let result = call.await;
+        match result {
+            Ok(answer) => {
+                if timed {
+                    let micros = sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+                    self.micros.entry(rpc).or_default().push(micros);
+                }
+                Some(answer.into_inner())
+            }
+            Err(status) => {
+                *self.errors.entry((rpc, status.code() as i32)).or_default() += 1;
+                None
+            }
+        }
+    }
+}
+
+fn in_window(plan: &Plan, at: Instant) -> bool {
+    plan.window
+        .lock()
+        .expect("window")
+        .is_some_and(|(from, to)| from <= at && at < to)
+}
+
+fn stopped(plan: &Plan, at: Instant) -> bool {
+    plan.stop
+        .lock()
+        .expect("stop")
+        .is_some_and(|stop| at >= stop)
+}
+
+/// Rank `rank`: joins, takes its part of epoch 0, then reports, commits and
+/// renews until the run stops. A rank whose Join or assignment fails gives
+/// up (its error counted).
+pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
+    let mut client = CoordinatorClient::new(channel);
+    let mut tally = Tally::default();
+    let join = v1::JoinRequest {
+        job: plan.job.clone(),
+        identity: Some(join_request::Identity::Torchrun(v1::TorchrunIdentity {
+            rank,
+            world_size: plan.world,
+            run_id: "fleet".into(),
+            restart_count: 0,
+            ..v1::TorchrunIdentity::default()
+        })),
+        manifest_sha256: plan.digest.clone(),
+        ..v1::JoinRequest::default()
+    };
+    let Some(joined) = tally.call(Rpc::Join, true, client.join(join)).await else {
+        return tally;
+    };
+    let assignment = v1::AssignmentRequest {
+        job: plan.job.clone(),
+        member: joined.member.clone(),
+        epoch: joined.epoch,
+        secret: joined.secret.clone(),
+    };
+    let Some(assignment) = tally
+        .call(Rpc::Assignment, true, client.get_assignment(assignment))
+        .await
+    else {
+        return tally;
+    };
+    if plan.assigned.fetch_add(1, Ordering::SeqCst) + 1 == plan.world as usize {
+        *plan.storm_end.lock().expect("storm") = Some(Instant::now());
+    }
+    let part: u64 = assignment
+        .spans
+        .iter()
+        .map(|s| u64::from(s.end.saturating_sub(s.start)))
+        .sum();
+    let member = v1::MemberRequest {
+        job: plan.job.clone(),
+        member: joined.member.clone(),
+        secret: joined.secret.clone(),
+    };
+    // Ranks step on their own clocks: phases spread evenly over a step.
+    let start = Instant::now() + plan.step * rank / plan.world;
+    let renew_every = Duration::from_millis(u64::from(joined.ttl_ms.max(300)) / 3);
+    let (mut next_step, mut next_renewal) = (start, Instant::now() + renew_every);
+    let mut step = 0u64;
+    loop {
+        let at = next_step.min(next_renewal);
+        tokio::time::sleep_until(at).await;
+        if stopped(&plan, at) {
+            return tally;
+        }
+        let timed = in_window(&plan, at);
+        if at == next_renewal {
+            next_renewal += renew_every;
+            let renew = client.keep_alive(member.clone());
+            let _ = tally.call(Rpc::KeepAlive, timed, renew).await;
+            continue;
+        }
+        next_step += plan.step;
+        step += 1;
+        // Batches of one sample; a rank at the end of its part keeps
+        // reporting its end, as a trainer waiting for its peers would.
+        let samples = step.min(part);
+        let report = v1::ReportRequest {
+            job: plan.job.clone(),
+            member: joined.member.clone(),
+            generation: assignment.generation,
+            samples,
+            step,
+            acked: Vec::new(),
+            secret: joined.secret.clone(),
+        };
+        let _ = tally.call(Rpc::Report, timed, client.report(report)).await;
+        if step.is_multiple_of(plan.commit_every) {
+            let commit = v1::CommitRequest {
+                job: plan.job.clone(),
+                member: joined.member.clone(),
+                generation: assignment.generation,
+                samples,
+                secret: joined.secret.clone(),
+            };
+            let _ = tally.call(Rpc::Commit, timed, client.commit(commit)).await;
+        }
+    }
+}
