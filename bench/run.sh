@@ -57,6 +57,8 @@ port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 echo "== $IMAGES synthetic ImageNet-like images, packed" >&2
 "$BIN" synth "$WORK/images" --images "$IMAGES" --classes 10 >/dev/null
 "$BIN" pack "$WORK/images" "$WORK/shards" >/dev/null
+# The same images stored byte for byte: what restart markers buy.
+"$BIN" pack "$WORK/images" "$WORK/shards-plain" --keep-jpeg-bytes >/dev/null
 
 echo "== S3 server, +$RTT_MS ms proxy, uploads" >&2
 S3=$(port)
@@ -103,6 +105,7 @@ for round in $(seq "$ROUNDS"); do
     decode_only
     run torch-folder --label torch --images "$WORK/images" --workers "$CORES"
     run tributary --label local --dataset "$WORK/shards"
+    run tributary --label local-plain --dataset "$WORK/shards-plain"
     run tributary --label remote "${remote[@]}"
     run torch-folder --label torch-eval --transform eval --images "$WORK/images" --workers "$CORES"
     run tributary --label local-eval --transform eval --dataset "$WORK/shards"

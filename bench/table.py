@@ -71,6 +71,7 @@ def main() -> None:
 
     line(f"PyTorch DataLoader, ImageFolder, {cores} workers", "torch", True)
     line("Tributary, local shards", "local", True)
+    line("Tributary, local shards packed --keep-jpeg-bytes (no restart markers)", "local-plain", True)
     line(f"Tributary, S3 +{rtt} ms", "remote", True)
     if rows["torch-s3"]:
         n = rows["torch-s3"][0]["samples"]

@@ -54,7 +54,7 @@ pub fn is_jpeg_field(ext: &str) -> bool {
 /// equal segments: the fewest MCUs that make at most [`SEGMENTS_PER_ROW`].
 pub fn interval(columns: u32) -> u32 {
     (1..=columns)
-        .find(|&k| columns % k == 0 && columns / k <= SEGMENTS_PER_ROW)
+        .find(|&k| columns.is_multiple_of(k) && columns / k <= SEGMENTS_PER_ROW)
         .unwrap_or(columns.max(1))
 }
 

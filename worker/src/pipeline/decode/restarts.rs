@@ -156,7 +156,7 @@ pub fn frame(jpeg: &[u8]) -> Option<Frame> {
                 let tiles = interval > 0
                     && width > 0
                     && height > 0
-                    && frame.mcus().0 % interval == 0
+                    && frame.mcus().0.is_multiple_of(interval)
                     && frame.scan_at < jpeg.len();
                 return tiles.then_some(frame);
             }
