@@ -363,7 +363,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .shards_in_flight
                     .unwrap_or(defaults.uploads_in_flight),
                 manifest_version,
-                jpeg_restarts: !keep_jpeg_bytes,
+                jpeg: (!keep_jpeg_bytes)
+                    .then_some(tributary_worker::jpeg_with_restart_markers as _),
                 ..defaults
             };
             let dest = Location::open(&url, &store.options(&url), true)?;

@@ -82,6 +82,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )?;
     let pack_options = PackOptions {
         max_samples: 128,
+        jpeg: Some(tributary_worker::jpeg_with_restart_markers),
         ..PackOptions::default()
     };
     let packed =

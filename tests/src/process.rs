@@ -81,16 +81,7 @@ impl Proc {
 
     /// A `kB` field of `/proc/PID/status`, in bytes.
     fn status_bytes(&self, field: &str) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))?
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        Some(kb * 1024)
+        status_bytes(self.pid(), field)
     }
 
     /// `kill -9`.
@@ -135,4 +126,18 @@ impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A `kB` field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`), in bytes.
+pub fn status_bytes(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
 }

@@ -48,6 +48,7 @@ pub use error::{InvalidConfig, Result, WorkerError};
 pub use pipeline::decode::bad_samples::OnError;
 pub use pipeline::decode::fields::Fields;
 pub use pipeline::decode::pixels::DecodeLimits;
+pub use pipeline::decode::restart_markers::with_restarts as jpeg_with_restart_markers;
 pub use pipeline::decode::transform::{Dtype, Layout, Preset, Size, Transform};
 pub use pipeline::fetch::FetchConfig;
 pub use pipeline::{

@@ -27,19 +27,7 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 1000 / clock_ticks()))
 }
 
-/// A `kB` field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`), in bytes.
-pub fn status_bytes(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
+pub use tributary_tests::process::status_bytes;
 
 /// Samples a process's resident memory every `every` until stopped; keeps
 /// the peak seen (VmHWM is the kernel's own peak, read at the end too).

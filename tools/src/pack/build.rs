@@ -32,7 +32,6 @@ use tributary_common::manifest::ShardMeta;
 use tributary_io::upload::OnUploaded;
 use tributary_io::{BlockingUpload, Location, Upload, UploadMeter};
 
-use super::jpeg;
 use super::options::PackOptions;
 use super::plan::{PlannedShard, Replay};
 use super::source::{read_field, Source, SourceSample};
@@ -228,11 +227,12 @@ impl Builder {
                 .iter()
                 .map(read_field)
                 .collect::<Result<Vec<_>>>()?;
-            if self.options.jpeg_restarts {
+            if let Some(transcode) = self.options.jpeg {
                 for (field, data) in sample.fields.iter().zip(&mut data) {
-                    if jpeg::is_jpeg_field(&field.ext) {
-                        if let Some(marked) = jpeg::with_restarts(data) {
-                            *data = std::borrow::Cow::Owned(marked);
+                    let ext = &field.ext;
+                    if ext.eq_ignore_ascii_case("jpg") || ext.eq_ignore_ascii_case("jpeg") {
+                        if let Some(transcoded) = transcode(data) {
+                            *data = std::borrow::Cow::Owned(transcoded);
                         }
                     }
                 }

@@ -34,7 +34,6 @@
 //! [`single_put_limit`]: tributary_io::UploadOptions::single_put_limit
 
 mod build;
-pub mod jpeg;
 mod options;
 mod plan;
 pub mod source;
@@ -51,7 +50,7 @@ use crate::progress::Progress;
 use tributary_io::publish::objects_named;
 use tributary_io::{write_manifest, Location, ManifestDraft, UploadMeter};
 
-pub use options::PackOptions;
+pub use options::{JpegTranscode, PackOptions};
 pub use source::{
     detect, listing, open, FieldData, ImageFolder, Listing, Samples, Source, SourceField,
     SourceFormat, SourceSample, VecSource, WebDatasetFiles,

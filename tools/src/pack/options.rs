@@ -31,12 +31,16 @@ pub struct PackOptions {
     /// The manifest version to write (2: an index object per shard; 1:
     /// every chunk inline, for readers older than version 2).
     pub manifest_version: ManifestVersion,
-    /// Store JPEGs (`jpg`, `jpeg` fields) losslessly transcoded with
-    /// restart markers, so a crop decodes only its part (see
-    /// [`jpeg`](super::jpeg)); `false` stores every file's bytes as they
-    /// are.
-    pub jpeg_restarts: bool,
+    /// Stores each `jpg`/`jpeg` field as this gives it back (`None` from
+    /// it: as it is). The CLI passes the worker's lossless restart-marker
+    /// transcode (`tributary_worker::jpeg_with_restart_markers`), so a
+    /// crop decodes only its part; `None` (the default here, and `pack
+    /// --keep-jpeg-bytes`) stores every file's bytes as they are.
+    pub jpeg: Option<JpegTranscode>,
 }
+
+/// A lossless rewrite of a JPEG's bytes, or `None` to keep them.
+pub type JpegTranscode = fn(&[u8]) -> Option<Vec<u8>>;
 
 impl Default for PackOptions {
     fn default() -> Self {
@@ -52,7 +56,7 @@ impl Default for PackOptions {
             force: false,
             format: SourceFormat::Auto,
             manifest_version: ManifestVersion::default(),
-            jpeg_restarts: true,
+            jpeg: None,
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod jpeg;
 pub mod npy;
 pub mod pixels;
 pub mod render;
+pub mod restart_markers;
 pub mod restarts;
 pub mod transform;
 

@@ -1,10 +1,13 @@
 //! Restart markers for the JPEGs `pack` stores, so that a loader's random
-//! crop decodes only the part of the image it covers.
+//! crop decodes only the part of the image it covers; the writing side of
+//! [`restarts`](super::restarts), beside it. `tributary pack` takes it as
+//! its `PackOptions::jpeg` (the dataset tools link no codec of the rank
+//! pipeline).
 //!
 //! A lossless transcode (libjpeg-turbo's `tj3Transform`: the same DCT
 //! coefficients, so the same pixels) that puts a restart marker every `k`
 //! MCUs, `k` dividing an MCU row into at most [`SEGMENTS_PER_ROW`] equal
-//! segments. The loader (`worker/src/pipeline/decode/restarts.rs`) then
+//! segments. The loader ([`restarts`](super::restarts)) then
 //! entropy-decodes only the segments a crop touches, where a plain JPEG
 //! makes it decode every row above the crop and every column beside it.
 //! Huffman tables are optimised on the way, which pays for the markers'
@@ -43,11 +46,6 @@ impl Drop for Transformer {
 
 thread_local! {
     static TRANSFORMER: RefCell<Option<Transformer>> = const { RefCell::new(None) };
-}
-
-/// Whether a field with extension `ext` is stored with restart markers.
-pub fn is_jpeg_field(ext: &str) -> bool {
-    ext.eq_ignore_ascii_case("jpg") || ext.eq_ignore_ascii_case("jpeg")
 }
 
 /// The restart interval, in MCUs, that cuts rows of `columns` MCUs into
