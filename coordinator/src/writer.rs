@@ -138,7 +138,7 @@ async fn run(
     metrics: Metrics,
 ) {
     let fence: Vec<Compare> = fence.into_iter().collect();
-    let apply = |ops| apply(store.as_ref(), &metrics, &fence, ops);
+    let store = store.as_ref();
     while let Some(first) = rx.recv().await {
         let deadline = Instant::now() + interval;
         let mut batch = vec![first];
@@ -152,8 +152,10 @@ async fn run(
                 .for_each(|r| drop(r.done.send(Err(lost()))));
             continue;
         }
-        let window = batch.iter().flat_map(|r| r.ops.iter().cloned());
-        let results = match apply(window.collect()).await {
+        // The window's ops go to `transactions` one at a time: an op a
+        // later write of its key replaces is dropped there, never held
+        // beside every other request's copy.
+        let results = match apply(store, &metrics, &fence, ops_of(&batch)).await {
             Ok(()) => batch.iter().map(|_| Ok(())).collect(),
             Err(error) if steps_down(&error) => batch.iter().map(|_| Err(copy(&error))).collect(),
             Err(error) => {
@@ -165,7 +167,10 @@ async fn run(
                 for request in &batch {
                     let result = match results.last() {
                         Some(Err(e)) if steps_down(e) => Err(copy(e)),
-                        _ => apply(request.ops.clone()).await,
+                        _ => {
+                            let ops = ops_of(std::slice::from_ref(request));
+                            apply(store, &metrics, &fence, ops).await
+                        }
                     };
                     if let Err(error) = &result {
                         if !steps_down(error) {
@@ -190,6 +195,11 @@ async fn run(
     }
 }
 
+/// The ops of `requests`, in order, cloned one at a time.
+fn ops_of(requests: &[Request]) -> impl Iterator<Item = Op> + Send + '_ {
+    requests.iter().flat_map(|r| r.ops.iter().cloned())
+}
+
 /// Whether a failed write means this replica can no longer lead: the fence
 /// failed or the store is unreachable. Anything else the store rejected is
 /// the request's own fault.
@@ -211,7 +221,7 @@ async fn apply(
     store: &dyn MetaStore,
     metrics: &Metrics,
     fence: &[Compare],
-    ops: Vec<Op>,
+    ops: impl IntoIterator<Item = Op>,
 ) -> StoreResult<()> {
     for txn in transactions(ops) {
         for chunk in txn.chunks(MAX_TXN_OPS) {
