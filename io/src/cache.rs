@@ -96,7 +96,7 @@ use std::io;
 use std::ops::Range;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -261,31 +261,6 @@ impl ShardCache {
         self.fill_slots = AtomicUsize::new(fills);
         self.fills = Arc::new(Semaphore::new(fills));
         self
-    }
-
-    /// Lets at least `fills` (at most [`MAX_FILLS`]) shards fill at once,
-    /// never fewer than now: a loader sizes it to its reads in flight (with
-    /// 4 slots a 16-read loader's first epoch ran 68% slower than uncached).
-    pub fn fill_at_least(&self, fills: usize) {
-        let fills = fills.min(MAX_FILLS);
-        let mut now = self.fill_slots.load(Ordering::SeqCst);
-        while now < fills {
-            match self
-                .fill_slots
-                .compare_exchange(now, fills, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                Ok(_) => {
-                    self.fills.add_permits(fills - now);
-                    return;
-                }
-                Err(actual) => now = actual,
-            }
-        }
-    }
-
-    /// Fills that may run at once now.
-    pub fn fill_slots(&self) -> usize {
-        self.fill_slots.load(Ordering::SeqCst)
     }
 
     /// Its directory.

@@ -5,6 +5,7 @@
 use std::io;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,7 +14,7 @@ use tokio::sync::watch;
 
 use super::files::{blocking, local, Admit, FileSink, Progress, Tmp};
 use super::guard::TAG;
-use super::{locked, Counter, Shard, ShardCache, MAX_PENDING};
+use super::{locked, Counter, Shard, ShardCache, MAX_FILLS, MAX_PENDING};
 use crate::error::{IoError, Result};
 use crate::location::Location;
 
@@ -35,6 +36,31 @@ impl Drop for Announced {
 }
 
 impl ShardCache {
+    /// Lets at least `fills` (at most [`MAX_FILLS`]) shards fill at once,
+    /// never fewer than now: a loader sizes it to its reads in flight (with
+    /// 4 slots a 16-read loader's first epoch ran 68% slower than uncached).
+    pub fn fill_at_least(&self, fills: usize) {
+        let fills = fills.min(MAX_FILLS);
+        let mut now = self.fill_slots.load(Ordering::SeqCst);
+        while now < fills {
+            match self
+                .fill_slots
+                .compare_exchange(now, fills, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => {
+                    self.fills.add_permits(fills - now);
+                    return;
+                }
+                Err(actual) => now = actual,
+            }
+        }
+    }
+
+    /// Fills that may run at once now.
+    pub fn fill_slots(&self) -> usize {
+        self.fill_slots.load(Ordering::SeqCst)
+    }
+
     /// The range from the file this process is filling for `shard`, once
     /// the fill has written it; `None` if no fill of it runs here, or it
     /// ends without the range (the store serves then).

@@ -33,12 +33,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 use tributary_common::proto::v1;
 use tributary_tests::cli::tributary_bin;
-use tributary_tests::coordinator::leader_client;
+use tributary_tests::coordinator::{create_request, leader_client};
 use tributary_tests::dataset::tiny_dataset;
 use tributary_tests::etcd::EtcdServer;
 use tributary_tests::free_port;
@@ -132,17 +133,17 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
     let mut admin = leader_client(&address).await;
     let job = format!("fleet-{ranks}");
     admin
-        .create_job(v1::CreateJobRequest {
-            job: job.clone(),
-            config: Some(v1::JobConfig {
+        .create_job(create_request(
+            &job,
+            v1::JobConfig {
                 manifest_url: url.to_owned(),
                 batch_size: 1,
                 epochs: 1000,
                 member_ttl_s: args.ttl_s,
                 mode: v1::Mode::Sync as i32,
                 ..v1::JobConfig::default()
-            }),
-        })
+            },
+        ))
         .await
         .expect("create job");
     drop(admin);
@@ -159,6 +160,7 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
         stop: Mutex::new(None),
         assigned: AtomicUsize::new(0),
         storm_end: Mutex::new(None),
+        storm_over: Notify::new(),
     });
     let storm_start = Instant::now();
     let tasks: Vec<_> = (0..ranks)
@@ -170,9 +172,7 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
     // The storm ends when the last rank holds its part; give up after a
     // minute (the failures are counted).
     let give_up = storm_start + Duration::from_secs(60);
-    while plan.storm_end.lock().expect("storm").is_none() && Instant::now() < give_up {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let _ = tokio::time::timeout_at(give_up, plan.storm_over.notified()).await;
     let storm = plan
         .storm_end
         .lock()

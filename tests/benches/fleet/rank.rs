@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tonic::transport::Channel;
-use tributary_common::proto::v1::{self, coordinator_client::CoordinatorClient, join_request};
+use tributary_common::proto::v1::{self, coordinator_client::CoordinatorClient};
+use tributary_tests::coordinator::{torchrun_join, MemberCalls};
 
 /// The calls a rank makes, in table order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,6 +63,8 @@ pub struct Plan {
     pub assigned: AtomicUsize,
     /// When the last of them got it.
     pub storm_end: Mutex<Option<Instant>>,
+    /// Told once `storm_end` is set.
+    pub storm_over: Notify,
 }
 
 /// What one rank saw.
@@ -129,26 +133,14 @@ pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
     let mut client = CoordinatorClient::new(channel);
     let mut tally = Tally::default();
     let join = v1::JoinRequest {
-        job: plan.job.clone(),
-        identity: Some(join_request::Identity::Torchrun(v1::TorchrunIdentity {
-            rank,
-            world_size: plan.world,
-            run_id: "fleet".into(),
-            restart_count: 0,
-            ..v1::TorchrunIdentity::default()
-        })),
         manifest_sha256: plan.digest.clone(),
-        ..v1::JoinRequest::default()
+        ..torchrun_join(&plan.job, rank, plan.world, 0)
     };
     let Some(joined) = tally.call(Rpc::Join, true, client.join(join)).await else {
         return tally;
     };
-    let assignment = v1::AssignmentRequest {
-        job: plan.job.clone(),
-        member: joined.member.clone(),
-        epoch: joined.epoch,
-        secret: joined.secret.clone(),
-    };
+    let calls = MemberCalls::own(&plan.job, &joined);
+    let assignment = calls.assignment(joined.epoch);
     let Some(assignment) = tally
         .call(Rpc::Assignment, true, client.get_assignment(assignment))
         .await
@@ -157,17 +149,14 @@ pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
     };
     if plan.assigned.fetch_add(1, Ordering::SeqCst) + 1 == plan.world as usize {
         *plan.storm_end.lock().expect("storm") = Some(Instant::now());
+        plan.storm_over.notify_one();
     }
     let part: u64 = assignment
         .spans
         .iter()
         .map(|s| u64::from(s.end.saturating_sub(s.start)))
         .sum();
-    let member = v1::MemberRequest {
-        job: plan.job.clone(),
-        member: joined.member.clone(),
-        secret: joined.secret.clone(),
-    };
+    let member = calls.member();
     // Ranks step on their own clocks: phases spread evenly over a step.
     let start = Instant::now() + plan.step * rank / plan.world;
     let renew_every = Duration::from_millis(u64::from(joined.ttl_ms.max(300)) / 3);
@@ -192,23 +181,12 @@ pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
         // reporting its end, as a trainer waiting for its peers would.
         let samples = step.min(part);
         let report = v1::ReportRequest {
-            job: plan.job.clone(),
-            member: joined.member.clone(),
-            generation: assignment.generation,
-            samples,
             step,
-            acked: Vec::new(),
-            secret: joined.secret.clone(),
+            ..calls.report(assignment.generation, samples)
         };
         let _ = tally.call(Rpc::Report, timed, client.report(report)).await;
         if step.is_multiple_of(plan.commit_every) {
-            let commit = v1::CommitRequest {
-                job: plan.job.clone(),
-                member: joined.member.clone(),
-                generation: assignment.generation,
-                samples,
-                secret: joined.secret.clone(),
-            };
+            let commit = calls.commit(assignment.generation, samples);
             let _ = tally.call(Rpc::Commit, timed, client.commit(commit)).await;
         }
     }

@@ -27,7 +27,7 @@ use crate::pipeline::decode::transform::{Plan, Rect};
 
 /// iMCU width by subsampling (TJSAMP_444, 422, 420, GRAY, 440, 411, 441):
 /// libjpeg-turbo's `tjMCUWidth`, copied to avoid reading an extern static.
-const MCU_WIDTH: [u32; 7] = [8, 16, 16, 8, 8, 32, 8];
+pub(super) const MCU_WIDTH: [u32; 7] = [8, 16, 16, 8, 8, 32, 8];
 
 /// One libjpeg-turbo decompressor; keep one per thread.
 #[derive(Debug)]

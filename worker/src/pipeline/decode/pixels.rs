@@ -17,7 +17,7 @@
 
 use std::io::Cursor;
 
-use super::restarts::{header_segments, is_frame};
+use super::restarts::{header_segments, is_frame, u16_at};
 use std::sync::{Condvar, Mutex, PoisonError};
 
 /// An image format the decoders take.
@@ -89,9 +89,11 @@ impl ImageKind {
 /// (the image crate then says what is wrong).
 fn jpeg_size(bytes: &[u8]) -> Option<(u32, u32)> {
     let frame = header_segments(bytes).find(|s| is_frame(s.marker))?;
-    let u16_at = |at: usize| Some(u16::from_be_bytes([*bytes.get(at)?, *bytes.get(at + 1)?]));
-    let (height, width) = (u16_at(frame.body + 1)?, u16_at(frame.body + 3)?);
-    (height > 0).then_some((u32::from(width), u32::from(height)))
+    let (height, width) = (
+        u16_at(bytes, frame.body + 1)?,
+        u16_at(bytes, frame.body + 3)?,
+    );
+    (height > 0).then_some((width, height))
 }
 
 /// Pixel limits of image decoding.

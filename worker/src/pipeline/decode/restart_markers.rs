@@ -27,12 +27,11 @@ use std::cell::RefCell;
 
 use turbojpeg_sys as tj;
 
+use super::jpeg::MCU_WIDTH;
+
 /// Restart segments per MCU row, at most: enough that a crop skips most of
 /// the columns beside it, few enough that the markers cost little.
 pub const SEGMENTS_PER_ROW: u32 = 8;
-
-/// iMCU width by subsampling (TJSAMP_444, 422, 420, GRAY, 440, 411, 441).
-const MCU_WIDTH: [u32; 7] = [8, 16, 16, 8, 8, 32, 8];
 
 /// A libjpeg-turbo transformer; one per packing thread.
 struct Transformer(tj::tjhandle);

@@ -58,7 +58,8 @@ impl Frame {
     }
 }
 
-fn u16_at(bytes: &[u8], at: usize) -> Option<u32> {
+/// The big-endian 16-bit value at `at`, if `bytes` hold it.
+pub fn u16_at(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from(u16::from_be_bytes([
         *bytes.get(at)?,
         *bytes.get(at + 1)?,
