@@ -290,8 +290,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         let store = EtcdStore::connect_with(&args.etcd, &options)
             .await
             .with_context(|| format!("cannot reach etcd at {}", args.etcd.join(",")))?;
+        // The election has a connection of its own: its renewals never
+        // queue behind the jobs' writes and watches on a busy one.
+        let own = EtcdStore::connect_with(&args.etcd, &options)
+            .await
+            .with_context(|| format!("cannot reach etcd at {}", args.etcd.join(",")))?;
         let election = EtcdElection::new(
-            store.clone(),
+            own,
             keys::ELECTION.to_owned(),
             Duration::from_secs(args.leader_ttl_s.max(1)),
         );

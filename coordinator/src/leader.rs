@@ -35,12 +35,13 @@ use crate::error::{CoordError, Result};
 use crate::keys;
 use crate::limits::{Fleet, Limits};
 use crate::metrics::Metrics;
-use crate::model::{Effects, Event, Job, LeaseGrant, Outcome, Tally};
+use crate::model::{Effects, Event, Job, Outcome, Tally};
 use crate::store::{KeyValue, Leadership, LeaseId, MetaStore};
 use crate::writer::{Pending, Reserved, Writer};
 use tasks::{load_job, watch_members};
 
 pub use lifecycle::{housekeeping, unix_ms, CreatedJob, DeleteReason, JobLine};
+pub use tasks::{liveness, EXPIRY_TICK};
 
 /// How often a job whose manifest could not be read is tried again.
 const RETRY_INTERVAL: Duration = Duration::from_secs(5);
@@ -315,11 +316,6 @@ impl Leader {
             handle.notify.notify_waiters();
             return Ok(());
         }
-    }
-
-    /// Grants the lease a Join needs ([`Job::prepare_join`]).
-    async fn grant(&self, grant: LeaseGrant) -> Result<LeaseId> {
-        Ok(self.store.grant(grant.ttl).await?)
     }
 
     /// Changes a job: runs `change` on its model under the job's lock and

@@ -25,11 +25,11 @@ use tributary_common::proto::v1::coordinator_server::CoordinatorServer;
 use tributary_io::StoreOptions;
 
 use crate::auth::{DatasetPolicy, TokenCheck};
-use crate::leader::{housekeeping, Leader, LeaderConfig};
+use crate::leader::{housekeeping, liveness, Leader, LeaderConfig};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::service::{Role, Service};
-use crate::store::{Election, MetaStore};
+use crate::store::{CachedLeader, Election, MetaStore, LEADER_CACHE};
 use crate::transport::{self, Proof};
 
 /// How a replica runs.
@@ -144,6 +144,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let listeners = listeners.into();
+    // Followers name the leader in every "not the leader" answer: looked
+    // up once per LEADER_CACHE, not once per call.
+    let election: Arc<dyn Election> = Arc::new(CachedLeader::new(election, LEADER_CACHE));
     let role = Arc::new(RwLock::new(Role::Follower));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status("", ServingStatus::Serving).await;
@@ -279,6 +282,7 @@ async fn lead(
         );
         let mut failed = leader.failed();
         let tidy = tokio::spawn(housekeeping(Arc::downgrade(&leader)));
+        let reaper = tokio::spawn(liveness(Arc::downgrade(&leader)));
         config.metrics.set_leader(true);
         *role.write().await = Role::Leader(leader);
         health
@@ -292,6 +296,7 @@ async fn lead(
             _ = failed.wait_for(|failed| *failed) => tracing::warn!("a write failed; stepping down"),
         }
         tidy.abort();
+        reaper.abort();
         health
             .set_service_status(HEALTH_LEADER, ServingStatus::NotServing)
             .await;

@@ -15,7 +15,6 @@ use crate::model::{
     outcome, Acquired, Assignment, Caller, Event, Job, JobStatus, Joined, Joiner, Progress, State,
     UnitRef,
 };
-use crate::store::StoreError;
 
 /// Event streams a job holds beyond two per member.
 const WATCH_SLACK: usize = 16;
@@ -25,35 +24,23 @@ impl Leader {
     pub async fn join(&self, name: &JobId, joiner: Joiner) -> Result<Joined> {
         let handle = self.job(name).await?;
         let fresh_secret = new_secret()?;
-        // The member's record names its lease, and granting it is I/O: so
-        // it is granted first, outside the job's lock, once the job sees no
-        // reason to refuse; a Join refused after all (the job changed
-        // meanwhile) revokes it through its effects.
-        let grant = handle.job.lock().await.prepare_join(&joiner)?;
-        let lease = self.grant(grant).await?;
-        self.change(&handle, |job| job.join(joiner, fresh_secret, lease))
-            .await
+        self.change(&handle, |job| {
+            job.join(joiner, fresh_secret, Instant::now())
+        })
+        .await
     }
 
-    /// Renews the calling member's lease; returns its time to live. A
-    /// lease the store no longer has is expired: the member is forgotten
-    /// and the call answered `UnknownMember`.
+    /// The calling member is alive: it lives another member TTL, which is
+    /// returned. Answered from memory: a member's liveness costs the store
+    /// nothing (`model::liveness`). A member the job no longer has (it
+    /// stopped calling for longer) is answered `UnknownMember`.
     pub async fn keep_alive(&self, name: &JobId, caller: &Caller) -> Result<Duration> {
         let handle = self.job(name).await?;
-        let lease = handle.job.lock().await.renew(caller, Instant::now())?;
-        match self.store.keep_alive(lease).await {
-            Ok(ttl) => Ok(ttl),
-            Err(StoreError::LeaseNotFound(_)) => {
-                let member = &caller.member;
-                let expired = |job: &mut Job| (Ok(()), job.lease_expired(member, Some(lease)));
-                self.change(&handle, expired).await?;
-                Err(CoordError::UnknownMember {
-                    job: name.clone(),
-                    member: member.clone(),
-                })
-            }
-            Err(e) => Err(e.into()),
+        let mut job = handle.job.lock().await;
+        if job.deleted {
+            return Err(self.deleted.unknown(&job.name));
         }
+        job.renew(caller, Instant::now())
     }
 
     /// The calling sync rank's part of `epoch` ([`Job::assignment`]).
@@ -77,7 +64,7 @@ impl Leader {
         let handle = self.job(name).await?;
         let members = {
             let job = handle.job.lock().await;
-            job.lease_of(caller)?;
+            job.authorize(&caller.member, &caller.secret)?;
             job.members.len()
         };
         // Each member watches once (a client that reconnects may hold two

@@ -1,8 +1,10 @@
 //! The leader's background tasks: loading each job, retrying a job whose
-//! manifest could not be read, and forgetting members whose leases expire.
+//! manifest could not be read, forgetting members that stopped calling
+//! ([`liveness`]) and those an earlier coordinator's store lease took
+//! ([`watch_members`]).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -12,7 +14,7 @@ use super::{apply, JobHandle, Leader, Slot, Staged, RETRY_INTERVAL};
 use crate::error::CoordError;
 use crate::keys::{self, Key};
 use crate::metrics::Metrics;
-use crate::model::Effects;
+use crate::model::{Effects, Job};
 use crate::store::{KeyValue, MetaStore, WatchEvent};
 
 /// Loads one job (its keys `kvs`, read at `revision`) into its slot: ready,
@@ -86,8 +88,66 @@ pub(super) async fn retry_job(leader: std::sync::Weak<Leader>, name: JobId) {
     }
 }
 
-/// Forgets members whose keys vanish (lease expiry), returning their units
-/// to the pool at once. Re-reads and re-watches when the watch breaks.
+/// How often the leader looks for members that stopped calling: a member
+/// is forgotten within this much of its TTL.
+pub const EXPIRY_TICK: Duration = Duration::from_millis(250);
+
+/// Forgets, every [`EXPIRY_TICK`], the members of every job that have not
+/// called within their job's TTL (`model::liveness`): their records are
+/// deleted and their units returned, in one fenced write per job, as any
+/// change. Runs until this leadership ends (the caller aborts it then).
+pub async fn liveness(leader: std::sync::Weak<Leader>) {
+    let mut tick = tokio::time::interval(EXPIRY_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(leader) = leader.upgrade() else {
+            return;
+        };
+        if leader.has_failed() {
+            return;
+        }
+        let handles: Vec<Arc<JobHandle>> = leader
+            .jobs
+            .lock()
+            .await
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Ready(handle) => Some(Arc::clone(handle)),
+                _ => None,
+            })
+            .collect();
+        for handle in handles {
+            if !handle.job.lock().await.any_expired(Instant::now()) {
+                continue;
+            }
+            let mut gone = Vec::new();
+            let expire = |job: &mut Job| {
+                let (expired, effects) = job.expire(Instant::now());
+                gone = expired;
+                (Ok(()), effects)
+            };
+            let result = leader.change(&handle, expire).await;
+            let job = handle.job.lock().await.name.clone();
+            match result {
+                Ok(()) if !gone.is_empty() => tracing::info!(
+                    job = job.as_str(),
+                    members = gone.len(),
+                    first = gone[0].as_str(),
+                    "members expired (no call within the job's member TTL); their units return to the pool"
+                ),
+                Ok(()) => {}
+                Err(error) => {
+                    tracing::warn!(job = job.as_str(), %error, "cannot forget expired members")
+                }
+            }
+        }
+    }
+}
+
+/// Forgets members whose keys vanish (an earlier coordinator's store lease
+/// expired), returning their units to the pool at once. Re-reads and
+/// re-watches when the watch breaks.
 pub(super) async fn watch_members(
     store: Arc<dyn MetaStore>,
     metrics: Metrics,
@@ -122,7 +182,7 @@ pub(super) async fn watch_members(
                 tracing::warn!(key, "a key under the members is no member's; ignored");
                 continue;
             };
-            let effects = handle.job.lock().await.lease_expired(&member, None);
+            let effects = handle.job.lock().await.lease_expired(&member);
             if !effects.is_empty() {
                 tracing::info!(
                     job = job.as_str(),
@@ -148,7 +208,7 @@ pub(super) async fn watch_members(
                     .collect();
                 let mut effects = Effects::default();
                 for member in gone {
-                    effects.extend(model.lease_expired(&member, None));
+                    effects.extend(model.lease_expired(&member));
                 }
                 drop(model);
                 effects.wake = true;

@@ -87,9 +87,8 @@ fn stored() -> StoredJob {
 }
 
 /// A leader on a [`Gated`] store with one sync job, `j`, which rank 0 of
-/// a world of 1 joined: the store, the leader, the job, the rank and its
-/// lease.
-async fn joined() -> (Arc<Gated>, Arc<Leader>, Arc<JobHandle>, Caller, LeaseId) {
+/// a world of 1 joined: the store, the leader, the job and the rank.
+async fn joined() -> (Arc<Gated>, Arc<Leader>, Arc<JobHandle>, Caller) {
     let store = Arc::new(Gated {
         store: MemoryStore::new(),
         gate: Semaphore::new(0),
@@ -123,19 +122,17 @@ async fn joined() -> (Arc<Gated>, Arc<Leader>, Arc<JobHandle>, Caller, LeaseId) 
         dp: None,
     };
     let member = MemberId::from("run.0.0");
-    let grant = handle
-        .job
-        .lock()
-        .await
-        .prepare_join(&joiner(identity.clone(), member.clone(), ""))
-        .expect("prepare");
-    let lease = leader.grant(grant).await.expect("lease");
     let secret = "a".repeat(32);
-    let join =
-        |job: &mut Job| job.join(joiner(identity, member.clone(), ""), secret.clone(), lease);
+    let join = |job: &mut Job| {
+        job.join(
+            joiner(identity, member.clone(), ""),
+            secret.clone(),
+            std::time::Instant::now(),
+        )
+    };
     leader.change(&handle, join).await.expect("join");
 
-    (store, leader, handle, Caller { member, secret }, lease)
+    (store, leader, handle, Caller { member, secret })
 }
 
 /// Waits until the gated store holds a transaction back.
@@ -150,7 +147,7 @@ async fn until_held(store: &Gated) {
 
 #[tokio::test]
 async fn a_write_in_flight_holds_no_lock_of_its_job() {
-    let (store, leader, handle, caller, _) = joined().await;
+    let (store, leader, handle, caller) = joined().await;
     store.shut.store(true, Ordering::SeqCst);
     let commit = tokio::spawn({
         let (leader, handle) = (Arc::clone(&leader), Arc::clone(&handle));
@@ -179,10 +176,16 @@ async fn a_write_in_flight_holds_no_lock_of_its_job() {
 
 /// A call whose client goes away while its write waits (tonic drops the
 /// handler) still has its whole change applied once the write lands: the
-/// commit is counted, the departed member's lease revoked.
+/// commit is counted, the departed member's record deleted.
 #[tokio::test]
 async fn a_change_whose_caller_went_away_is_still_applied_whole() {
-    let (store, leader, handle, caller, lease) = joined().await;
+    let (store, leader, handle, caller) = joined().await;
+    let key = Key::Member {
+        job: JobId::from("j"),
+        member: caller.member.clone(),
+    }
+    .to_string();
+    assert!(store.get(&key).await.expect("get").is_some());
     store.shut.store(true, Ordering::SeqCst);
     let call = |change: fn(&mut Job, &Caller) -> Outcome<()>| {
         let (leader, handle, caller) = (Arc::clone(&leader), Arc::clone(&handle), caller.clone());
@@ -202,10 +205,10 @@ async fn a_change_whose_caller_went_away_is_still_applied_whole() {
     until_held(&store).await;
     leave.abort();
     store.gate.add_permits(1);
-    while store.keep_alive(lease).await.is_ok() {
+    while store.get(&key).await.expect("get").is_some() {
         assert!(
             Instant::now() < deadline,
-            "the member's lease was never revoked"
+            "the member's record was never deleted"
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

@@ -2,19 +2,18 @@
 //! job in memory, and returns the answer with the call's [`Effects`]. None
 //! does I/O; the service applies what they return.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
 use tributary_common::job::JobSpec;
 use tributary_common::plan::generation::CommitPoint;
 
 use super::dynamic::{Unit, UnitRef};
-use super::effects::{Effects, Event, LeaseGrant, Outcome};
+use super::effects::{outcome, Effects, Event, Outcome};
 use super::sync::{Assignment, Resume};
 use super::{Dataset, DynModel, Identity, Job, MemberRecord, State, SyncModel};
 use crate::auth::{chosen_secret, secret_digest};
 use crate::error::{CoordError, Result};
-use crate::store::LeaseId;
 
 /// Who makes a member-scoped call, and the secret that proves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,42 +138,9 @@ fn sync_only(job: &JobId) -> CoordError {
 }
 
 impl Job {
-    /// The lease a Join needs: one of the job's member ttl.
-    fn lease_for_join(&self) -> LeaseGrant {
-        LeaseGrant {
-            ttl: Duration::from_secs(u64::from(self.stored.config.member_ttl_s)),
-        }
-    }
-
-    /// The lease a Join needs, or why the job would refuse it as it
-    /// stands: a refusal costs the store nothing. [`Self::join`] checks
-    /// again, under the same lock as its change.
-    pub fn prepare_join(&self, joiner: &Joiner) -> Result<LeaseGrant> {
-        let Joiner {
-            identity,
-            member,
-            secret,
-            resume,
-        } = joiner;
-        if let State::Sync(model) = &self.state {
-            model.check_join(identity, resume.as_ref())?;
-            Self::skip_check(
-                &self.name,
-                &self.members,
-                model,
-                identity,
-                self.stored.config.member_ttl_s,
-            )?;
-        } else if resume.is_some() {
-            return Err(sync_only(&self.name));
-        } else {
-            grouped_dynamic(&self.name, identity)?;
-        }
-        if self.members.contains_key(member) && self.authorize(member, secret).is_err() {
-            return Err(self.already_joined(member));
-        }
-        self.room_for(member)?;
-        Ok(self.lease_for_join())
+    /// How long a member lives without calling: the job's `member_ttl_s`.
+    pub fn member_ttl(&self) -> Duration {
+        Duration::from_secs(u64::from(self.stored.config.member_ttl_s))
     }
 
     /// Refuses a torchrun rank whose restart count skips past the next one
@@ -249,29 +215,20 @@ impl Job {
         }
     }
 
-    /// A member joins under `lease`, granted for it as
-    /// [`Self::prepare_join`] asked: a sync rank gets its generation (a
-    /// new one for a restart). A member that exists is replaced only by a
-    /// Join carrying its secret, which it keeps; a new member gets the
-    /// secret it brings when that is random enough, else `fresh_secret`.
-    /// A refused Join's effects revoke `lease`.
-    pub fn join(
-        &mut self,
-        joiner: Joiner,
-        fresh_secret: String,
-        lease: LeaseId,
-    ) -> Outcome<Joined> {
-        match self.admit(joiner, fresh_secret, lease) {
-            Ok((response, effects)) => (Ok(response), effects),
-            Err(error) => (Err(error), Effects::revoke(lease)),
-        }
+    /// A member joins at `now`: a sync rank gets its generation (a new one
+    /// for a restart). A member that exists is replaced only by a Join
+    /// carrying its secret, which it keeps; a new member gets the secret it
+    /// brings when that is random enough, else `fresh_secret`. A refused
+    /// Join changes nothing.
+    pub fn join(&mut self, joiner: Joiner, fresh_secret: String, now: Instant) -> Outcome<Joined> {
+        outcome(self.admit(joiner, fresh_secret, now))
     }
 
     fn admit(
         &mut self,
         joiner: Joiner,
         fresh_secret: String,
-        lease: LeaseId,
+        now: Instant,
     ) -> Result<(Joined, Effects)> {
         let Joiner {
             identity,
@@ -280,7 +237,7 @@ impl Job {
             resume,
         } = joiner;
         self.room_for(&member)?;
-        let ttl = self.lease_for_join().ttl;
+        let ttl = self.member_ttl();
         let mut effects = Effects::default();
         let mut response = Joined {
             member: member.clone(),
@@ -295,6 +252,8 @@ impl Job {
         };
         match &mut self.state {
             State::Sync(model) => {
+                // A bad request is refused as such before any wait.
+                model.check_join(&identity, resume.as_ref())?;
                 Self::skip_check(
                     &self.name,
                     &self.members,
@@ -336,7 +295,7 @@ impl Job {
         let replaced = match self.members.get(&member) {
             None => None,
             Some(_) => match self.authorize(&member, &secret) {
-                Ok(old) => Some(old.lease),
+                Ok(old) => Some(old.store_lease()),
                 Err(_) => return Err(self.already_joined(&member)),
             },
         };
@@ -350,36 +309,16 @@ impl Job {
         };
         if let Some(old) = replaced {
             effects.extend(self.remove_member(&member));
-            effects.revoke.push(old);
+            effects.revoke.extend(old);
         }
         let record = MemberRecord {
             identity,
-            lease,
+            lease: 0,
             secret_sha256: secret_digest(&secret),
         };
         response.secret = secret;
-        effects.ops.push(self.add_member(member, record)?);
+        effects.ops.push(self.add_member(member, record, now)?);
         Ok((response, effects))
-    }
-
-    /// The store lease of the calling member, to renew.
-    pub fn lease_of(&self, caller: &Caller) -> Result<LeaseId> {
-        Ok(self.authorize(&caller.member, &caller.secret)?.lease)
-    }
-
-    /// The member's `lease` expired (the store deleted its keys): forget
-    /// the member unless it joined again under another lease meanwhile.
-    /// Nothing is left to write.
-    pub fn lease_expired(&mut self, member: &MemberId, lease: Option<LeaseId>) -> Effects {
-        let current = self.members.get(member).map(|r| r.lease);
-        if current.is_none() || (lease.is_some() && current != lease) {
-            return Effects::default();
-        }
-        let mut effects = self.remove_member(member);
-        // The member's key and its leased units went with the lease.
-        effects.ops.clear();
-        effects.tally.leases_expired = 1;
-        effects
     }
 
     /// The job as one call sees it: the caller's record, checked, beside
@@ -427,7 +366,8 @@ impl Job {
             return Ok((Acquired::Advanced, effects));
         }
         let epoch = model.epoch();
-        let (units, ops) = model.acquire(job.name, &caller.member, job.record.lease, max)?;
+        let (units, ops) =
+            model.acquire(job.name, &caller.member, job.record.store_lease(), max)?;
         if units.is_empty() {
             return Ok((Acquired::Empty(epoch), Effects::ops(ops)));
         }
@@ -510,12 +450,13 @@ impl Job {
         Ok(((), effects))
     }
 
-    /// The calling member leaves: forgotten, its lease revoked, its units
-    /// back in the pool.
+    /// The calling member leaves: forgotten, its units back in the pool.
     pub fn leave(&mut self, caller: &Caller) -> Result<((), Effects)> {
-        let lease = self.lease_of(caller)?;
+        let lease = self
+            .authorize(&caller.member, &caller.secret)?
+            .store_lease();
         let mut effects = self.remove_member(&caller.member);
-        effects.revoke.push(lease);
+        effects.revoke.extend(lease);
         effects.wake = true;
         Ok(((), effects))
     }

@@ -1,8 +1,8 @@
 //! Dynamic mode: the epoch's units leased to whoever asks.
 //!
-//! A unit is leased under the member's store lease, so when the member stops
-//! renewing it, the store deletes the unit's lease key and the leader returns
-//! the unit to the pool at once. An ack moves a unit from leased to acked,
+//! A unit is leased to a member until it acks it; when the member stops
+//! calling, the leader forgets it (`liveness`), deletes the unit's lease
+//! key and returns the unit to the pool at once. An ack moves a unit from leased to acked,
 //! exactly once: an ack from a member that no longer holds the unit fails.
 //! When every unit of the epoch is acked, the next epoch opens.
 
@@ -130,12 +130,13 @@ impl DynModel {
         Ok(Some(ops))
     }
 
-    /// Leases up to `max` units to `member` (under its store `lease`).
+    /// Leases up to `max` units to `member` (their keys under the store
+    /// `lease` of a member an earlier coordinator admitted, if any).
     pub fn acquire(
         &mut self,
         job: &JobId,
         member: &MemberId,
-        lease: LeaseId,
+        lease: Option<LeaseId>,
         max: usize,
     ) -> Result<(Vec<Unit>, Vec<Op>)> {
         let got = self.pool.lease(member, max);
@@ -147,7 +148,7 @@ impl DynModel {
                     epoch: self.epoch,
                     unit,
                 };
-                leased_put(key, member, Some(lease))
+                leased_put(key, member, lease)
             })
             .collect::<Result<_>>()?;
         let units = got
@@ -243,7 +244,7 @@ mod tests {
         };
         let mut model = DynModel::new(&config, &dataset, Epoch(0));
         let (job, a, b) = (JobId::from("job"), MemberId::from("a"), MemberId::from("b"));
-        let (units, _) = model.acquire(&job, &a, 1, 1).expect("acquire");
+        let (units, _) = model.acquire(&job, &a, None, 1).expect("acquire");
         let unit = UnitRef {
             epoch: Epoch(0),
             unit: units[0].id,

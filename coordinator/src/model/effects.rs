@@ -3,8 +3,6 @@
 //! `Leader::apply`, the one place that writes the store,
 //! revokes leases, broadcasts events and wakes waiting calls.
 
-use std::time::Duration;
-
 use serde::Serialize;
 use tributary_common::ids::{Epoch, Generation};
 
@@ -21,16 +19,6 @@ pub enum Event {
     PoolChanged(Epoch),
 }
 
-/// A store lease a member's record needs before the model can take it: a
-/// Join's. The leader grants it (outside any lock) and passes the lease
-/// to the model, which revokes it
-/// through [`Effects::revoke`] if it refuses the Join.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use]
-pub struct LeaseGrant {
-    pub ttl: Duration,
-}
-
 /// The consequences of one change, applied in this order: `ops` written
 /// (group commit), then `revoke`d leases, then `events` broadcast and
 /// waiting Acquires woken (`wake`).
@@ -39,8 +27,9 @@ pub struct LeaseGrant {
 pub struct Effects {
     /// Store writes that make the change durable, in the model's order.
     pub ops: Vec<Op>,
-    /// Leases to revoke once the writes are durable (a replaced or departed
-    /// member's, or a refused Join's).
+    /// Store leases to revoke once the writes are durable (a replaced,
+    /// departed or expired member's, if an earlier coordinator put its keys
+    /// under one).
     pub revoke: Vec<LeaseId>,
     /// Told to the job's watchers once the writes are durable.
     pub events: Vec<Event>,
@@ -80,14 +69,6 @@ impl Effects {
     pub fn ops(ops: Vec<Op>) -> Self {
         Self {
             ops,
-            ..Self::default()
-        }
-    }
-
-    /// Effects of revoking `lease` alone.
-    pub fn revoke(lease: LeaseId) -> Self {
-        Self {
-            revoke: vec![lease],
             ..Self::default()
         }
     }

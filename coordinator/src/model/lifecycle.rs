@@ -8,10 +8,10 @@ use tributary_common::ids::MemberId;
 
 use super::calls::Caller;
 use super::effects::{put, Effects, Outcome};
-use super::{Job, State};
+use super::{Job, MemberRecord, State};
 use crate::error::Result;
 use crate::keys::{self, Key};
-use crate::store::{LeaseId, Op};
+use crate::store::Op;
 
 /// What the leader has seen of one member since it took over.
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +62,9 @@ impl Job {
         if !self.members.contains_key(member) {
             return;
         }
+        if let Some(renewed) = self.renewed.get_mut(member) {
+            *renewed = now;
+        }
         let seen = self.seen.entry(member.clone()).or_insert(Seen {
             at: now,
             samples: 0,
@@ -105,11 +108,12 @@ impl Job {
         (answer, effects)
     }
 
-    /// The calling member's lease, to renew; the call recorded at `now`.
-    pub fn renew(&mut self, caller: &Caller, now: Instant) -> Result<LeaseId> {
-        let lease = self.lease_of(caller)?;
+    /// The calling member's KeepAlive at `now`: it lives another
+    /// [`Job::member_ttl`], which is returned.
+    pub fn renew(&mut self, caller: &Caller, now: Instant) -> Result<std::time::Duration> {
+        self.authorize(&caller.member, &caller.secret)?;
         self.touch(&caller.member, now, Progress::None);
-        Ok(lease)
+        Ok(self.member_ttl())
     }
 
     /// Whether every epoch is done.
@@ -145,14 +149,19 @@ impl Job {
         }
     }
 
-    /// Deletes the job: every key under its prefix, its members' leases.
+    /// Deletes the job: every key under its prefix, its members' store
+    /// leases (an earlier coordinator's).
     /// Every later change of this model is refused ([`Job::deleted`]).
     pub fn delete(&mut self) -> Effects {
         self.deleted = true;
         let mut effects = Effects::ops(vec![Op::DeletePrefix {
             prefix: keys::job(&self.name),
         }]);
-        effects.revoke = self.members.values().map(|r| r.lease).collect();
+        effects.revoke = self
+            .members
+            .values()
+            .filter_map(MemberRecord::store_lease)
+            .collect();
         effects.wake = true;
         self.forget_members();
         self.seen.clear();

@@ -10,6 +10,7 @@
 //! - `calls`: one method per member call (join, assignment, acquire,
 //!   report, commit, leave);
 //! - `lifecycle`: what the leader has seen of each member, the job's end;
+//! - `liveness`: members forgotten once they stop calling;
 //! - `status`: what GetStatus and ListJobs show;
 //! - [`sync`], `dynamic`: the two modes' state;
 //! - [`effects`]: what a change asks of the world.
@@ -18,6 +19,7 @@ mod calls;
 mod dynamic;
 pub mod effects;
 mod lifecycle;
+mod liveness;
 mod status;
 pub mod sync;
 
@@ -37,7 +39,7 @@ use crate::store::{KeyValue, LeaseId, Op};
 
 pub use calls::{Acquired, Caller, Joined, Joiner};
 pub use dynamic::{DynModel, Unit, UnitRef};
-pub use effects::{outcome, Effects, Event, LeaseGrant, Outcome, Tally};
+pub use effects::{outcome, Effects, Event, Outcome, Tally};
 pub use lifecycle::{Progress, Seen, SeenMembers};
 pub use status::{JobStatus, JobSummary, MemberStatus, ModeStatus, RankProgress, Rates};
 pub use sync::{Assignment, SyncModel};
@@ -84,16 +86,33 @@ pub struct GenMeta {
     pub ranks: Option<u32>,
 }
 
-/// A member, stored under its lease.
+/// A member. Its liveness is the leader's to judge (`liveness`): the
+/// record is stored under no lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberRecord {
     pub identity: Identity,
+    /// The store lease an earlier coordinator put the member's keys under
+    /// (0: none). Such a member is forgotten when the store deletes its
+    /// record, as it was then; nobody renews the lease any more.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub lease: LeaseId,
     /// SHA-256 (hex) of the secret the member got at Join; every
     /// member-scoped call must carry the secret. Empty in records written
     /// before secrets existed: such a member must join again.
     #[serde(default)]
     pub secret_sha256: String,
+}
+
+fn is_zero(lease: &LeaseId) -> bool {
+    *lease == 0
+}
+
+impl MemberRecord {
+    /// The store lease the member's keys go under: an earlier coordinator's,
+    /// if any.
+    pub fn store_lease(&self) -> Option<LeaseId> {
+        (self.lease != 0).then_some(self.lease)
+    }
 }
 
 /// The dataset facts planning needs: one dataset's shards, or several
@@ -124,6 +143,8 @@ pub struct Job {
     pub finished_at: Option<u64>,
     /// What this leader has seen of each member (not stored).
     pub seen: SeenMembers,
+    /// When each member last called (not stored: `liveness`).
+    pub(crate) renewed: liveness::Renewals,
     /// Deleted: every change is refused; the handle is on its way out.
     pub deleted: bool,
     /// The most live members a Join may bring the job to (the leader's
@@ -179,6 +200,7 @@ impl Job {
             state,
             finished_at: None,
             seen: SeenMembers::new(),
+            renewed: liveness::Renewals::new(),
             deleted: false,
             member_cap: usize::MAX,
             fleet: Fleet::default(),
@@ -199,6 +221,7 @@ impl Job {
     pub(crate) fn forget_members(&mut self) {
         self.fleet.remove(self.members.len() as u64, self.ttl_s());
         self.members.clear();
+        self.renewed.clear();
     }
 
     /// The job's `member_ttl_s`.
@@ -304,6 +327,9 @@ impl Job {
         };
         let mut job = Self::new(name.clone(), stored, dataset, state);
         job.fleet.add(members.len() as u64, job.ttl_s());
+        // A leader that takes over gives every member a whole TTL.
+        let now = std::time::Instant::now();
+        job.renewed = members.keys().map(|m| (m.clone(), now)).collect();
         job.members = members;
         job.finished_at = finished_at;
         if let (Some(_), State::Sync(model)) = (finished_at, &mut job.state) {
@@ -339,23 +365,29 @@ impl Job {
         Ok(record)
     }
 
-    /// Adds a member under its record's lease; returns the op that stores it.
-    pub fn add_member(&mut self, member: MemberId, record: MemberRecord) -> Result<Op> {
+    /// Adds a member, alive as of `now`; returns the op that stores it.
+    pub fn add_member(
+        &mut self,
+        member: MemberId,
+        record: MemberRecord,
+        now: std::time::Instant,
+    ) -> Result<Op> {
         let op = effects::leased_put(
             Key::Member {
                 job: self.name.clone(),
                 member: member.clone(),
             },
             &record,
-            Some(record.lease),
+            record.store_lease(),
         )?;
+        self.renewed.insert(member.clone(), now);
         if self.members.insert(member, record).is_none() {
             self.fleet.add(1, self.ttl_s());
         }
         Ok(op)
     }
 
-    /// Forgets a member (it left, or its lease expired); its leased units
+    /// Forgets a member (it left, or stopped calling); its leased units
     /// return to the pool. Returns the effects to apply: none when the job
     /// had no such member.
     pub fn remove_member(&mut self, member: &MemberId) -> Effects {
@@ -364,6 +396,7 @@ impl Job {
         }
         self.fleet.remove(1, self.ttl_s());
         self.seen.remove(member);
+        self.renewed.remove(member);
         let mut effects = Effects::ops(vec![Op::Delete {
             key: Key::Member {
                 job: self.name.clone(),

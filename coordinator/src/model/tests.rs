@@ -1,6 +1,7 @@
 //! The model's calls, their effects, and loading what they stored.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use tributary_common::ids::{Epoch, Generation, JobId, MemberId};
 use tributary_common::proto::v1;
@@ -25,6 +26,10 @@ fn stored(mode: v1::Mode) -> StoredJob {
         samples: 32,
         shards: 2,
     }
+}
+
+fn now() -> Instant {
+    Instant::now()
 }
 
 fn dataset() -> Dataset {
@@ -88,51 +93,42 @@ fn created(mode: v1::Mode) -> (Job, Kv) {
 }
 
 #[test]
-fn a_refused_join_revokes_the_lease_granted_for_it() {
+fn a_refused_join_writes_nothing_and_a_rejoin_keeps_the_secret() {
     let (mut job, mut kv) = created(v1::Mode::Sync);
     let member = MemberId::from("run.0.0");
-    let (joined, effects) = job.join(joiner(rank(0), member.clone(), ""), "f".repeat(32), 10);
+    let (joined, effects) = job.join(joiner(rank(0), member.clone(), ""), "f".repeat(32), now());
     let joined = joined.expect("join");
     assert_eq!(joined.secret, "f".repeat(32));
+    assert_eq!(joined.ttl, job.member_ttl());
     assert!(effects.revoke.is_empty(), "{effects:?}");
     assert_eq!(effects.events, [Event::Generation(Generation(0))]);
     kv.apply(&effects);
 
     // A name on a sync job, and the member again without its secret: both
-    // refused, each giving back the lease granted for it.
+    // refused, neither writing anything.
     let name = Identity::Name("n".into());
-    assert!(job
-        .prepare_join(&joiner(name.clone(), MemberId::from("n"), ""))
-        .is_err());
-    let (refused, effects) = job.join(joiner(name, MemberId::from("n"), ""), "f".repeat(32), 11);
+    let (refused, effects) = job.join(joiner(name, MemberId::from("n"), ""), "f".repeat(32), now());
     assert!(refused.is_err());
-    assert_eq!((effects.revoke, effects.ops.len()), (vec![11], 0));
-    assert!(matches!(
-        job.prepare_join(&joiner(rank(0), member.clone(), "wrong")),
-        Err(CoordError::AlreadyJoined { .. })
-    ));
-    let (refused, effects) = job.join(joiner(rank(0), member.clone(), "wrong"), "0".repeat(32), 12);
-    assert!(matches!(refused, Err(CoordError::AlreadyJoined { .. })));
-    assert_eq!(effects.revoke, [12]);
-
-    // With its secret the member is replaced: the old lease goes, once the
-    // new record is written.
-    let grant = job
-        .prepare_join(&joiner(rank(0), member.clone(), &joined.secret))
-        .expect("prepare");
-    assert_eq!(
-        grant.ttl.as_secs(),
-        u64::from(job.stored.config.member_ttl_s)
+    assert_eq!((effects.revoke.len(), effects.ops.len()), (0, 0));
+    let (refused, effects) = job.join(
+        joiner(rank(0), member.clone(), "wrong"),
+        "0".repeat(32),
+        now(),
     );
+    assert!(matches!(refused, Err(CoordError::AlreadyJoined { .. })));
+    assert_eq!((effects.revoke.len(), effects.ops.len()), (0, 0));
+
+    // With its secret the member is replaced, keeping the secret; its
+    // record is stored under no lease.
     let (again, effects) = job.join(
         joiner(rank(0), member.clone(), &joined.secret),
         "0".repeat(32),
-        13,
+        now(),
     );
     assert_eq!(again.expect("rejoin").secret, joined.secret);
-    assert_eq!(effects.revoke, [10]);
+    assert!(effects.revoke.is_empty(), "{effects:?}");
     kv.apply(&effects);
-    assert_eq!(job.member(&member).expect("member").lease, 13);
+    assert_eq!(job.member(&member).expect("member").store_lease(), None);
     assert_eq!(kv.load(&job.name).expect("load").members, job.members);
 }
 
@@ -141,9 +137,9 @@ fn a_dynamic_job_loads_back_what_its_calls_stored() {
     let (mut job, mut kv) = created(v1::Mode::Dynamic);
     let (a, b) = (MemberId::from("a"), MemberId::from("b"));
     let mut callers = Vec::new();
-    for (member, lease) in [(&a, 1), (&b, 2)] {
+    for member in [&a, &b] {
         let name = Identity::Name(member.to_string());
-        let (joined, effects) = job.join(joiner(name, member.clone(), ""), "e".repeat(32), lease);
+        let (joined, effects) = job.join(joiner(name, member.clone(), ""), "e".repeat(32), now());
         kv.apply(&effects);
         callers.push(Caller {
             member: member.clone(),
@@ -174,7 +170,7 @@ fn a_dynamic_job_loads_back_what_its_calls_stored() {
     // b leaves: its unit returns to the pool, in the store as in memory.
     let (left, effects) = job.leave(&callers[1]).expect("leave");
     let () = left;
-    assert_eq!(effects.revoke, [2]);
+    assert!(effects.revoke.is_empty(), "no store lease: {effects:?}");
     assert!(effects.wake);
     assert_eq!(effects.events, [Event::PoolChanged(Epoch(0))]);
     kv.apply(&effects);
@@ -187,7 +183,8 @@ fn a_sync_job_loads_back_its_generations_and_commit() {
     let mut callers = Vec::new();
     for r in 0..2 {
         let member = MemberId::from(format!("run.0.{r}"));
-        let (joined, effects) = job.join(joiner(rank(r), member.clone(), ""), "d".repeat(32), 5);
+        let (joined, effects) =
+            job.join(joiner(rank(r), member.clone(), ""), "d".repeat(32), now());
         kv.apply(&effects);
         callers.push(Caller {
             member,
@@ -267,18 +264,70 @@ fn a_stored_unit_the_epoch_does_not_have_fails_the_load_naming_its_key() {
 }
 
 #[test]
-fn an_expired_lease_forgets_its_member_only_if_it_did_not_join_again() {
-    let (mut job, _) = created(v1::Mode::Dynamic);
-    let a = MemberId::from("a");
-    let (joined, _) = job.join(
-        joiner(Identity::Name("a".into()), a.clone(), ""),
-        "c".repeat(32),
-        7,
+fn a_member_that_stops_calling_is_forgotten_after_its_ttl_with_its_units() {
+    let (mut job, mut kv) = created(v1::Mode::Dynamic);
+    let (a, b) = (MemberId::from("a"), MemberId::from("b"));
+    let start = now();
+    let ttl = job.member_ttl();
+    let mut callers = Vec::new();
+    for member in [&a, &b] {
+        let name = Identity::Name(member.to_string());
+        let (joined, effects) = job.join(joiner(name, member.clone(), ""), "c".repeat(32), start);
+        kv.apply(&effects);
+        callers.push(Caller {
+            member: member.clone(),
+            secret: joined.expect("join").secret,
+        });
+    }
+    let (got, effects) = job.acquire(&callers[0], 2).expect("acquire");
+    assert!(matches!(got, Acquired::Units { .. }), "{got:?}");
+    kv.apply(&effects);
+    // "b" calls half a TTL later; "a" never again.
+    let half = start + ttl / 2;
+    job.renew(&callers[1], half).expect("b is alive");
+    assert!(!job.any_expired(start + ttl));
+    let (gone, effects) = job.expire(start + ttl);
+    assert!(gone.is_empty() && effects.ops.is_empty(), "{effects:?}");
+    let later = start + ttl + Duration::from_millis(1);
+    assert!(job.any_expired(later));
+    let (gone, effects) = job.expire(later);
+    assert_eq!(gone, [a.clone()]);
+    assert_eq!(effects.tally.leases_expired, 1);
+    assert_eq!(effects.tally.units_reassigned, 2, "a's units return");
+    assert!(effects.wake && effects.revoke.is_empty(), "{effects:?}");
+    kv.apply(&effects);
+    assert!(!job.members.contains_key(&a) && job.members.contains_key(&b));
+    // The store holds what the model does: a's record and leases are gone.
+    let loaded = kv.load(&job.name).expect("load");
+    assert_eq!(loaded.members, job.members);
+    assert_eq!(
+        loaded.status().mode,
+        job.status().mode,
+        "a's units are in the pool"
     );
-    joined.expect("join");
-    assert!(job.lease_expired(&a, Some(6)).is_empty());
-    assert!(job.members.contains_key(&a));
-    let effects = job.lease_expired(&a, Some(7));
+    // The member's calls are refused; it may join again.
+    assert!(matches!(
+        job.renew(&callers[0], later),
+        Err(CoordError::UnknownMember { .. })
+    ));
+    // A leader that loads the job gives "b" a whole TTL from the load.
+    assert!(!loaded.any_expired(now() + ttl / 2));
+}
+
+#[test]
+fn a_store_lease_taking_a_record_forgets_only_a_member_under_one() {
+    let (mut job, _) = created(v1::Mode::Dynamic);
+    let (a, b) = (MemberId::from("a"), MemberId::from("b"));
+    for member in [&a, &b] {
+        let name = Identity::Name(member.to_string());
+        let (joined, _) = job.join(joiner(name, member.clone(), ""), "c".repeat(32), now());
+        joined.expect("join");
+    }
+    // "a" was admitted by an earlier coordinator, under a lease of its own.
+    job.members.get_mut(&a).expect("a").lease = 7;
+    assert!(job.lease_expired(&b).is_empty(), "b is the leader's alone");
+    assert!(job.members.contains_key(&b));
+    let effects = job.lease_expired(&a);
     assert!(effects.ops.is_empty() && effects.wake, "{effects:?}");
     assert!(!job.members.contains_key(&a));
 }
@@ -314,7 +363,7 @@ fn generations_of_epochs_behind_the_commit_are_compacted_and_the_job_loads_back(
             let (identity, member) = solo(restart);
             restart += 1;
             let (joined, effects) =
-                job.join(joiner(identity, member.clone(), ""), "c".repeat(32), 7);
+                job.join(joiner(identity, member.clone(), ""), "c".repeat(32), now());
             kv.apply(&effects);
             let joined = joined.expect("join");
             let caller = Caller {
@@ -382,7 +431,7 @@ fn a_finished_job_records_when_once_and_a_deleted_one_leaves_no_key() {
     let (joined, effects) = job.join(
         joiner(Identity::Name("a".into()), member.clone(), ""),
         "b".repeat(32),
-        3,
+        now(),
     );
     kv.apply(&effects);
     let caller = Caller {
@@ -423,7 +472,7 @@ fn a_finished_job_records_when_once_and_a_deleted_one_leaves_no_key() {
 
     let effects = job.delete();
     assert!(job.deleted && job.members.is_empty());
-    assert_eq!(effects.revoke, [3]);
+    assert!(effects.revoke.is_empty(), "no store lease: {effects:?}");
     kv.apply(&effects);
     assert!(kv.0.is_empty(), "{:?}", kv.0.keys());
 }
@@ -450,7 +499,7 @@ fn a_grouped_sync_job_answers_each_rank_its_group_and_loads_back() {
     let (mut job, mut kv) = created(v1::Mode::Sync);
     for r in 0..4 {
         let member = MemberId::from(format!("run.0.{r}"));
-        let (joined, effects) = job.join(joiner(peer(r), member, ""), "e".repeat(32), 5);
+        let (joined, effects) = job.join(joiner(peer(r), member, ""), "e".repeat(32), now());
         let joined = joined.expect("join");
         assert_eq!((joined.rank, joined.world), (r / 2, 2), "rank {r}'s group");
         kv.apply(&effects);
@@ -480,18 +529,15 @@ fn a_grouped_sync_job_answers_each_rank_its_group_and_loads_back() {
 fn a_dynamic_job_refuses_a_data_parallel_member() {
     let (mut job, _) = created(v1::Mode::Dynamic);
     let member = MemberId::from("run.0.1");
-    let error = job
-        .prepare_join(&joiner(peer(1), member.clone(), ""))
-        .expect_err("dynamic");
+    let (refused, effects) = job.join(joiner(peer(1), member, ""), "e".repeat(32), now());
+    let error = refused.expect_err("dynamic");
     assert!(
         error
             .to_string()
             .contains("data_parallel=(0, 2) is for sync jobs"),
         "{error}"
     );
-    let (refused, effects) = job.join(joiner(peer(1), member, ""), "e".repeat(32), 7);
-    assert!(refused.is_err());
-    assert_eq!((effects.revoke, effects.ops.len()), (vec![7], 0));
+    assert_eq!((effects.revoke.len(), effects.ops.len()), (0, 0));
     assert!(job.members.is_empty());
 }
 
@@ -503,28 +549,23 @@ fn a_join_past_the_member_cap_is_refused_and_a_member_replacing_itself_is_not() 
     let mut secrets = Vec::new();
     for n in ["a", "b"] {
         let (identity, member) = name(n);
-        let (joined, _) = job.join(joiner(identity, member, ""), "c".repeat(32), 7);
+        let (joined, _) = job.join(joiner(identity, member, ""), "c".repeat(32), now());
         secrets.push(joined.expect("within the cap").secret);
     }
     let (identity, member) = name("c");
     let refused = joiner(identity, member, "");
-    let error = job.prepare_join(&refused).expect_err("over the cap");
+    let (answer, effects) = job.join(refused, "d".repeat(32), now());
+    let error = answer.expect_err("over the cap");
     assert!(matches!(error, CoordError::Exhausted(_)), "{error}");
     assert!(
         error.to_string().contains("--max-members-per-job 2"),
         "{error}"
     );
-    let (answer, effects) = job.join(refused, "d".repeat(32), 8);
-    assert!(answer.is_err(), "join checks the cap again under its lock");
-    assert_eq!(
-        effects.revoke,
-        vec![8],
-        "the refused join's lease is revoked"
-    );
+    assert_eq!((effects.revoke.len(), effects.ops.len()), (0, 0));
     assert_eq!(job.members.len(), 2);
     // "a" joining again with its secret takes no new room.
     let (identity, member) = name("a");
-    let (again, _) = job.join(joiner(identity, member, &secrets[0]), "e".repeat(32), 9);
+    let (again, _) = job.join(joiner(identity, member, &secrets[0]), "e".repeat(32), now());
     again.expect("a member replacing itself");
 }
 
@@ -532,34 +573,34 @@ fn a_join_past_the_member_cap_is_refused_and_a_member_replacing_itself_is_not() 
 fn a_restart_that_skips_ahead_waits_for_the_live_generation_and_one_step_does_not() {
     let (mut job, _) = created(v1::Mode::Sync);
     let (identity, first) = solo(0);
-    let (joined, _) = job.join(joiner(identity, first, ""), "a".repeat(32), 1);
+    let (joined, _) = job.join(joiner(identity, first, ""), "a".repeat(32), now());
     joined.expect("restart 0");
     // Restart 2 (2^40 in the reproduction) while restart 0's member lives:
     // refused as ALREADY_EXISTS, which the client's Join retries.
     let (identity, skipping) = solo(2);
-    let error = job
-        .prepare_join(&joiner(identity.clone(), skipping.clone(), ""))
-        .expect_err("a skip past a live generation");
+    let (answer, effects) = job.join(joiner(identity, skipping, ""), "b".repeat(32), now());
+    let error = answer.expect_err("a skip past a live generation");
     assert!(matches!(error, CoordError::Stranding(_)), "{error}");
     assert_eq!(
         tonic::Status::from(error).code(),
         tonic::Code::AlreadyExists
     );
-    let (answer, effects) = job.join(joiner(identity, skipping, ""), "b".repeat(32), 2);
-    assert!(answer.is_err(), "checked again under the job's lock");
-    assert_eq!(effects.revoke, vec![2]);
+    assert!(effects.ops.is_empty(), "{effects:?}");
     // One step ahead, as torchrun restarts: joins at once.
     let (identity, next) = solo(1);
-    let (joined, _) = job.join(joiner(identity, next.clone(), ""), "c".repeat(32), 3);
+    let start = now();
+    let (joined, _) = job.join(joiner(identity, next.clone(), ""), "c".repeat(32), start);
     joined.expect("restart 1");
     // Restart 3 waits for restart 1's member; once it expired, it joins.
     let (identity, later) = solo(3);
-    assert!(job
-        .prepare_join(&joiner(identity.clone(), later.clone(), ""))
-        .is_err());
-    let _forgotten = job.lease_expired(&next, Some(3));
-    let grant = job
-        .prepare_join(&joiner(identity, later, ""))
-        .expect("the live generation is gone");
-    assert!(grant.ttl > std::time::Duration::ZERO);
+    let (answer, _) = job.join(
+        joiner(identity.clone(), later.clone(), ""),
+        "d".repeat(32),
+        now(),
+    );
+    assert!(answer.is_err(), "restart 1's member lives");
+    let (gone, _) = job.expire(start + job.member_ttl() + Duration::from_millis(1));
+    assert!(gone.contains(&next), "{gone:?}");
+    let (answer, _) = job.join(joiner(identity, later, ""), "d".repeat(32), now());
+    answer.expect("the live generation is gone");
 }

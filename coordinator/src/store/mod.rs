@@ -18,10 +18,12 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use tokio::sync::watch;
 
+mod cached;
 pub mod conformance;
 mod etcd;
 mod memory;
 
+pub use cached::{CachedLeader, LEADER_CACHE};
 pub use etcd::{Deadlines, EtcdElection, EtcdOptions, EtcdStore, EtcdTls};
 pub use memory::{MemoryElection, MemoryStore};
 

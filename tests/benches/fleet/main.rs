@@ -1,5 +1,6 @@
 //! A fleet of simulated ranks against the release coordinator, to see what
-//! one sync job of N ranks costs it (issue 31).
+//! one sync job of N ranks (or, with `--dynamic`, one dynamic job of N
+//! members) costs it.
 //!
 //! Per rank count: starts a real etcd on loopback, the `tributary
 //! coordinator` binary of this profile as its own process (so its CPU and
@@ -17,7 +18,13 @@
 //! cargo build --release -p tributary-cli
 //! cargo bench -p tributary-tests --bench fleet -- --ranks 256,1024,4096
 //! cargo bench -p tributary-tests --bench fleet -- --ranks 16384 --step-ms 2000 --ttl-s 60
+//! cargo bench -p tributary-tests --bench fleet -- --dynamic --ranks 4096
 //! ```
+//!
+//! After each run it asks the coordinator for the job's status: a replica
+//! that lost its leadership under the load (or stopped answering) fails
+//! the run, and so does any failed call with `--require-clean` (what the CI
+//! run asserts).
 //!
 //! `TRIBUTARY_BIN` names another coordinator binary. Needs the `etcd`
 //! binary (`scripts/setup.sh` installs it).
@@ -78,6 +85,13 @@ struct Args {
     samples: u32,
     #[arg(long, default_value_t = 64)]
     per_shard: u32,
+    /// One dynamic job of N members (acquire a unit, ack it, every step)
+    /// instead of a sync job of N ranks.
+    #[arg(long)]
+    dynamic: bool,
+    /// Exit non-zero if any call failed.
+    #[arg(long)]
+    require_clean: bool,
     /// More flags for the coordinator, space separated.
     #[arg(long, default_value = "")]
     coordinator_flags: String,
@@ -140,7 +154,12 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
                 batch_size: 1,
                 epochs: 1000,
                 member_ttl_s: args.ttl_s,
-                mode: v1::Mode::Sync as i32,
+                mode: if args.dynamic {
+                    v1::Mode::Dynamic
+                } else {
+                    v1::Mode::Sync
+                } as i32,
+                unit_samples: args.per_shard,
                 ..v1::JobConfig::default()
             },
         ))
@@ -154,6 +173,7 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
         job,
         digest: digest.to_owned(),
         world: ranks,
+        dynamic: args.dynamic,
         step: Duration::from_millis(args.step_ms),
         commit_every: args.commit_every.max(1),
         window: Mutex::new(None),
@@ -194,7 +214,7 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
     for task in tasks {
         tally.merge(task.await.expect("rank task"));
     }
-    let timed_steady: usize = [Rpc::Report, Rpc::Commit, Rpc::KeepAlive]
+    let timed_steady: usize = [Rpc::Report, Rpc::Commit, Rpc::KeepAlive, Rpc::Acquire]
         .iter()
         .filter_map(|rpc| tally.micros.get(rpc).map(Vec::len))
         .sum();

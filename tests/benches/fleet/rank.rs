@@ -1,8 +1,10 @@
 //! One simulated rank: the calls `tributary_worker::coordinated` makes for a
 //! sync rank (Join with the dataset's digest, GetAssignment, a Report every
-//! step, a Commit every few steps, a KeepAlive every third of the TTL),
-//! without reading or decoding anything. Each call's latency and each
-//! failure's status code are kept for the table.
+//! step, a Commit every few steps, a KeepAlive every third of the TTL), or
+//! for a member of a dynamic job (Join, then every step a Report acking the
+//! unit it held and an Acquire of the next), without reading or decoding
+//! anything. Each call's latency and each failure's status code are kept
+//! for the table.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -14,7 +16,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 use tributary_common::proto::v1::{self, coordinator_client::CoordinatorClient};
-use tributary_tests::coordinator::{torchrun_join, MemberCalls};
+use tributary_tests::coordinator::{named_join, torchrun_join, unit_refs, MemberCalls};
 
 /// The calls a rank makes, in table order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -24,15 +26,17 @@ pub enum Rpc {
     Report,
     Commit,
     KeepAlive,
+    Acquire,
 }
 
 impl Rpc {
-    pub const ALL: [Rpc; 5] = [
+    pub const ALL: [Rpc; 6] = [
         Rpc::Join,
         Rpc::Assignment,
         Rpc::Report,
         Rpc::Commit,
         Rpc::KeepAlive,
+        Rpc::Acquire,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +46,7 @@ impl Rpc {
             Rpc::Report => "Report",
             Rpc::Commit => "Commit",
             Rpc::KeepAlive => "KeepAlive",
+            Rpc::Acquire => "Acquire",
         }
     }
 }
@@ -53,6 +58,8 @@ pub struct Plan {
     pub job: String,
     pub digest: String,
     pub world: u32,
+    /// A dynamic job's members instead of a sync job's ranks.
+    pub dynamic: bool,
     pub step: Duration,
     pub commit_every: u64,
     /// The steady window: calls started inside it are timed and counted.
@@ -126,10 +133,22 @@ fn stopped(plan: &Plan, at: Instant) -> bool {
         .is_some_and(|stop| at >= stop)
 }
 
+/// Counts a rank that holds its first part (or unit); the last one ends
+/// the join storm.
+fn arrived(plan: &Plan) {
+    if plan.assigned.fetch_add(1, Ordering::SeqCst) + 1 == plan.world as usize {
+        *plan.storm_end.lock().expect("storm") = Some(Instant::now());
+        plan.storm_over.notify_one();
+    }
+}
+
 /// Rank `rank`: joins, takes its part of epoch 0, then reports, commits and
 /// renews until the run stops. A rank whose Join or assignment fails gives
 /// up (its error counted).
 pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
+    if plan.dynamic {
+        return run_dynamic(plan, channel, rank).await;
+    }
     let mut client = CoordinatorClient::new(channel);
     let mut tally = Tally::default();
     let join = v1::JoinRequest {
@@ -147,10 +166,7 @@ pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
     else {
         return tally;
     };
-    if plan.assigned.fetch_add(1, Ordering::SeqCst) + 1 == plan.world as usize {
-        *plan.storm_end.lock().expect("storm") = Some(Instant::now());
-        plan.storm_over.notify_one();
-    }
+    arrived(&plan);
     let part: u64 = assignment
         .spans
         .iter()
@@ -188,6 +204,60 @@ pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
         if step.is_multiple_of(plan.commit_every) {
             let commit = calls.commit(assignment.generation, samples);
             let _ = tally.call(Rpc::Commit, timed, client.commit(commit)).await;
+        }
+    }
+}
+
+/// Member `n` of a dynamic job: joins, then every step acks the unit it
+/// holds (a Report) and acquires the next, renewing every third of the
+/// TTL, until the run stops. A member whose Join fails gives up.
+async fn run_dynamic(plan: Arc<Plan>, channel: Channel, n: u32) -> Tally {
+    let mut client = CoordinatorClient::new(channel);
+    let mut tally = Tally::default();
+    let join = named_join(&plan.job, &format!("m{n}"), "");
+    let Some(joined) = tally.call(Rpc::Join, true, client.join(join)).await else {
+        return tally;
+    };
+    let calls = MemberCalls::own(&plan.job, &joined);
+    let member = calls.member();
+    let mut held = Vec::new();
+    let mut first = true;
+    let start = Instant::now() + plan.step * n / plan.world;
+    let renew_every = Duration::from_millis(u64::from(joined.ttl_ms.max(300)) / 3);
+    let (mut next_step, mut next_renewal) = (start, Instant::now() + renew_every);
+    loop {
+        let at = if first {
+            Instant::now()
+        } else {
+            next_step.min(next_renewal)
+        };
+        tokio::time::sleep_until(at).await;
+        if stopped(&plan, at) {
+            return tally;
+        }
+        let timed = first || in_window(&plan, at);
+        if !first && at == next_renewal {
+            next_renewal += renew_every;
+            let renew = client.keep_alive(member.clone());
+            let _ = tally.call(Rpc::KeepAlive, timed, renew).await;
+            continue;
+        }
+        if !held.is_empty() {
+            let report = v1::ReportRequest {
+                acked: std::mem::take(&mut held),
+                ..calls.report(0, 0)
+            };
+            let _ = tally.call(Rpc::Report, timed, client.report(report)).await;
+        }
+        let acquire = client.acquire(calls.acquire(1));
+        if let Some(got) = tally.call(Rpc::Acquire, timed, acquire).await {
+            held = unit_refs(&got.units);
+        }
+        if first {
+            first = false;
+            arrived(&plan);
+        } else {
+            next_step += plan.step;
         }
     }
 }

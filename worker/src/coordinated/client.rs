@@ -1,8 +1,8 @@
 //! A coordinator client that follows the leader: a "not leader" answer
 //! names the leader, and the call is retried there; an unreachable replica
-//! (killed, restarting, frozen) is retried on the next endpoint with backoff
-//! until a deadline, so ranks ride out a leader change without losing their
-//! place.
+//! (killed, restarting, frozen) is retried on the next endpoint with
+//! jittered backoff until a deadline, so ranks ride out a leader change
+//! without losing their place, and without retrying all at once.
 //!
 //! Every call has a deadline of its own ([`Client::with_call_timeout`]; a
 //! long poll gets its wait on top), and the connection sends HTTP/2 pings
@@ -459,7 +459,8 @@ impl Client {
             if redirected {
                 tracing::debug!(address, ?leader, attempt = number, "following the leader");
             } else {
-                let delay = backoff.min(deadline.saturating_duration_since(Instant::now()));
+                let delay =
+                    jittered(backoff).min(deadline.saturating_duration_since(Instant::now()));
                 tracing::warn!(
                     address,
                     attempt = number,
@@ -473,6 +474,14 @@ impl Client {
             }
         }
     }
+}
+
+/// Half of `backoff` plus a random part of the other half: ranks that
+/// failed together (a leader change) retry spread out, not in one wave.
+fn jittered(backoff: Duration) -> Duration {
+    use std::hash::BuildHasher;
+    let random = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
+    backoff / 2 + backoff.mul_f64((random % 1024) as f64 / 2048.0)
 }
 
 #[cfg(test)]

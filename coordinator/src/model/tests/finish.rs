@@ -12,7 +12,7 @@ fn two_ranks(job: &mut Job, kv: &mut Kv) -> Vec<Caller> {
             let (joined, effects) = job.join(
                 joiner(rank(r), member.clone(), ""),
                 format!("{r}").repeat(32),
-                i64::from(r) + 1,
+                now(),
             );
             kv.apply(&effects);
             Caller {

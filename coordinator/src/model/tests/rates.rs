@@ -10,13 +10,9 @@ use crate::model::Progress;
 fn a_member_acking_far_faster_than_its_peers_is_the_jobs_fastest_beside_their_median() {
     let (mut job, mut kv) = created(v1::Mode::Dynamic);
     let members: Vec<MemberId> = ["a", "b", "c", "drainer"].map(MemberId::from).into();
-    for (lease, member) in members.iter().enumerate() {
+    for member in &members {
         let name = Identity::Name(member.to_string());
-        let (joined, effects) = job.join(
-            joiner(name, member.clone(), ""),
-            "f".repeat(32),
-            lease as i64 + 1,
-        );
+        let (joined, effects) = job.join(joiner(name, member.clone(), ""), "f".repeat(32), now());
         joined.expect("join");
         kv.apply(&effects);
     }

@@ -136,3 +136,15 @@ fn a_client_certificate_with_http_addresses_is_an_error() {
         .expect_err("http with a client certificate");
     assert!(error.to_string().contains(TLS_CLIENT_CERT_VAR), "{error}");
 }
+
+#[test]
+fn retries_are_spread_over_the_upper_half_of_the_backoff() {
+    let backoff = Duration::from_millis(400);
+    let delays: Vec<Duration> = (0..64).map(|_| jittered(backoff)).collect();
+    assert!(
+        delays.iter().all(|d| (backoff / 2..=backoff).contains(d)),
+        "{delays:?}"
+    );
+    let distinct: std::collections::BTreeSet<_> = delays.iter().collect();
+    assert!(distinct.len() > 8, "not spread: {delays:?}");
+}
