@@ -48,13 +48,16 @@ pub enum Key {
     Generation { job: JobId, generation: Generation },
     /// The sync job's last commit: the group's resume point.
     Commit { job: JobId },
-    /// Each rank's latest commit in the group's current incarnation, in
-    /// one key (bounded by the world); the group's commit is their minimum.
-    RankCommits { job: JobId },
-    /// Every rank's last reported progress, in one key: the group-commit
-    /// window then writes it at most once per flush however many ranks
-    /// report.
-    Progress { job: JobId },
+    /// Each rank's latest commit in the group's current incarnation; the
+    /// group's commit is their minimum. `part` `p` holds ranks
+    /// `p * RANKS_PER_KEY ..` (`model::sync`), so a commit writes one
+    /// bounded key however large the world; `None`: every rank in one key,
+    /// as an earlier coordinator stored them (read, never written).
+    RankCommits { job: JobId, part: Option<u32> },
+    /// Each rank's last reported progress, in parts as `RankCommits`: the
+    /// group-commit window writes each part at most once per flush however
+    /// many of its ranks report.
+    Progress { job: JobId, part: Option<u32> },
     /// The dynamic job's open epoch.
     DynEpoch { job: JobId },
     /// A unit of a dynamic epoch leased to a member (under its lease).
@@ -80,8 +83,8 @@ impl Key {
             | Key::Member { job, .. }
             | Key::Generation { job, .. }
             | Key::Commit { job }
-            | Key::RankCommits { job }
-            | Key::Progress { job }
+            | Key::RankCommits { job, .. }
+            | Key::Progress { job, .. }
             | Key::DynEpoch { job }
             | Key::Leased { job, .. }
             | Key::Acked { job, .. } => job,
@@ -122,8 +125,19 @@ impl Key {
                 generation: Generation(number(generation).ok_or_else(|| error("bad generation"))?),
             },
             ["sync", "commit"] => Key::Commit { job },
-            ["sync", "commits"] => Key::RankCommits { job },
-            ["sync", "progress"] => Key::Progress { job },
+            ["sync", "commits"] => Key::RankCommits { job, part: None },
+            ["sync", "progress"] => Key::Progress { job, part: None },
+            ["sync", kind @ ("commits" | "progress"), part] => {
+                let part = number(part)
+                    .and_then(|p| u32::try_from(p).ok())
+                    .ok_or_else(|| error("bad part"))?;
+                let part = Some(part);
+                if *kind == "commits" {
+                    Key::RankCommits { job, part }
+                } else {
+                    Key::Progress { job, part }
+                }
+            }
             ["dyn", "epoch"] => Key::DynEpoch { job },
             ["dyn", epoch, kind @ ("leased" | "acked"), unit] => {
                 let epoch = Epoch(number(epoch).ok_or_else(|| error("bad epoch"))?);
@@ -165,8 +179,14 @@ impl fmt::Display for Key {
                 write!(f, "{ROOT}{job}/sync/gen/{:020}", generation.get())
             }
             Key::Commit { .. } => write!(f, "{ROOT}{job}/sync/commit"),
-            Key::RankCommits { .. } => write!(f, "{ROOT}{job}/sync/commits"),
-            Key::Progress { .. } => write!(f, "{ROOT}{job}/sync/progress"),
+            Key::RankCommits { part: None, .. } => write!(f, "{ROOT}{job}/sync/commits"),
+            Key::RankCommits { part: Some(p), .. } => {
+                write!(f, "{ROOT}{job}/sync/commits/{p:06}")
+            }
+            Key::Progress { part: None, .. } => write!(f, "{ROOT}{job}/sync/progress"),
+            Key::Progress { part: Some(p), .. } => {
+                write!(f, "{ROOT}{job}/sync/progress/{p:06}")
+            }
             Key::DynEpoch { .. } => write!(f, "{ROOT}{job}/dyn/epoch"),
             Key::Leased { epoch, unit, .. } => {
                 write!(f, "{ROOT}{job}/dyn/{:06}/leased/{unit:010}", epoch.get())
@@ -256,8 +276,14 @@ mod tests {
                     generation: Generation(n),
                 },
                 3 => Key::Commit { job },
-                8 => Key::RankCommits { job },
-                4 => Key::Progress { job },
+                8 => Key::RankCommits {
+                    job,
+                    part: (unit % 2 == 0).then_some(unit / 2),
+                },
+                4 => Key::Progress {
+                    job,
+                    part: (unit % 2 == 0).then_some(unit / 2),
+                },
                 5 => Key::DynEpoch { job },
                 7 => Key::Finished { job },
                 6 => Key::Leased {
@@ -293,6 +319,8 @@ mod tests {
             "/tributary/job/members/",
             "/tributary/job/members/a/b",
             "/tributary/job/sync/gen/12",
+            "/tributary/job/sync/progress/1",
+            "/tributary/job/sync/commits/x",
             "/tributary/job/sync/gen/-0000000000000000001",
             "/tributary/job/dyn/000001/leased/x",
             "/tributary/job/dyn/000001/leased/99999999999",

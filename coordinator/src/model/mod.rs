@@ -169,6 +169,27 @@ pub enum State {
     Dynamic(DynModel),
 }
 
+/// Ranks' entries stored in parts (`sync::RANKS_PER_KEY`), merged; a part
+/// overrides the one key an earlier coordinator kept them all in (`None`).
+/// An entry in a part its rank is not of is an error naming the key.
+fn merge_parts<V>(
+    mut parts: Vec<(Option<u32>, BTreeMap<u32, V>, &str)>,
+) -> Result<BTreeMap<u32, V>> {
+    parts.sort_by_key(|(part, _, _)| *part);
+    let mut merged = BTreeMap::new();
+    for (part, entries, key) in parts {
+        if let Some(part) = part {
+            if let Some(rank) = entries.keys().find(|&&r| r / sync::RANKS_PER_KEY != part) {
+                return Err(CoordError::Corrupt(format!(
+                    "{key} holds rank {rank}, which is not of its part {part}"
+                )));
+            }
+        }
+        merged.extend(entries);
+    }
+    Ok(merged)
+}
+
 fn parse<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T> {
     serde_json::from_slice(&kv.value)
         .map_err(|e| CoordError::Corrupt(format!("the value at {}: {e}", kv.key)))
@@ -260,8 +281,8 @@ impl Job {
         let mut members = BTreeMap::new();
         let mut gens = Vec::new();
         let mut commit = None;
-        let mut rank_commits = None;
-        let mut progress = None;
+        let mut rank_commits = Vec::new();
+        let mut progress = Vec::new();
         let mut dyn_epoch = Epoch(0);
         let mut leased = Vec::new();
         let mut acked = Vec::new();
@@ -277,14 +298,16 @@ impl Job {
             }
             match key {
                 Key::Config { .. } => {}
-                Key::Progress { .. } => progress = Some(parse(kv)?),
+                Key::Progress { part, .. } => progress.push((part, parse(kv)?, kv.key.as_str())),
                 Key::Finished { .. } => finished_at = Some(parse::<u64>(kv)?),
                 Key::Member { member, .. } => {
                     members.insert(member, parse::<MemberRecord>(kv)?);
                 }
                 Key::Generation { .. } => gens.push(parse::<GenMeta>(kv)?),
                 Key::Commit { .. } => commit = Some(parse(kv)?),
-                Key::RankCommits { .. } => rank_commits = Some(parse(kv)?),
+                Key::RankCommits { part, .. } => {
+                    rank_commits.push((part, parse(kv)?, kv.key.as_str()));
+                }
                 Key::DynEpoch { .. } => dyn_epoch = parse(kv)?,
                 Key::Leased { epoch, unit, .. } => {
                     leased.push((epoch, unit, parse::<MemberId>(kv)?, kv.key.as_str()));
@@ -298,8 +321,8 @@ impl Job {
             Mode::Sync => State::Sync(SyncModel::load(
                 gens,
                 commit,
-                rank_commits.unwrap_or_default(),
-                progress.unwrap_or_default(),
+                merge_parts(rank_commits)?,
+                merge_parts(progress)?,
             )?),
             Mode::Dynamic => {
                 let mut model = DynModel::new(&stored.config, &dataset, dyn_epoch);

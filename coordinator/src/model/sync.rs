@@ -80,6 +80,22 @@ enum Place {
     Newer,
 }
 
+/// Ranks whose commits (or progress) one stored key holds: a call writes
+/// its rank's part, so what one call encodes is bounded however large the
+/// world is.
+pub const RANKS_PER_KEY: u32 = 256;
+
+/// The part `rank` belongs to, and that part's entries of `map`.
+pub(crate) fn part_of<V: Copy>(map: &BTreeMap<u32, V>, rank: u32) -> (u32, BTreeMap<u32, V>) {
+    let part = rank / RANKS_PER_KEY;
+    let first = part * RANKS_PER_KEY;
+    let entries = map
+        .range(first..first.saturating_add(RANKS_PER_KEY))
+        .map(|(&r, &v)| (r, v))
+        .collect();
+    (part, entries)
+}
+
 #[derive(Debug, Default)]
 pub struct SyncModel {
     /// Generations in order of their numbers; those no longer needed to
@@ -377,8 +393,13 @@ impl SyncModel {
         let mut ops = vec![op];
         if !self.ranks.is_empty() {
             self.ranks.clear();
-            ops.push(Op::Delete {
-                key: Key::RankCommits { job: job.clone() }.into(),
+            // Every part, and the one key an earlier coordinator wrote.
+            let whole = Key::RankCommits {
+                job: job.clone(),
+                part: None,
+            };
+            ops.push(Op::DeletePrefix {
+                prefix: whole.into(),
             });
         }
         ops.extend(self.compact(job));
@@ -512,8 +533,9 @@ impl SyncModel {
         Ok(())
     }
 
-    /// Progress of one rank (kept for status; stored as one key per job, so
-    /// the writer's window bounds its writes however many ranks report). A rank of
+    /// Progress of one rank (kept for status; stored in parts of
+    /// [`RANKS_PER_KEY`] ranks, so a report writes one bounded key and the
+    /// writer's window one write per part however many ranks report). A rank of
     /// an older restart is told it is stale, and its report is not stored.
     /// The report that completes the last epoch finishes the job
     /// (every rank of the last epoch's generation read its whole part).
@@ -546,9 +568,13 @@ impl SyncModel {
             );
             self.finished = true;
         }
+        let (part, progress) = part_of(&self.progress, rank.rank);
         Ok(vec![put(
-            Key::Progress { job: job.clone() },
-            &self.progress,
+            Key::Progress {
+                job: job.clone(),
+                part: Some(part),
+            },
+            &progress,
         )?])
     }
 

@@ -478,6 +478,7 @@ fn a_finished_job_records_when_once_and_a_deleted_one_leaves_no_key() {
 }
 
 mod finish;
+mod parts;
 mod rates;
 
 /// Rank `r` of 4, in data-parallel group `r / 2` of 2 (TP=2, DP=2).

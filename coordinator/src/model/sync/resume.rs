@@ -82,7 +82,10 @@ impl SyncModel {
     /// each rank of the world has one, else none.
     fn group_point(&self) -> Option<CommitPoint> {
         let world = self.current()?.ranks();
-        if (0..world).any(|r| !self.ranks.contains_key(&r)) {
+        // Every key is a rank of the world (`check_ranks`, `commit`): all
+        // have one when there are as many.
+        debug_assert!(self.ranks.keys().all(|&r| r < world));
+        if self.ranks.len() < world as usize {
             return None;
         }
         self.ranks.values().min().copied()
@@ -130,7 +133,12 @@ impl SyncModel {
             )));
         }
         self.ranks.insert(rank.rank, point);
-        let mut ops = vec![put(Key::RankCommits { job: job.clone() }, &self.ranks)?];
+        let (part, commits) = super::part_of(&self.ranks, rank.rank);
+        let key = Key::RankCommits {
+            job: job.clone(),
+            part: Some(part),
+        };
+        let mut ops = vec![put(key, &commits)?];
         if let Some(group) = self.group_point().filter(|g| Some(*g) > self.commit) {
             ops.push(put(Key::Commit { job: job.clone() }, &group)?);
             self.commit = Some(group);
