@@ -291,7 +291,7 @@ fn a_member_that_stops_calling_is_forgotten_after_its_ttl_with_its_units() {
     let later = start + ttl + Duration::from_millis(1);
     assert!(job.any_expired(later));
     let (gone, effects) = job.expire(later);
-    assert_eq!(gone, [a.clone()]);
+    assert_eq!(gone, std::slice::from_ref(&a));
     assert_eq!(effects.tally.leases_expired, 1);
     assert_eq!(effects.tally.units_reassigned, 2, "a's units return");
     assert!(effects.wake && effects.revoke.is_empty(), "{effects:?}");

@@ -44,7 +44,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
-use tributary_common::proto::v1;
+use tributary_common::proto::v1::{self, coordinator_client::CoordinatorClient};
 use tributary_tests::cli::tributary_bin;
 use tributary_tests::coordinator::{create_request, leader_client};
 use tributary_tests::dataset::tiny_dataset;
@@ -104,6 +104,8 @@ struct Args {
 #[derive(Debug)]
 struct Row {
     ranks: u32,
+    /// Whether the coordinator answered GetStatus as leader after the run.
+    leading: bool,
     storm: Option<Duration>,
     calls_per_s: f64,
     tally: Tally,
@@ -214,6 +216,25 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
     for task in tasks {
         tally.merge(task.await.expect("rank task"));
     }
+    // Still the leader, serving the job: a replica that lost its election
+    // under the load answers UNAVAILABLE (and so do the calls meanwhile).
+    let status = CoordinatorClient::new(channels[0].clone())
+        .get_status(v1::JobRequest {
+            job: plan.job.clone(),
+        })
+        .await;
+    let leading = match status {
+        Ok(status) => {
+            if !args.dynamic {
+                check_sync(args, ranks, &tally, &status.into_inner());
+            }
+            true
+        }
+        Err(status) => {
+            println!("  GetStatus after the run: {status}");
+            false
+        }
+    };
     let timed_steady: usize = [Rpc::Report, Rpc::Commit, Rpc::KeepAlive, Rpc::Acquire]
         .iter()
         .filter_map(|rpc| tally.micros.get(rpc).map(Vec::len))
@@ -238,6 +259,7 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
     drop(etcd);
     Row {
         ranks,
+        leading,
         storm,
         calls_per_s,
         tally,
@@ -245,6 +267,37 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
         rss_peak,
         rss_end,
     }
+}
+
+/// A sync job's ranks were assigned every sample of epoch 0 exactly once,
+/// and the group's commit is the least of the ranks' last commits (what a
+/// restart resumes from). Panics if not.
+fn check_sync(args: &Args, ranks: u32, tally: &Tally, status: &v1::JobStatus) {
+    let mut samples: Vec<(u32, u32)> = tally
+        .spans
+        .iter()
+        .flat_map(|&(shard, start, end)| (start..end).map(move |i| (shard, i)))
+        .collect();
+    let assigned = samples.len();
+    samples.sort_unstable();
+    samples.dedup();
+    assert_eq!(
+        (assigned, samples.len()),
+        (args.samples as usize, args.samples as usize),
+        "{ranks} ranks: epoch 0's {} samples assigned exactly once",
+        args.samples
+    );
+    if let Some(committed) = tally.committed {
+        assert_eq!(
+            (status.commit_generation, status.commit_samples),
+            (Some(0), committed),
+            "{ranks} ranks: the group's commit is the least rank's"
+        );
+    }
+    println!(
+        "  {ranks} ranks: epoch 0 split exactly ({assigned} samples, each once); group commit {:?} at {} samples",
+        status.commit_generation, status.commit_samples
+    );
 }
 
 fn print_row(row: &mut Row) {
@@ -265,6 +318,9 @@ fn print_row(row: &mut Row) {
         *errors
             .entry(format!("{}:{}", rpc.name(), code_name(*code)))
             .or_default() += n;
+    }
+    if !row.leading {
+        errors.insert("GetStatus after the run".into(), 1);
     }
     let errors = if errors.is_empty() {
         "none".to_owned()
@@ -306,8 +362,9 @@ async fn main() {
         .expect("open the dataset");
     let digest = tributary_io::dataset_sha256(&[opened.manifest_sha256()], false);
     println!(
-        "fleet: one sync job, {} samples in shards of {}; a report every {} ms, a commit every {} \
+        "fleet: one {} job, {} samples in shards of {}; a report every {} ms, a commit every {} \
          steps, TTL {} s; {} connections; {} s window after {} s warm-up; coordinator {}",
+        if args.dynamic { "dynamic" } else { "sync" },
         args.samples,
         args.per_shard,
         args.step_ms,
@@ -328,5 +385,14 @@ async fn main() {
     );
     for row in &mut rows {
         print_row(row);
+    }
+    let unclean: Vec<u32> = rows
+        .iter()
+        .filter(|row| !row.leading || (args.require_clean && !row.tally.errors.is_empty()))
+        .map(|row| row.ranks)
+        .collect();
+    if !unclean.is_empty() {
+        eprintln!("fleet: failed calls or a lost leadership at {unclean:?} ranks");
+        std::process::exit(1);
     }
 }

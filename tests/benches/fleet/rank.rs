@@ -81,6 +81,11 @@ pub struct Tally {
     pub micros: BTreeMap<Rpc, Vec<u32>>,
     /// Failed calls by call and status code (the whole run).
     pub errors: BTreeMap<(Rpc, i32), u64>,
+    /// Sync: the spans of epoch 0 the ranks were assigned (shard, start, end).
+    pub spans: Vec<(u32, u32, u32)>,
+    /// Sync: the least of the ranks' last acknowledged commits, in samples
+    /// (what the group's commit must be).
+    pub committed: Option<u64>,
 }
 
 impl Tally {
@@ -91,6 +96,11 @@ impl Tally {
         for (key, n) in other.errors {
             *self.errors.entry(key).or_default() += n;
         }
+        self.spans.extend(other.spans);
+        self.committed = match (self.committed, other.committed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// Times a call and counts its failure; `timed` when it started in the
@@ -167,6 +177,9 @@ pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
         return tally;
     };
     arrived(&plan);
+    tally
+        .spans
+        .extend(assignment.spans.iter().map(|s| (s.shard, s.start, s.end)));
     let part: u64 = assignment
         .spans
         .iter()
@@ -203,7 +216,13 @@ pub async fn run(plan: Arc<Plan>, channel: Channel, rank: u32) -> Tally {
         let _ = tally.call(Rpc::Report, timed, client.report(report)).await;
         if step.is_multiple_of(plan.commit_every) {
             let commit = calls.commit(assignment.generation, samples);
-            let _ = tally.call(Rpc::Commit, timed, client.commit(commit)).await;
+            if tally
+                .call(Rpc::Commit, timed, client.commit(commit))
+                .await
+                .is_some()
+            {
+                tally.committed = Some(samples);
+            }
         }
     }
 }
