@@ -297,8 +297,7 @@ def test_a_copy_error_surfaces_in_next_as_it_was_raised(dataset, backend):
     # Its pinned buffers went back to the pool all the same.
     pool = loader._staging.pool
     loader.close()  # the batches after it are done with theirs
-    assert all(len(free) == count for free, count in
-               zip(pool._free.values(), pool._made.values()))
+    assert {key: len(free) for key, free in pool._free.items() if free} == pool._made
 
 
 def test_the_copy_thread_ends_when_the_loader_is_collected_or_closed(dataset, backend):

@@ -172,7 +172,11 @@ class PinnedPool:
         key = (tuple(buffer.shape), buffer.dtype)
         free = self._free.get(key)
         if free is None:  # its shape was let go while it was in use
-            self._made[key] = self._made.get(key, 1) - 1
+            left = self._made.get(key, 1) - 1
+            if left > 0:
+                self._made[key] = left
+            else:
+                self._made.pop(key, None)
             return
         free.append((buffer, event))
 
@@ -182,6 +186,8 @@ class PinnedPool:
             for _, event in free:
                 event.synchronize()  # the pinned memory is freed with the tensor
             self._made[key] -= len(free)
+            if self._made[key] <= 0:  # none of its buffers is in use
+                del self._made[key]
 
 
 def _map_columns(value: Any, column: Callable[[torch.Tensor, bool], torch.Tensor]) -> Any:
