@@ -39,10 +39,10 @@ if grep -E "ERROR|WARN" <<<"$log"; then echo "mdbook build docs: warnings or err
 "$TRIBUTARY_VENV/bin/python" -m pytest -q docs/tests
 phase "cargo test"
 cargo test --workspace
-phase "fleet: 2,048 simulated ranks of one sync job against target/debug/tributary and a real etcd (0 failed calls, epoch 0 split exactly, the group's commit exact)"
+phase "fleet: 2,048 simulated ranks of one sync job against target/debug/tributary and a real etcd (0 failed calls, epoch 0 split exactly, the group's commit exact, a restart of every rank resuming exactly)"
 # The release figures (16,384 ranks; --dynamic): README, Coordinator at fleet size.
 cargo test -q -p tributary-tests --bench fleet -- --ranks 2048 --step-ms 2000 --seconds 8 \
-    --warmup-s 1 --commit-every 2 --require-clean
+    --warmup-s 1 --commit-every 2 --require-clean --restart
 phase "deploy: render and validate manifests (kustomize, kubernetes-validate, hadolint, flags against target/debug/tributary)"
 "$TRIBUTARY_VENV/bin/python" -m pytest -q deploy/tests
 phase "python: pip install ./python into the test venv (debug profile), then pytest"

@@ -14,7 +14,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tributary_coordinator::auth::DatasetPolicy;
-use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore};
+use tributary_coordinator::store::{Election, EtcdElection, EtcdStore, MetaStore, OwnRuntime};
 
 mod etcd_args;
 mod limit_args;
@@ -290,16 +290,19 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         let store = EtcdStore::connect_with(&args.etcd, &options)
             .await
             .with_context(|| format!("cannot reach etcd at {}", args.etcd.join(",")))?;
-        // The election has a connection of its own: its renewals never
-        // queue behind the jobs' writes and watches on a busy one.
-        let own = EtcdStore::connect_with(&args.etcd, &options)
-            .await
-            .with_context(|| format!("cannot reach etcd at {}", args.etcd.join(",")))?;
-        let election = EtcdElection::new(
-            own,
-            keys::ELECTION.to_owned(),
+        // The election has a connection and a thread of its own: its
+        // renewals never queue behind the jobs' calls, writes and watches.
+        let (endpoints, ttl) = (
+            args.etcd.clone(),
             Duration::from_secs(args.leader_ttl_s.max(1)),
         );
+        let election = OwnRuntime::start(async move {
+            let own = EtcdStore::connect_with(&endpoints, &options).await?;
+            let election = EtcdElection::new(own, keys::ELECTION.to_owned(), ttl);
+            Ok(Arc::new(election) as Arc<dyn Election>)
+        })
+        .await
+        .with_context(|| format!("cannot reach etcd at {}", args.etcd.join(",")))?;
         (Arc::new(store), Arc::new(election))
     };
     let mut config = ServerConfig::new(advertise.clone());

@@ -22,10 +22,12 @@ mod cached;
 pub mod conformance;
 mod etcd;
 mod memory;
+mod own_runtime;
 
 pub use cached::{CachedLeader, LEADER_CACHE};
 pub use etcd::{Deadlines, EtcdElection, EtcdOptions, EtcdStore, EtcdTls};
 pub use memory::{MemoryElection, MemoryStore};
+pub use own_runtime::OwnRuntime;
 
 /// An etcd lease id; keys put under a lease vanish when it expires.
 pub type LeaseId = i64;

@@ -23,8 +23,11 @@
 //!
 //! After each run it asks the coordinator for the job's status: a replica
 //! that lost its leadership under the load (or stopped answering) fails
-//! the run, and so does any failed call with `--require-clean` (what the CI
-//! run asserts).
+//! the run, and so does any failed call with `--require-clean`. A sync run
+//! checks that epoch 0 was split exactly once over the ranks and that the
+//! group's commit is the least rank's; with `--restart`, every rank then
+//! restarts and the resumed generation must hold the rest of the epoch,
+//! each sample once. `scripts/test.sh` runs 2,048 ranks so.
 //!
 //! `TRIBUTARY_BIN` names another coordinator binary. Needs the `etcd`
 //! binary (`scripts/setup.sh` installs it).
@@ -33,6 +36,7 @@
 
 mod probe;
 mod rank;
+mod restart;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
@@ -92,6 +96,10 @@ struct Args {
     /// Exit non-zero if any call failed.
     #[arg(long)]
     require_clean: bool,
+    /// Sync: after the run, restart every rank (restart count 1) and check
+    /// that the generation they get resumes exactly from the group's commit.
+    #[arg(long)]
+    restart: bool,
     /// More flags for the coordinator, space separated.
     #[arg(long, default_value = "")]
     coordinator_flags: String,
@@ -226,7 +234,13 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
     let leading = match status {
         Ok(status) => {
             if !args.dynamic {
-                check_sync(args, ranks, &tally, &status.into_inner());
+                let status = status.into_inner();
+                check_sync(args, ranks, &tally, &status);
+                if args.restart && status.commit_generation == Some(0) {
+                    let committed = status.commit_samples;
+                    restart::check(&plan.job, digest, ranks, args.samples, committed, &channels)
+                        .await;
+                }
             }
             true
         }
