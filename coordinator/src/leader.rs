@@ -220,9 +220,13 @@ impl Leader {
         *self.failed.borrow()
     }
 
-    /// Wraps a job and starts watching its members for expiry.
+    /// Wraps a job, and watches its members' keys while some are under an
+    /// earlier coordinator's store lease (`tasks::watch_members`): this one
+    /// puts none under a lease, so a job without such members needs no
+    /// watch.
     fn start_job(&self, job: Job, from_revision: i64) -> Arc<JobHandle> {
         let name = job.name.clone();
+        let leased = job.has_leased_members();
         let handle = Arc::new(JobHandle {
             job: Mutex::new(job),
             notify: Notify::new(),
@@ -233,6 +237,9 @@ impl Leader {
             watcher: std::sync::Mutex::new(None),
             manifest_checked: Mutex::new(None),
         });
+        if !leased {
+            return handle;
+        }
         let task = tokio::spawn(watch_members(
             Arc::clone(&self.store),
             self.metrics.clone(),

@@ -146,8 +146,8 @@ pub async fn liveness(leader: std::sync::Weak<Leader>) {
 }
 
 /// Forgets members whose keys vanish (an earlier coordinator's store lease
-/// expired), returning their units to the pool at once. Re-reads and
-/// re-watches when the watch breaks.
+/// expired), returning their units to the pool at once, until no member is
+/// under such a lease. Re-reads and re-watches when the watch breaks.
 pub(super) async fn watch_members(
     store: Arc<dyn MetaStore>,
     metrics: Metrics,
@@ -191,6 +191,9 @@ pub(super) async fn watch_members(
                 );
             }
             expired(store.as_ref(), &metrics, &handle, effects).await;
+            if !handle.job.lock().await.has_leased_members() {
+                return; // the last member under a store lease is gone
+            }
         }
         // The watch broke: reconcile with what the store holds, then resume.
         let Some(handle) = handle.upgrade() else {

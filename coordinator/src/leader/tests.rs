@@ -319,3 +319,72 @@ fn joiner(identity: Identity, member: MemberId, secret: &str) -> crate::model::J
         resume: None,
     }
 }
+
+/// A member an earlier coordinator put under a store lease of its own is
+/// forgotten when the store deletes its record (the lease ran out); a
+/// member of this coordinator, under no lease, is the leader's to expire.
+#[tokio::test]
+async fn a_member_under_an_earlier_coordinators_lease_goes_with_it() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let url = manifest_only_dataset(scratch.path());
+    let job = JobId::from("old");
+    let mut stored = stored();
+    stored.config.manifest_url = url;
+    let opened = Manifests::new(StoreOptions::default(), Limits::default())
+        .open(&job, &stored.config)
+        .await
+        .expect("manifest");
+    stored.manifest_sha256 = Some(opened.sha256.clone());
+    let store = MemoryStore::new();
+    let config_key = Key::Config { job: job.clone() }.to_string();
+    let value = serde_json::to_vec(&stored).expect("json");
+    store.put(&config_key, value, None).await.expect("config");
+    let lease = store.grant(Duration::from_secs(60)).await.expect("lease");
+    for (rank, lease) in [(0u32, lease), (1, 0)] {
+        let record = crate::model::MemberRecord {
+            identity: Identity::Torchrun {
+                rank,
+                world: 2,
+                run_id: "run".into(),
+                restart: 0,
+                dp: None,
+            },
+            lease,
+            secret_sha256: crate::auth::secret_digest(&"s".repeat(32)),
+        };
+        let key = Key::Member {
+            job: job.clone(),
+            member: MemberId::from(format!("run.0.{rank}")),
+        };
+        let value = serde_json::to_vec(&record).expect("json");
+        let under = (lease != 0).then_some(lease);
+        store
+            .put(&key.to_string(), value, under)
+            .await
+            .expect("member");
+    }
+    let leader = Leader::load(
+        Arc::new(store.clone()),
+        leadership(),
+        ServerConfig::new("here").leader(),
+    )
+    .await
+    .expect("leader");
+    let handle = leader.job(&job).await.expect("the job loads");
+    assert_eq!(handle.job.lock().await.members.len(), 2);
+    store.revoke(lease).await.expect("revoke");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handle.job.lock().await.members.len() == 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the leased member was never forgotten"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let members: Vec<MemberId> = handle.job.lock().await.members.keys().cloned().collect();
+    assert_eq!(
+        members,
+        [MemberId::from("run.0.1")],
+        "the member under no lease stays"
+    );
+}

@@ -56,6 +56,12 @@ impl Job {
         (expired, effects)
     }
 
+    /// Whether a member's record is under a store lease (an earlier
+    /// coordinator's): only then can the store delete it by itself.
+    pub fn has_leased_members(&self) -> bool {
+        self.members.values().any(|r| r.store_lease().is_some())
+    }
+
     /// The store no longer has the record of `member`: forget the member
     /// if its record is under a store lease (an earlier coordinator's, which
     /// expired). Nothing is left to write. A record under no lease is the
