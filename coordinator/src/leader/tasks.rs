@@ -92,15 +92,28 @@ pub(super) async fn retry_job(leader: std::sync::Weak<Leader>, name: JobId) {
 /// is forgotten within this much of its TTL.
 pub const EXPIRY_TICK: Duration = Duration::from_millis(250);
 
+/// How late a tick must be to count as the leader having stalled.
+const STALL: Duration = Duration::from_secs(1);
+
 /// Forgets, every [`EXPIRY_TICK`], the members of every job that have not
 /// called within their job's TTL (`model::liveness`): their records are
 /// deleted and their units returned, in one fenced write per job, as any
 /// change. Runs until this leadership ends (the caller aborts it then).
+///
+/// A tick that comes late (the process was stopped, or starved of CPU)
+/// first gives every member the time the leader was away ([`Job::grace`]):
+/// their calls were waiting for it, not missing.
 pub async fn liveness(leader: std::sync::Weak<Leader>) {
     let mut tick = tokio::time::interval(EXPIRY_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = tokio::time::Instant::now();
     loop {
         tick.tick().await;
+        let now = tokio::time::Instant::now();
+        let late = now
+            .saturating_duration_since(last)
+            .saturating_sub(EXPIRY_TICK);
+        last = now;
         let Some(leader) = leader.upgrade() else {
             return;
         };
@@ -118,7 +131,18 @@ pub async fn liveness(leader: std::sync::Weak<Leader>) {
             })
             .collect();
         for handle in handles {
-            if !handle.job.lock().await.any_expired(Instant::now()) {
+            let mut job = handle.job.lock().await;
+            if late > STALL {
+                job.grace(late);
+                tracing::warn!(
+                    job = job.name.as_str(),
+                    late_ms = late.as_millis() as u64,
+                    "the leader stalled; its members get the time back"
+                );
+            }
+            let any = job.any_expired(Instant::now());
+            drop(job);
+            if !any {
                 continue;
             }
             let mut gone = Vec::new();

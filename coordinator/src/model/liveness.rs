@@ -16,7 +16,7 @@
 //! ([`Job::lease_expired`]).
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tributary_common::ids::MemberId;
 
@@ -54,6 +54,16 @@ impl Job {
             effects.tally.leases_expired += 1;
         }
         (expired, effects)
+    }
+
+    /// The leader did not look for `stalled` (its process was stopped, or
+    /// starved of CPU): the members' calls meanwhile waited unanswered, so
+    /// each member gets that time back rather than being expired for the
+    /// leader's silence.
+    pub fn grace(&mut self, stalled: Duration) {
+        for at in self.renewed.values_mut() {
+            *at += stalled;
+        }
     }
 
     /// Whether a member's record is under a store lease (an earlier

@@ -478,6 +478,7 @@ fn a_finished_job_records_when_once_and_a_deleted_one_leaves_no_key() {
 }
 
 mod finish;
+mod liveness;
 mod parts;
 mod rates;
 
