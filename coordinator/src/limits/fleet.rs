@@ -1,7 +1,7 @@
-//! The members of every job a leader holds, counted together: each is an
-//! etcd lease the leader keeps alive (one renewal per member every third of
-//! its job's `member_ttl_s`) and a key in etcd, so the whole fleet, not one
-//! job, is what fills etcd's quota or floods it with renewals.
+//! The members of every job a leader holds, counted together: each is a
+//! key in etcd and a KeepAlive call to answer every third of its job's
+//! `member_ttl_s` (from memory: `model::liveness`), so the whole fleet, not
+//! one job, is what fills etcd's quota or floods the leader with renewals.
 //!
 //! A [`Job`](crate::model::Job) counts its members into the leader's
 //! [`Fleet`] as they join and leave, and takes them out when it is dropped
@@ -16,7 +16,7 @@ use tributary_common::ids::JobId;
 use super::Limits;
 use crate::error::{CoordError, Result};
 
-/// Lease renewals per second, in thousandths, that one member of a job of
+/// KeepAlives per second, in thousandths, that one member of a job of
 /// `ttl_s` costs: its client renews every `ttl_s / 3`.
 fn renewal_milli(ttl_s: u32) -> u64 {
     3_000 / u64::from(ttl_s.max(1))
