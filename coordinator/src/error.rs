@@ -14,7 +14,7 @@ pub enum CoordError {
     #[error("unknown job {:?}", .0.as_str())]
     UnknownJob(JobId),
     #[error(
-        "unknown member {:?} of job {:?} (its lease expired or it left: join again)",
+        "unknown member {:?} of job {:?} (it made no call for its job's member_ttl_s, or it left: join again)",
         .member.as_str(),
         .job.as_str()
     )]
@@ -45,8 +45,8 @@ pub enum CoordError {
     #[error("cannot read the dataset of job {:?}: {error}", .job.as_str())]
     Dataset { job: JobId, error: String },
     #[error(
-        "member {:?} of job {:?} is already joined and its lease is live: \
-         a Join replacing it must carry its secret (or wait up to {ttl_s} s for the lease to expire)",
+        "member {:?} of job {:?} is already joined and live: \
+         a Join replacing it must carry its secret (or wait up to {ttl_s} s for it to expire)",
         .member.as_str(),
         .job.as_str()
     )]
@@ -130,7 +130,7 @@ mod tests {
         };
         assert_eq!(
             error.to_string(),
-            r#"unknown member "run.0.1" of job "j" (its lease expired or it left: join again)"#
+            r#"unknown member "run.0.1" of job "j" (it made no call for its job's member_ttl_s, or it left: join again)"#
         );
         assert_eq!(
             CoordError::UnknownJob(JobId::from("j")).to_string(),

@@ -8,13 +8,13 @@
 //! ```text
 //! /tributary/<job>/config                        StoredJob
 //! /tributary/<job>/finished                      when it finished (Unix ms)
-//! /tributary/<job>/members/<member>              MemberRecord (under its lease)
+//! /tributary/<job>/members/<member>              MemberRecord
 //! /tributary/<job>/sync/gen/<generation:020>     GenMeta
 //! /tributary/<job>/sync/commit                   CommitPoint (the group's)
-//! /tributary/<job>/sync/commits                  each rank's latest commit
-//! /tributary/<job>/sync/progress                 every rank's last report
+//! /tributary/<job>/sync/commits/<part:06>        ranks' latest commits (256 a part)
+//! /tributary/<job>/sync/progress/<part:06>       ranks' last reports (256 a part)
 //! /tributary/<job>/dyn/epoch                     the open epoch
-//! /tributary/<job>/dyn/<epoch:06>/leased/<unit:010>  member (under its lease)
+//! /tributary/<job>/dyn/<epoch:06>/leased/<unit:010>  member
 //! /tributary/<job>/dyn/<epoch:06>/acked/<unit:010>   member
 //! ```
 
@@ -42,7 +42,8 @@ pub enum Key {
     /// When the job finished, in Unix milliseconds: its retention counts
     /// from there, on whichever replica leads.
     Finished { job: JobId },
-    /// A member, under its lease.
+    /// A member (under a store lease only if an earlier coordinator put it
+    /// there: `model::liveness`).
     Member { job: JobId, member: MemberId },
     /// A sync generation.
     Generation { job: JobId, generation: Generation },
@@ -60,7 +61,7 @@ pub enum Key {
     Progress { job: JobId, part: Option<u32> },
     /// The dynamic job's open epoch.
     DynEpoch { job: JobId },
-    /// A unit of a dynamic epoch leased to a member (under its lease).
+    /// A unit of a dynamic epoch leased to a member.
     Leased { job: JobId, epoch: Epoch, unit: u32 },
     /// A unit of a dynamic epoch acked by a member.
     Acked { job: JobId, epoch: Epoch, unit: u32 },

@@ -436,8 +436,8 @@ struct Staged {
 }
 
 impl Staged {
-    /// Effects that need no write: a lease expired, and the store deleted
-    /// the member's keys with it.
+    /// Effects that need no write: an earlier coordinator's store lease
+    /// expired, and the store deleted the member's keys with it.
     fn unwritten(handle: &Arc<JobHandle>, effects: Effects) -> Self {
         debug_assert!(effects.ops.is_empty(), "{effects:?}");
         Staged {

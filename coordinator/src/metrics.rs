@@ -130,7 +130,7 @@ impl Metrics {
             ),
             member_leases_expired: counter(
                 "member_leases_expired_total",
-                "Members whose store lease expired.",
+                "Members forgotten because they made no call for their job's member TTL.",
             ),
             jobs_deleted: counter_vec(
                 "jobs_deleted_total",
