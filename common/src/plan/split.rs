@@ -66,35 +66,14 @@ pub fn split_one(cut: &SpanSet, parts: usize, part: usize, remainder: Remainder)
     // start: part `part` begins `part * per_part` into that stream.
     let start = part as u64 * per_part;
     let mut spans = cut.spans().iter().copied();
-    let mut current = None;
-    // Skipping is taking into a set that is thrown away piece by piece.
-    let mut skip = start.min(total);
-    while skip > 0 {
-        let Some(span) = spans.next() else { break };
-        if span.len() <= skip {
-            skip -= span.len();
-        } else {
-            current = Some(Span::new(span.shard, span.start + skip as u32, span.end));
-            skip = 0;
-        }
-    }
+    let mut current = skip(&mut spans, start.min(total));
     let need = take(&mut spans, &mut current, per_part, &mut out);
     if need > 0 && remainder == Remainder::Pad {
         // The padding stream is shared by the parts in order: this part's
         // begins where the earlier parts' padding ended.
         let padded_before = start.saturating_sub(total) % total;
         let mut padding = cut.spans().iter().copied().cycle();
-        let mut pad_current = None;
-        let mut skip = padded_before;
-        while skip > 0 {
-            let Some(span) = padding.next() else { break };
-            if span.len() <= skip {
-                skip -= span.len();
-            } else {
-                pad_current = Some(Span::new(span.shard, span.start + skip as u32, span.end));
-                skip = 0;
-            }
-        }
+        let mut pad_current = skip(&mut padding, padded_before);
         take(&mut padding, &mut pad_current, need, &mut out);
     }
     out
@@ -113,6 +92,19 @@ pub fn dropped(cut: &SpanSet, parts: usize, remainder: Remainder) -> SpanSet {
         }
         Remainder::Pad => SpanSet::default(),
     }
+}
+
+/// Skips `n` samples of `spans`: returns what is left of the span the skip
+/// ended inside (`None` when it ended on a span's end, or ran out).
+fn skip(spans: &mut impl Iterator<Item = Span>, mut n: u64) -> Option<Span> {
+    while n > 0 {
+        let span = spans.next()?;
+        if span.len() > n {
+            return Some(Span::new(span.shard, span.start + n as u32, span.end));
+        }
+        n -= span.len();
+    }
+    None
 }
 
 /// Moves up to `need` samples from `source` (resuming `current`) into `part`;

@@ -131,40 +131,45 @@ pub async fn liveness(leader: std::sync::Weak<Leader>) {
             })
             .collect();
         for handle in handles {
-            let mut job = handle.job.lock().await;
-            if late > STALL {
-                job.grace(late);
-                tracing::warn!(
-                    job = job.name.as_str(),
-                    late_ms = late.as_millis() as u64,
-                    "the leader stalled; its members get the time back"
-                );
-            }
-            let any = job.any_expired(Instant::now());
-            drop(job);
-            if !any {
-                continue;
-            }
-            let mut gone = Vec::new();
-            let expire = |job: &mut Job| {
-                let (expired, effects) = job.expire(Instant::now());
-                gone = expired;
-                (Ok(()), effects)
-            };
-            let result = leader.change(&handle, expire).await;
-            let job = handle.job.lock().await.name.clone();
-            match result {
-                Ok(()) if !gone.is_empty() => tracing::info!(
-                    job = job.as_str(),
-                    members = gone.len(),
-                    first = gone[0].as_str(),
-                    "members expired (no call within the job's member TTL); their units return to the pool"
-                ),
-                Ok(()) => {}
-                Err(error) => {
-                    tracing::warn!(job = job.as_str(), %error, "cannot forget expired members")
-                }
-            }
+            expire_members(&leader, &handle, late).await;
+        }
+    }
+}
+
+/// One job's turn of [`liveness`]: gives its members the leader's stall
+/// back, then forgets those silent past their TTL.
+async fn expire_members(leader: &Leader, handle: &Arc<JobHandle>, late: Duration) {
+    let (name, any) = {
+        let mut job = handle.job.lock().await;
+        if late > STALL {
+            job.grace(late);
+            tracing::warn!(
+                job = job.name.as_str(),
+                late_ms = late.as_millis() as u64,
+                "the leader stalled; its members get the time back"
+            );
+        }
+        (job.name.clone(), job.any_expired(Instant::now()))
+    };
+    if !any {
+        return;
+    }
+    let mut gone = Vec::new();
+    let expire = |job: &mut Job| {
+        let (expired, effects) = job.expire(Instant::now());
+        gone = expired;
+        (Ok(()), effects)
+    };
+    match leader.change(handle, expire).await {
+        Ok(()) if !gone.is_empty() => tracing::info!(
+            job = name.as_str(),
+            members = gone.len(),
+            first = gone[0].as_str(),
+            "members expired (no call within the job's member TTL); their units return to the pool"
+        ),
+        Ok(()) => {}
+        Err(error) => {
+            tracing::warn!(job = name.as_str(), %error, "cannot forget expired members")
         }
     }
 }

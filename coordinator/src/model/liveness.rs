@@ -27,25 +27,25 @@ use super::Job;
 pub type Renewals = BTreeMap<MemberId, Instant>;
 
 impl Job {
-    /// Whether a member has not called within the TTL before `now`.
-    pub fn any_expired(&self, now: Instant) -> bool {
+    /// The members that have not called within the TTL before `now`.
+    fn silent(&self, now: Instant) -> impl Iterator<Item = &MemberId> {
         let ttl = self.member_ttl();
         self.renewed
-            .values()
-            .any(|&at| now.saturating_duration_since(at) > ttl)
+            .iter()
+            .filter(move |(_, &at)| now.saturating_duration_since(at) > ttl)
+            .map(|(member, _)| member)
+    }
+
+    /// Whether a member has not called within the TTL before `now`.
+    pub fn any_expired(&self, now: Instant) -> bool {
+        self.silent(now).next().is_some()
     }
 
     /// Forgets every member that has not called within the TTL before
     /// `now`: the effects delete their records and return their units.
     /// Returns the members forgotten with them.
     pub fn expire(&mut self, now: Instant) -> (Vec<MemberId>, Effects) {
-        let ttl = self.member_ttl();
-        let expired: Vec<MemberId> = self
-            .renewed
-            .iter()
-            .filter(|(_, &at)| now.saturating_duration_since(at) > ttl)
-            .map(|(member, _)| member.clone())
-            .collect();
+        let expired: Vec<MemberId> = self.silent(now).cloned().collect();
         let mut effects = Effects::default();
         for member in &expired {
             let lease = self.members.get(member).and_then(|r| r.store_lease());

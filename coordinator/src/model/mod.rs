@@ -169,27 +169,6 @@ pub enum State {
     Dynamic(DynModel),
 }
 
-/// Ranks' entries stored in parts (`sync::RANKS_PER_KEY`), merged; a part
-/// overrides the one key an earlier coordinator kept them all in (`None`).
-/// An entry in a part its rank is not of is an error naming the key.
-fn merge_parts<V>(
-    mut parts: Vec<(Option<u32>, BTreeMap<u32, V>, &str)>,
-) -> Result<BTreeMap<u32, V>> {
-    parts.sort_by_key(|(part, _, _)| *part);
-    let mut merged = BTreeMap::new();
-    for (part, entries, key) in parts {
-        if let Some(part) = part {
-            if let Some(rank) = entries.keys().find(|&&r| r / sync::RANKS_PER_KEY != part) {
-                return Err(CoordError::Corrupt(format!(
-                    "{key} holds rank {rank}, which is not of its part {part}"
-                )));
-            }
-        }
-        merged.extend(entries);
-    }
-    Ok(merged)
-}
-
 fn parse<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T> {
     serde_json::from_slice(&kv.value)
         .map_err(|e| CoordError::Corrupt(format!("the value at {}: {e}", kv.key)))
@@ -321,8 +300,8 @@ impl Job {
             Mode::Sync => State::Sync(SyncModel::load(
                 gens,
                 commit,
-                merge_parts(rank_commits)?,
-                merge_parts(progress)?,
+                sync::merge_parts(rank_commits)?,
+                sync::merge_parts(progress)?,
             )?),
             Mode::Dynamic => {
                 let mut model = DynModel::new(&stored.config, &dataset, dyn_epoch);

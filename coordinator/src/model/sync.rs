@@ -13,8 +13,10 @@
 //!
 //! The job's commit is the group's: the minimum over the incarnation's
 //! ranks of each rank's latest commit ([`SyncModel::commit`]), so a rank that died
-//! behind holds it back whatever the others did.
+//! behind holds it back whatever the others did. Each rank's progress and
+//! commits are stored in parts of ranks (`parts`).
 
+mod parts;
 mod place;
 mod resume;
 
@@ -32,6 +34,8 @@ use tributary_common::plan::generation::{
 use tributary_common::plan::shuffle::ShuffleSpec;
 use tributary_common::plan::span::SpanSet;
 
+use parts::part_of;
+pub use parts::{merge_parts, RANKS_PER_KEY};
 pub use resume::{Resume, MAX_HISTORY};
 
 use super::effects::put;
@@ -78,22 +82,6 @@ enum Place {
     Current,
     /// A newer restart, another run, or no generation yet.
     Newer,
-}
-
-/// Ranks whose commits (or progress) one stored key holds: a call writes
-/// its rank's part, so what one call encodes is bounded however large the
-/// world is.
-pub const RANKS_PER_KEY: u32 = 256;
-
-/// The part `rank` belongs to, and that part's entries of `map`.
-pub(crate) fn part_of<V: Copy>(map: &BTreeMap<u32, V>, rank: u32) -> (u32, BTreeMap<u32, V>) {
-    let part = rank / RANKS_PER_KEY;
-    let first = part * RANKS_PER_KEY;
-    let entries = map
-        .range(first..first.saturating_add(RANKS_PER_KEY))
-        .map(|(&r, &v)| (r, v))
-        .collect();
-    (part, entries)
 }
 
 #[derive(Debug, Default)]

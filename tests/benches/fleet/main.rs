@@ -287,16 +287,9 @@ async fn scenario(args: &Args, url: &str, digest: &str, ranks: u32) -> Row {
 /// and the group's commit is the least of the ranks' last commits (what a
 /// restart resumes from). Panics if not.
 fn check_sync(args: &Args, ranks: u32, tally: &Tally, status: &v1::JobStatus) {
-    let mut samples: Vec<(u32, u32)> = tally
-        .spans
-        .iter()
-        .flat_map(|&(shard, start, end)| (start..end).map(move |i| (shard, i)))
-        .collect();
-    let assigned = samples.len();
-    samples.sort_unstable();
-    samples.dedup();
+    let (assigned, distinct) = rank::samples_in(&tally.spans);
     assert_eq!(
-        (assigned, samples.len()),
+        (assigned, distinct),
         (args.samples as usize, args.samples as usize),
         "{ranks} ranks: epoch 0's {} samples assigned exactly once",
         args.samples

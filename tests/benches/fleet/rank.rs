@@ -88,6 +88,19 @@ pub struct Tally {
     pub committed: Option<u64>,
 }
 
+/// How many samples `spans` (shard, start, end) hold, and how many of them
+/// are distinct.
+pub fn samples_in(spans: &[(u32, u32, u32)]) -> (usize, usize) {
+    let mut samples: Vec<(u32, u32)> = spans
+        .iter()
+        .flat_map(|&(shard, start, end)| (start..end).map(move |i| (shard, i)))
+        .collect();
+    let given = samples.len();
+    samples.sort_unstable();
+    samples.dedup();
+    (given, samples.len())
+}
+
 impl Tally {
     pub fn merge(&mut self, other: Tally) {
         for (rpc, micros) in other.micros {

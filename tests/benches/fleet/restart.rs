@@ -68,16 +68,10 @@ pub async fn check(
     channels: &[Channel],
 ) {
     let spans = rejoin(job, digest, world, channels).await;
-    let mut resumed: Vec<(u32, u32)> = spans
-        .iter()
-        .flat_map(|&(shard, start, end)| (start..end).map(move |i| (shard, i)))
-        .collect();
-    let given = resumed.len();
-    resumed.sort_unstable();
-    resumed.dedup();
+    let (given, distinct) = super::rank::samples_in(&spans);
     let rest = u64::from(samples) - u64::from(world) * committed;
     assert_eq!(
-        (given as u64, resumed.len() as u64),
+        (given as u64, distinct as u64),
         (rest, rest),
         "{world} ranks restarted after a commit at {committed} samples each: the epoch's other \
          {rest} samples, each once"

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Joins ranks 0 and 1 of a world of 2; returns their callers.
-fn two_ranks(job: &mut Job, kv: &mut Kv) -> Vec<Caller> {
+pub(super) fn two_ranks(job: &mut Job, kv: &mut Kv) -> Vec<Caller> {
     (0..2)
         .map(|r| {
             let member = MemberId::from(format!("run.0.{r}"));

@@ -2,6 +2,7 @@
 //! `RANKS_PER_KEY` ranks: each call writes its rank's part alone, and a
 //! load merges them (with the one key an earlier coordinator wrote).
 
+use super::finish::two_ranks;
 use super::*;
 use crate::model::sync::RANKS_PER_KEY;
 
@@ -127,19 +128,4 @@ fn the_one_key_an_earlier_coordinator_wrote_is_read_under_the_parts() {
         .map(|p| p.samples)
         .collect();
     assert_eq!(samples, [1, 2], "the old key alone is read");
-}
-
-fn two_ranks(job: &mut Job, kv: &mut Kv) -> Vec<Caller> {
-    (0..2)
-        .map(|r| {
-            let member = MemberId::from(format!("run.0.{r}"));
-            let (joined, effects) =
-                job.join(joiner(rank(r), member.clone(), ""), "e".repeat(32), now());
-            kv.apply(&effects);
-            Caller {
-                member,
-                secret: joined.expect("join").secret,
-            }
-        })
-        .collect()
 }
