@@ -11,7 +11,8 @@
 # them (cargo, pip) first.
 #
 #   bench/run.sh gpu                 10000 images, threads 1,2,4,8,16
-#   THREADS=4,16 WORKERS=16 BATCH=256 STEPS=30 bench/run.sh gpu 20000
+#   THREADS=4,16 WORKERS=16 BATCH=256 STEPS=30 PREFETCH=2 bench/run.sh gpu 20000
+#   WORKERS=0 THREADS=8 PREFETCH=4 bench/run.sh gpu     no DataLoader row
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IMAGES=${1:-10000}
@@ -37,4 +38,5 @@ fi
 "$PY" bench/gpu_step.py --images "$WORK/images" --shards "$WORK/shards" \
     --threads "${THREADS:-1,2,4,8,16}" --workers "${WORKERS:-16}" \
     --batch "${BATCH:-256}" --steps "${STEPS:-30}" --warmup "${WARMUP:-5}" \
+    --prefetch "${PREFETCH:-2}" \
     ${JSON:+--json "$JSON"}

@@ -1,7 +1,8 @@
 """A ResNet-50 training step fed by Tributary and by PyTorch's DataLoader.
 
     python bench/gpu_step.py --images DIR --shards DIR [--threads 1,2,4,8,16]
-        [--workers 16] [--batch 256] [--steps 30] [--warmup 5] [--no-pinned] [--json OUT]
+        [--workers 16] [--batch 256] [--steps 30] [--warmup 5] [--prefetch 2]
+        [--no-pinned] [--json OUT]
 
 Run by `bench/run.sh gpu` on a machine with a CUDA GPU. Every contender feeds
 the same step: ResNet-50 (torchvision, random weights), bf16 autocast,
@@ -13,6 +14,10 @@ The "pinned" Tributary rows use `tributary.torch.Loader(..., device="cuda")`:
 uint8 NHWC batches copied to the GPU ahead of the step through reused pinned
 buffers on a side stream, and normalised there (`normalize=True`) into the
 same float32 channels_last batches; the step's own copy is then a no-op.
+
+Two floors come first: one batch in host memory, copied to the GPU each
+step (a pageable loader's best), and one batch already on the GPU (the best
+of a loader that hands over device tensors, as the pinned rows do).
 
 A step's time is the time blocked in `next()` (the data wait) plus the time
 from the batch in hand to the step finished on the GPU (the copy to the GPU
@@ -76,7 +81,7 @@ def measure(name, batches, step, warmup, steps, batch):
         "first_batch_s": first,
     }
     print(
-        f"{name:<34} data wait {row['data_wait_pct']:5.1f} %  "
+        f"{name:<42} data wait {row['data_wait_pct']:5.1f} %  "
         f"{row['images_per_s']:7.0f} img/s  step {row['step_ms']:6.1f} ms "
         f"(GPU {row['gpu_step_ms']:5.1f} ms)  first batch {first:5.1f} s",
         flush=True,
@@ -122,12 +127,12 @@ def tributary_batches(shards, threads, batch):
         yield torch.from_numpy(images), torch.from_numpy(labels)
 
 
-def tributary_device_batches(shards, threads, batch):
+def tributary_device_batches(shards, threads, batch, prefetch):
     import tributary.torch
 
     loader = tributary.torch.Loader(
         shards, batch_size=batch, image_size=224, decode_threads=threads, seed=1,
-        dtype="uint8", layout="NHWC", device="cuda", normalize=True,
+        dtype="uint8", layout="NHWC", device="cuda", normalize=True, prefetch=prefetch,
     )
     # Already on the GPU, normalised, ready on the current stream.
     for images, labels in loader:
@@ -139,10 +144,13 @@ def main():
     parser.add_argument("--images", required=True)
     parser.add_argument("--shards", required=True)
     parser.add_argument("--threads", default="1,2,4,8,16")
-    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=16,
+                        help="the DataLoader's workers (0: leave its row out)")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--prefetch", type=int, default=2,
+                        help="batches the pinned rows copy to the GPU ahead (the loader's prefetch=)")
     parser.add_argument("--no-pinned", action="store_true",
                         help='leave out the rows of Tributary with device="cuda"')
     parser.add_argument("--json")
@@ -166,16 +174,26 @@ def main():
             yield images, labels
 
     rows = [measure("no loader (one batch, resident)", resident(), step, args.warmup, args.steps, args.batch)]
-    rows.append(
-        measure(
-            f"PyTorch DataLoader, {args.workers} workers",
-            dataloader_batches(args.images, args.workers, args.batch),
-            step,
-            args.warmup,
-            args.steps,
-            args.batch,
+    # The floor of a loader that hands over device tensors: no copy at all.
+    on_gpu = images.to(device).contiguous(memory_format=torch.channels_last), labels.to(device)
+
+    def resident_on_gpu():
+        while True:
+            yield on_gpu
+
+    rows.append(measure("no loader (one batch, on the GPU)", resident_on_gpu(), step,
+                        args.warmup, args.steps, args.batch))
+    if args.workers > 0:
+        rows.append(
+            measure(
+                f"PyTorch DataLoader, {args.workers} workers",
+                dataloader_batches(args.images, args.workers, args.batch),
+                step,
+                args.warmup,
+                args.steps,
+                args.batch,
+            )
         )
-    )
     for threads in [int(t) for t in args.threads.split(",")]:
         rows.append(
             measure(
@@ -191,8 +209,8 @@ def main():
         for threads in [int(t) for t in args.threads.split(",")]:
             rows.append(
                 measure(
-                    f"Tributary pinned, {threads} threads",
-                    tributary_device_batches(args.shards, threads, args.batch),
+                    f"Tributary pinned, {threads} threads, prefetch {args.prefetch}",
+                    tributary_device_batches(args.shards, threads, args.batch, args.prefetch),
                     step,
                     args.warmup,
                     args.steps,

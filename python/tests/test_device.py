@@ -382,9 +382,10 @@ def test_gpu_batches_are_device_tensors_ready_on_the_current_stream(dataset):
     expected = list(ttorch.Loader(dataset, seed=5, **SMALL))
     loader = ttorch.Loader(dataset, seed=5, device="cuda", **SMALL)
     got = []
-    for images, labels in loader:
+    for batch in loader:
+        images, labels = batch
         assert images.is_cuda and labels.is_cuda
-        got.append((images.cpu(), labels.cpu()))  # on the current stream
+        got.append(type(batch)(images.cpu(), labels.cpu()))  # on the current stream
     same_batches(got, expected)
     pool = loader._staging.pool
     assert pool.allocations <= 2 * pool.per_shape and pool.reuses > 0
