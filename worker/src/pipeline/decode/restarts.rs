@@ -344,6 +344,8 @@ mod tests {
             (333, 250, SamplingFactor::F_2_1, 3),
             (500, 375, SamplingFactor::F_1_1, 7),
             (1000, 700, SamplingFactor::F_2_2, 9),
+            (400, 358, SamplingFactor::F_2_2, 1),
+            (320, 250, SamplingFactor::F_2_1, 2),
         ] {
             let plain = jpeg(width, height, sampling, 0);
             let marked = jpeg(width, height, sampling, interval);
@@ -364,6 +366,50 @@ mod tests {
                     render_crop(&plain, crop, size, flip),
                     "{width}x{height}, {crop:?} to {size}"
                 );
+            }
+        }
+    }
+
+    /// Every pixel of `bytes`, decoded whole by libjpeg-turbo.
+    fn decode_whole(bytes: &[u8]) -> Vec<u8> {
+        let mut decoder = crate::pipeline::decode::jpeg::Decompressor::new().expect("decoder");
+        let header = decoder.header(bytes).expect("a JPEG");
+        let whole = Rect {
+            x: 0.0,
+            y: 0.0,
+            width: f64::from(header.width),
+            height: f64::from(header.height),
+        };
+        let mut pixels = Vec::new();
+        let region = decoder
+            .decode(bytes, header, whole, 1, 0.0, &mut pixels)
+            .expect("decodes");
+        assert_eq!((region.width, region.height), (header.width, header.height));
+        pixels
+    }
+
+    /// The vendored libjpeg-turbo takes its fast Huffman path inside a
+    /// restart interval (third_party/README.md): whatever the interval
+    /// (1: every MCU is an interval's last, the slow path alone), each
+    /// subsampling and sizes off the MCU grid decode to the pixels of the
+    /// same coefficients without markers.
+    #[test]
+    fn restart_marked_streams_decode_to_the_pixels_of_unmarked_ones() {
+        for sampling in [
+            SamplingFactor::F_1_1,
+            SamplingFactor::F_2_1,
+            SamplingFactor::F_1_2,
+            SamplingFactor::F_2_2,
+        ] {
+            for (width, height) in [(400, 358), (97, 61), (1000, 40)] {
+                let plain = decode_whole(&jpeg(width, height, sampling, 0));
+                for interval in [1, 2, 3, 5, 7, 13, 64, 1000] {
+                    let marked = jpeg(width, height, sampling, interval);
+                    assert!(
+                        decode_whole(&marked) == plain,
+                        "{width}x{height}, {sampling:?}, a marker every {interval} MCUs"
+                    );
+                }
             }
         }
     }

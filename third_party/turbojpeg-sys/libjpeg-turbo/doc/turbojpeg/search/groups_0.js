@@ -1,0 +1,4 @@
+var searchData=
+[
+  ['turbojpeg_0',['TurboJPEG',['../group___turbo_j_p_e_g.html',1,'']]]
+];
