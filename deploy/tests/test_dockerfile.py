@@ -129,6 +129,26 @@ def test_copy_sources_exist_and_from_stages_are_defined():
     assert not errors, "\n".join(errors)
 
 
+def test_rust_build_copies_every_path_the_workspace_builds_from():
+    """A workspace member or patched crate the build stage lacks fails the
+    image build (`failed to load manifest`), which no other test here runs."""
+    import tomllib
+
+    manifest = tomllib.loads((REPO / "Cargo.toml").read_text())
+    needed = set(manifest["workspace"]["members"])
+    for patches in manifest.get("patch", {}).values():
+        for spec in patches.values():
+            if "path" in spec:
+                needed.add(spec["path"].split("/")[0])
+    copied = set()
+    for word, rest in stage("rust-build").instructions:
+        if word == "COPY" and "--from=" not in rest:
+            parts = [p for p in shlex.split(rest) if not p.startswith("--")]
+            copied.update(src.rstrip("/") for src in parts[:-1])
+    missing = sorted(needed - copied)
+    assert not missing, f"{rel(DOCKERFILE)}: stage rust-build does not COPY {missing}"
+
+
 def test_builder_builds_the_cli_locked_and_strips_it():
     runs = " ".join(rest for w, rest in stage("binary").instructions if w == "RUN")
     assert "cargo build --release --locked -p tributary-cli" in runs
