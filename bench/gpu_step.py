@@ -27,6 +27,7 @@ meanwhile, so a loader that keeps up shows a wait near 0 %.
 """
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -165,58 +166,28 @@ def main():
         f"batch {args.batch}, {args.steps} steps after {args.warmup}",
         flush=True,
     )
-    # The model's own speed, on one batch held on the GPU: the floor of a step.
+    rows = []
+
+    def run(name, batches):
+        rows.append(measure(name, batches, step, args.warmup, args.steps, args.batch))
+
+    # The floors: one batch in host memory, copied each step; the same batch
+    # already on the GPU (what a loader handing over device tensors can reach).
     images = torch.randn(args.batch, 3, 224, 224)
     labels = torch.randint(0, 10, (args.batch,))
-
-    def resident():
-        while True:
-            yield images, labels
-
-    rows = [measure("no loader (one batch, resident)", resident(), step, args.warmup, args.steps, args.batch)]
-    # The floor of a loader that hands over device tensors: no copy at all.
+    run("no loader (one batch, resident)", itertools.repeat((images, labels)))
     on_gpu = images.to(device).contiguous(memory_format=torch.channels_last), labels.to(device)
-
-    def resident_on_gpu():
-        while True:
-            yield on_gpu
-
-    rows.append(measure("no loader (one batch, on the GPU)", resident_on_gpu(), step,
-                        args.warmup, args.steps, args.batch))
+    run("no loader (one batch, on the GPU)", itertools.repeat(on_gpu))
     if args.workers > 0:
-        rows.append(
-            measure(
-                f"PyTorch DataLoader, {args.workers} workers",
-                dataloader_batches(args.images, args.workers, args.batch),
-                step,
-                args.warmup,
-                args.steps,
-                args.batch,
-            )
-        )
-    for threads in [int(t) for t in args.threads.split(",")]:
-        rows.append(
-            measure(
-                f"Tributary, {threads} decode threads",
-                tributary_batches(args.shards, threads, args.batch),
-                step,
-                args.warmup,
-                args.steps,
-                args.batch,
-            )
-        )
+        run(f"PyTorch DataLoader, {args.workers} workers",
+            dataloader_batches(args.images, args.workers, args.batch))
+    threads = [int(t) for t in args.threads.split(",")]
+    for n in threads:
+        run(f"Tributary, {n} decode threads", tributary_batches(args.shards, n, args.batch))
     if not args.no_pinned:
-        for threads in [int(t) for t in args.threads.split(",")]:
-            rows.append(
-                measure(
-                    f"Tributary pinned, {threads} threads, prefetch {args.prefetch}",
-                    tributary_device_batches(args.shards, threads, args.batch, args.prefetch),
-                    step,
-                    args.warmup,
-                    args.steps,
-                    args.batch,
-                )
-            )
+        for n in threads:
+            run(f"Tributary pinned, {n} threads, prefetch {args.prefetch}",
+                tributary_device_batches(args.shards, n, args.batch, args.prefetch))
     if args.json:
         with open(args.json, "w") as out:
             for row in rows:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import tomllib
 from dataclasses import dataclass, field
 
 import pytest
@@ -58,6 +59,11 @@ def parse() -> tuple[dict[str, str], list[Stage]]:
         else:
             stages[-1].instructions.append((word, rest))
     return args, stages
+
+
+def copy_sources(arguments: str) -> list[str]:
+    """The build-context paths a COPY (without --from) takes."""
+    return [p for p in shlex.split(arguments) if not p.startswith("--")][:-1]
 
 
 def stage(name: str) -> Stage:
@@ -120,8 +126,7 @@ def test_copy_sources_exist_and_from_stages_are_defined():
                 if ref not in seen:
                     errors.append(f"stage {s.name}: {word} refers to stage {ref!r} before it is defined")
             if word == "COPY" and "--from=" not in rest:
-                parts = [p for p in shlex.split(rest) if not p.startswith("--")]
-                for src in parts[:-1]:
+                for src in copy_sources(rest):
                     if not (REPO / src).exists():
                         errors.append(f"stage {s.name}: COPY source {src} is not in the repository")
         if s.name:
@@ -132,19 +137,18 @@ def test_copy_sources_exist_and_from_stages_are_defined():
 def test_rust_build_copies_every_path_the_workspace_builds_from():
     """A workspace member or patched crate the build stage lacks fails the
     image build (`failed to load manifest`), which no other test here runs."""
-    import tomllib
-
     manifest = tomllib.loads((REPO / "Cargo.toml").read_text())
     needed = set(manifest["workspace"]["members"])
     for patches in manifest.get("patch", {}).values():
         for spec in patches.values():
             if "path" in spec:
                 needed.add(spec["path"].split("/")[0])
-    copied = set()
-    for word, rest in stage("rust-build").instructions:
-        if word == "COPY" and "--from=" not in rest:
-            parts = [p for p in shlex.split(rest) if not p.startswith("--")]
-            copied.update(src.rstrip("/") for src in parts[:-1])
+    copied = {
+        src.rstrip("/")
+        for word, rest in stage("rust-build").instructions
+        if word == "COPY" and "--from=" not in rest
+        for src in copy_sources(rest)
+    }
     missing = sorted(needed - copied)
     assert not missing, f"{rel(DOCKERFILE)}: stage rust-build does not COPY {missing}"
 

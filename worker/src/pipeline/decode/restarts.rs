@@ -370,8 +370,9 @@ mod tests {
         }
     }
 
-    /// Every pixel of `bytes`, decoded whole by libjpeg-turbo.
-    fn decode_whole(bytes: &[u8]) -> Vec<u8> {
+    /// Every pixel of `bytes`, decoded whole by libjpeg-turbo (the
+    /// loader's `jpeg::decode_whole` keeps them in its scratch buffer).
+    fn whole_pixels(bytes: &[u8]) -> Vec<u8> {
         let mut decoder = crate::pipeline::decode::jpeg::Decompressor::new().expect("decoder");
         let header = decoder.header(bytes).expect("a JPEG");
         let whole = Rect {
@@ -402,11 +403,11 @@ mod tests {
             SamplingFactor::F_2_2,
         ] {
             for (width, height) in [(400, 358), (97, 61), (1000, 40)] {
-                let plain = decode_whole(&jpeg(width, height, sampling, 0));
+                let plain = whole_pixels(&jpeg(width, height, sampling, 0));
                 for interval in [1, 2, 3, 5, 7, 13, 64, 1000] {
                     let marked = jpeg(width, height, sampling, interval);
                     assert!(
-                        decode_whole(&marked) == plain,
+                        whole_pixels(&marked) == plain,
                         "{width}x{height}, {sampling:?}, a marker every {interval} MCUs"
                     );
                 }
