@@ -8,6 +8,8 @@ use std::process::Command;
 
 fn main() -> Result<()> {
     println!("cargo:rerun-if-changed=build.rs");
+    // Tributary: rebuild when the vendored, patched C sources change.
+    println!("cargo:rerun-if-changed=libjpeg-turbo/src");
     let link_kind = get_link_kind()?;
     let library = build_or_find_library(link_kind)?;
     generate_or_copy_bindings(&library)?;

@@ -404,6 +404,7 @@ no_more_bytes:
       /* Back out pre-execution and fill the buffer with zero bits */ \
       buffer -= 2; \
       get_buffer &= ~0xFF; \
+      zero_bits += 8; /* Tributary: counted, see decode_mcu_fast() */ \
     } \
   } \
 }
@@ -667,6 +668,7 @@ decode_mcu_fast(j_decompress_ptr cinfo, JBLOCKROW *MCU_data)
   JOCTET *buffer;
   int blkn;
   savable_state state;
+  int zero_bits = 0;    /* Tributary: zero bits filled in after a marker */
   /* Outer loop handles each block in the MCU */
 
   /* Load up working state */
@@ -737,8 +739,21 @@ decode_mcu_fast(j_decompress_ptr cinfo, JBLOCKROW *MCU_data)
   }
 
   if (cinfo->unread_marker != 0) {
-    cinfo->unread_marker = 0;
-    return FALSE;
+    /* Tributary: the MCU met a marker (the end of a restart interval, or of
+     * the scan). If it read none of the zero bits filled in after the
+     * marker (a whole stream: the MCU ends in the bits before it), its
+     * coefficients are those the slow path decodes; leave the state the
+     * slow path leaves: the zero bits dropped, the marker read and saved.
+     * Otherwise (damage; or fill bytes, 0xFF 0xFF) the slow path decodes
+     * it again, and warns. Upstream always decodes it again. See
+     * third_party/README.md. */
+    if (bits_left < zero_bits || cinfo->unread_marker == 0xFF) {
+      cinfo->unread_marker = 0;
+      return FALSE;
+    }
+    get_buffer >>= zero_bits;
+    bits_left -= zero_bits;
+    buffer += 2;
   }
 
   br_state.bytes_in_buffer -= (buffer - br_state.next_input_byte);
@@ -777,13 +792,11 @@ decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *MCU_data)
     if (entropy->restarts_to_go == 0)
       if (!process_restart(cinfo))
         return FALSE;
-    /* Tributary: only the last MCU of a restart interval takes the slow
-     * path (it leaves the bit-buffer state process_restart() reads); the
-     * others take the fast one, which hands any MCU that meets a marker to
-     * the slow path anyway. Upstream slows every MCU of such an image
-     * (libjpeg-turbo issue 910). See third_party/README.md. */
-    if (entropy->restarts_to_go == 1)
-      usefast = 0;
+    /* Tributary: upstream slows every MCU of an image with restart
+     * markers (usefast = 0 here; libjpeg-turbo issue 910). The fast path
+     * reads up to the marker that ends an interval and keeps its result
+     * where the MCU ends before the marker (decode_mcu_fast()). See
+     * third_party/README.md. */
   }
 
   if (cinfo->src->bytes_in_buffer < BUFSIZE * (size_t)cinfo->blocks_in_MCU ||

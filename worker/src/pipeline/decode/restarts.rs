@@ -390,8 +390,8 @@ mod tests {
     }
 
     /// The vendored libjpeg-turbo takes its fast Huffman path inside a
-    /// restart interval (third_party/README.md): whatever the interval
-    /// (1: every MCU is an interval's last, the slow path alone), each
+    /// restart interval and up to its marker (third_party/README.md):
+    /// whatever the interval (1: every MCU is an interval's last), each
     /// subsampling and sizes off the MCU grid decode to the pixels of the
     /// same coefficients without markers.
     #[test]
@@ -412,6 +412,44 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// The fast path keeps an MCU that met its interval's marker only if
+    /// it took none of the zero bits filled in after the marker: a segment
+    /// cut short (its last bytes lost, so its last MCUs run into the marker)
+    /// is decoded again by the slow path, which warns, and the decode
+    /// fails, as a whole image or as a part.
+    #[test]
+    fn a_segment_cut_short_fails_the_decode_and_is_never_zero_filled_in_silence() {
+        let bytes = jpeg(400, 358, SamplingFactor::F_2_2, 5);
+        let frame = frame(&bytes).expect("frame");
+        let markers: Vec<usize> = bytes[frame.scan_at..]
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w[0] == 0xFF && (0xD0..=0xD7).contains(&w[1]))
+            .map(|(at, _)| frame.scan_at + at)
+            .collect();
+        assert!(markers.len() > 100, "{} markers", markers.len());
+        for (nth, cut) in [(10, 1), (11, 2), (40, 3), (41, 7), (90, 30)] {
+            let at = markers[nth];
+            // Not a stuffed 0xFF 0x00 being cut in half.
+            let mut damaged = bytes[..at - cut].to_vec();
+            assert!(!damaged.ends_with(&[0xFF]), "segment {nth} ends in 0xFF");
+            damaged.extend_from_slice(&bytes[at..]);
+            let mut decoder = crate::pipeline::decode::jpeg::Decompressor::new().expect("decoder");
+            let header = decoder.header(&damaged).expect("the header is whole");
+            let whole = Rect {
+                x: 0.0,
+                y: 0.0,
+                width: 400.0,
+                height: 358.0,
+            };
+            let Err(error) = decoder.decode(&damaged, header, whole, 1, 0.0, &mut Vec::new())
+            else {
+                panic!("segment {nth}, {cut} bytes short, decodes");
+            };
+            assert!(error.contains("premature end"), "{error}");
         }
     }
 
