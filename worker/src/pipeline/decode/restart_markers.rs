@@ -5,11 +5,15 @@
 //! pipeline).
 //!
 //! A lossless transcode (libjpeg-turbo's `tj3Transform`: the same DCT
-//! coefficients, so the same pixels) that puts a restart marker every `k`
-//! MCUs, `k` dividing an MCU row into at most [`SEGMENTS_PER_ROW`] equal
-//! segments. The loader ([`restarts`](super::restarts)) then
-//! entropy-decodes only the segments a crop touches, where a plain JPEG
-//! makes it decode every row above the crop and every column beside it.
+//! coefficients, so the same pixels) that puts a restart marker after every
+//! MCU, or, where that makes the JPEG larger than it was, every `k` MCUs,
+//! `k` dividing an MCU row into at most [`SEGMENTS_PER_ROW`] equal
+//! segments ([`intervals`]). The loader ([`restarts`](super::restarts))
+//! then entropy-decodes only the segments a crop touches, where a plain
+//! JPEG makes it decode every row above the crop and every column beside
+//! it. A marker per MCU lets a crop's part end within an MCU (16 pixels of
+//! 4:2:0) of the crop; the markers cost about 2.5 bytes per MCU, and no
+//! decode time on the vendored libjpeg-turbo (third_party/README.md).
 //! Huffman tables are optimised on the way, which pays for the markers'
 //! bytes: a JPEG is kept as it was unless the new one is no larger (so a
 //! shard never outgrows its plan, made from the source files' sizes), and
@@ -29,8 +33,9 @@ use turbojpeg_sys as tj;
 
 use super::jpeg::MCU_WIDTH;
 
-/// Restart segments per MCU row, at most: enough that a crop skips most of
-/// the columns beside it, few enough that the markers cost little.
+/// Restart segments per MCU row, at most, where a marker after every MCU
+/// would make the JPEG larger: fewer markers, and still a crop skips most
+/// of the columns beside it when the row's MCUs divide well.
 pub const SEGMENTS_PER_ROW: u32 = 8;
 
 /// A libjpeg-turbo transformer; one per packing thread.
@@ -47,12 +52,14 @@ thread_local! {
     static TRANSFORMER: RefCell<Option<Transformer>> = const { RefCell::new(None) };
 }
 
-/// The restart interval, in MCUs, that cuts rows of `columns` MCUs into
-/// equal segments: the fewest MCUs that make at most [`SEGMENTS_PER_ROW`].
-pub fn interval(columns: u32) -> u32 {
-    (1..=columns)
+/// The restart intervals, in MCUs, to try, in order, for rows of `columns`
+/// MCUs: every MCU, then the fewest MCUs that cut a row into equal segments
+/// of at most [`SEGMENTS_PER_ROW`] (none where that is also 1).
+pub fn intervals(columns: u32) -> impl Iterator<Item = u32> {
+    let coarse = (1..=columns)
         .find(|&k| columns.is_multiple_of(k) && columns / k <= SEGMENTS_PER_ROW)
-        .unwrap_or(columns.max(1))
+        .unwrap_or(columns.max(1));
+    std::iter::once(1).chain((coarse > 1).then_some(coarse))
 }
 
 /// `jpeg` transcoded losslessly with restart markers, or `None` to store
@@ -72,12 +79,15 @@ pub fn with_restarts(jpeg: &[u8]) -> Option<Vec<u8>> {
             *cell = Some(Transformer(handle));
         }
         let handle = cell.as_ref()?.0;
-        let out = transform(handle, jpeg)?;
-        (out.len() <= jpeg.len()).then_some(out)
+        let columns = columns(handle, jpeg)?;
+        intervals(columns)
+            .filter_map(|interval| transform(handle, jpeg, interval))
+            .find(|out| out.len() <= jpeg.len())
     })
 }
 
-fn transform(handle: tj::tjhandle, jpeg: &[u8]) -> Option<Vec<u8>> {
+/// The MCU columns of `jpeg`, if it is one `transform` can mark.
+fn columns(handle: tj::tjhandle, jpeg: &[u8]) -> Option<u32> {
     // SAFETY: a valid handle; the pointer and length describe `jpeg`.
     let status =
         unsafe { tj::tj3DecompressHeader(handle, jpeg.as_ptr(), jpeg.len() as tj::size_t) };
@@ -97,7 +107,12 @@ fn transform(handle: tj::tjhandle, jpeg: &[u8]) -> Option<Vec<u8>> {
     }
     let width = u32::try_from(get(tj::TJPARAM_TJPARAM_JPEGWIDTH)).ok()?;
     let mcu = *MCU_WIDTH.get(usize::try_from(get(tj::TJPARAM_TJPARAM_SUBSAMP)).ok()?)?;
-    let interval = interval(width.div_ceil(mcu));
+    Some(width.div_ceil(mcu))
+}
+
+/// `jpeg` (whose header `handle` has read) transcoded with a restart marker
+/// every `interval` MCUs, Huffman tables optimised.
+fn transform(handle: tj::tjhandle, jpeg: &[u8], interval: u32) -> Option<Vec<u8>> {
     let set = |param, value: u32| {
         // SAFETY: as above.
         unsafe { tj::tj3Set(handle, param as libc::c_int, value as libc::c_int) == 0 }
@@ -169,12 +184,13 @@ mod tests {
     }
 
     #[test]
-    fn the_interval_cuts_a_row_into_equal_segments_of_at_most_eight() {
-        assert_eq!(interval(25), 5);
-        assert_eq!(interval(24), 3);
-        assert_eq!(interval(23), 23);
-        assert_eq!(interval(8), 1);
-        assert_eq!(interval(1), 1);
+    fn every_mcu_is_tried_first_then_equal_segments_of_at_most_eight() {
+        let tried = |columns| intervals(columns).collect::<Vec<_>>();
+        assert_eq!(tried(25), [1, 5]);
+        assert_eq!(tried(24), [1, 3]);
+        assert_eq!(tried(23), [1, 23]);
+        assert_eq!(tried(8), [1]);
+        assert_eq!(tried(1), [1]);
     }
 
     #[test]
@@ -182,17 +198,50 @@ mod tests {
         let original = jpeg(400, 358, false);
         let marked = with_restarts(&original).expect("a baseline JPEG is transcoded");
         assert!(marked.len() <= original.len());
-        // 400 px of 16-pixel MCUs: 25 columns, a marker every 5 MCUs.
-        let dri = marked
-            .windows(2)
-            .position(|w| w == [0xFF, 0xDD])
-            .expect("DRI");
-        assert_eq!(&marked[dri + 4..dri + 6], &[0, 5]);
+        // Optimised tables pay for a marker after every MCU.
+        assert_eq!(restart_interval(&marked), 1);
         assert!(
             marked.windows(2).any(|w| w == [0xFF, 0xD7]),
             "markers cycle"
         );
         assert_eq!(pixels(&marked), pixels(&original));
+    }
+
+    /// The DRI segment's interval.
+    fn restart_interval(jpeg: &[u8]) -> u8 {
+        let dri = jpeg
+            .windows(2)
+            .position(|w| w == [0xFF, 0xDD])
+            .expect("DRI");
+        assert_eq!(jpeg[dri + 4], 0);
+        jpeg[dri + 5]
+    }
+
+    #[test]
+    fn where_a_marker_per_mcu_makes_it_larger_a_row_gets_a_few() {
+        // A JPEG whose tables are optimised already, with bytes after its
+        // end (which a transcode drops) to put its size between those of
+        // a marker per MCU and one every 5 MCUs (400 px: 25 columns).
+        let handle = TRANSFORMER.with(|cell| {
+            with_restarts(&jpeg(16, 16, false)).expect("a transformer");
+            cell.borrow().as_ref().expect("made").0
+        });
+        let optimised = transform(handle, &jpeg(400, 358, false), 0).expect("optimised");
+        let size = |interval| {
+            transform(handle, &optimised, interval)
+                .expect("marked")
+                .len()
+        };
+        let (fine, coarse) = (size(1), size(5));
+        assert!(coarse < fine, "{coarse} against {fine} bytes");
+        let mut original = optimised.clone();
+        original.resize((fine + coarse) / 2, 0);
+        let marked = with_restarts(&original).expect("transcoded");
+        assert_eq!(marked.len(), coarse);
+        assert_eq!(restart_interval(&marked), 5);
+        assert_eq!(pixels(&marked), pixels(&original));
+        // With no room for markers at all, it stays as it is.
+        assert_eq!(with_restarts(&optimised), None);
     }
 
     #[test]
