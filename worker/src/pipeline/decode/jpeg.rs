@@ -29,6 +29,11 @@ use crate::pipeline::decode::transform::{Plan, Rect};
 /// libjpeg-turbo's `tjMCUWidth`, copied to avoid reading an extern static.
 pub(super) const MCU_WIDTH: [u32; 7] = [8, 16, 16, 8, 8, 32, 8];
 
+/// (Scaled) pixels a crop's part of a restart-marked JPEG reaches past the
+/// region decoded from it: upsampled chroma looks one chroma sample across,
+/// and the part's edge has none beyond it (see [`restarts`]).
+const CHROMA_CONTEXT: f64 = 2.0;
+
 /// One libjpeg-turbo decompressor; keep one per thread.
 #[derive(Debug)]
 pub struct Decompressor {
@@ -245,19 +250,16 @@ fn with_decoder<T, E: From<String>>(f: impl FnOnce(&mut Scratch) -> Result<T, E>
 }
 
 /// The part of a restart-marked `jpeg` that holds `crop` and `reach`
-/// pixels around it (and one MCU more, see [`restarts`]), written into
-/// `part`, and where that part starts in the whole image; `None` where the
-/// JPEG has no usable restart segments or the part would be all of it.
+/// pixels around it (see [`restarts`]), written into `part`, and where that
+/// part starts in the whole image; `None` where the JPEG has no usable
+/// restart segments or the part would be all of it.
 fn crop_part(jpeg: &[u8], crop: Rect, reach: f64, part: &mut Vec<u8>) -> Option<(u32, u32)> {
     let frame = restarts::frame(jpeg)?;
-    let (mcu_w, mcu_h) = (f64::from(frame.mcu.0), f64::from(frame.mcu.1));
+    let mcu_h = f64::from(frame.mcu.1);
     let (per_row, rows) = (frame.segments_per_row(), frame.mcus().1);
-    let segment = f64::from(frame.interval) * mcu_w;
-    let (x0, y0) = (crop.x - reach - mcu_w, crop.y - reach - mcu_h);
-    let (x1, y1) = (
-        crop.x + crop.width + reach + mcu_w,
-        crop.y + crop.height + reach + mcu_h,
-    );
+    let segment = f64::from(frame.interval) * f64::from(frame.mcu.0);
+    let (x0, y0) = (crop.x - reach, crop.y - reach);
+    let (x1, y1) = (crop.x + crop.width + reach, crop.y + crop.height + reach);
     let first_row = (y0.max(0.0) / mcu_h) as u32;
     let end_row = ((y1 / mcu_h).ceil() as u32).min(rows);
     let first_column = (x0.max(0.0) / segment) as u32;
@@ -309,8 +311,11 @@ pub fn decode_for<T>(
             .max(1.0);
         let margin = footprint.ceil() + 1.0;
         // With restart markers, only the segments the crop covers are
-        // entropy-decoded: they make a smaller JPEG of their own.
-        let reach = margin * f64::from(denom);
+        // entropy-decoded: they make a smaller JPEG of their own, which
+        // reaches two (scaled) pixels past the decoded region, so that no
+        // pixel the resampler reads takes its chroma from beyond the part
+        // (see `restarts`).
+        let reach = (margin + CHROMA_CONTEXT) * f64::from(denom);
         let (jpeg, header, crop) = match crop_part(bytes, plan.src, reach, part) {
             Some((x, y)) => {
                 let header = decoder.header(part).map_err(Failure::Corrupt)?;
