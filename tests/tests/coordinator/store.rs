@@ -10,7 +10,6 @@ use tributary_coordinator::store::{
     Election, EtcdElection, EtcdStore, MemoryElection, MemoryStore, MetaStore, StoreError,
 };
 use tributary_tests::etcd::{EtcdCluster, EtcdServer};
-use tributary_tests::free_port;
 
 fn pass(result: Conformance) {
     if let Err(error) = result {
@@ -108,9 +107,14 @@ async fn etcd_cluster_conformance_survives_a_member() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_connect_to_nothing_is_unavailable() {
-    let port = free_port();
+    // A port from `free_port()` was free when asked, and an etcd started by
+    // a test beside this one could take it before the dial (it did once).
+    // This one stays held, listening on 127.0.0.1, and the dial goes to
+    // 127.0.0.2 on it: refused there, and no test server can bind it.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = held.local_addr().expect("its address").port();
     let started = Instant::now();
-    let result = EtcdStore::connect(&[format!("http://127.0.0.1:{port}")]).await;
+    let result = EtcdStore::connect(&[format!("http://127.0.0.2:{port}")]).await;
     assert!(
         matches!(result, Err(StoreError::Unavailable(_))),
         "want Unavailable, got {result:?}"
