@@ -189,9 +189,9 @@ fn mirror(row: &mut [u8]) {
     let blocks = n / 2 / BLOCK;
     for b in 0..blocks {
         let (head, tail) = pixels.split_at_mut(n - BLOCK * (b + 1));
-        let (Ok(left), Ok(right)) = (
-            <&mut [[u8; 3]; BLOCK]>::try_from(&mut head[BLOCK * b..BLOCK * (b + 1)]),
-            <&mut [[u8; 3]; BLOCK]>::try_from(&mut tail[..BLOCK]),
+        let (Some(left), Some(right)) = (
+            head[BLOCK * b..].first_chunk_mut::<BLOCK>(),
+            tail.first_chunk_mut::<BLOCK>(),
         ) else {
             unreachable!("both spans are BLOCK pixels long");
         };

@@ -68,6 +68,16 @@ pub fn with_restarts(jpeg: &[u8]) -> Option<Vec<u8>> {
     if !jpeg.starts_with(&[0xFF, 0xD8, 0xFF]) {
         return None;
     }
+    with_transformer(|handle| {
+        intervals(columns(handle, jpeg)?)
+            .filter_map(|interval| transform(handle, jpeg, interval))
+            .find(|out| out.len() <= jpeg.len())
+    })
+}
+
+/// Runs `f` with this thread's transformer, made on first use; `None` if
+/// libjpeg-turbo cannot make one.
+fn with_transformer<T>(f: impl FnOnce(tj::tjhandle) -> Option<T>) -> Option<T> {
     TRANSFORMER.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.is_none() {
@@ -78,11 +88,7 @@ pub fn with_restarts(jpeg: &[u8]) -> Option<Vec<u8>> {
             }
             *cell = Some(Transformer(handle));
         }
-        let handle = cell.as_ref()?.0;
-        let columns = columns(handle, jpeg)?;
-        intervals(columns)
-            .filter_map(|interval| transform(handle, jpeg, interval))
-            .find(|out| out.len() <= jpeg.len())
+        f(cell.as_ref()?.0)
     })
 }
 
@@ -110,8 +116,8 @@ fn columns(handle: tj::tjhandle, jpeg: &[u8]) -> Option<u32> {
     Some(width.div_ceil(mcu))
 }
 
-/// `jpeg` (whose header `handle` has read) transcoded with a restart marker
-/// every `interval` MCUs, Huffman tables optimised.
+/// `jpeg` transcoded with a restart marker every `interval` MCUs (0: none),
+/// Huffman tables optimised.
 fn transform(handle: tj::tjhandle, jpeg: &[u8], interval: u32) -> Option<Vec<u8>> {
     let set = |param, value: u32| {
         // SAFETY: as above.
@@ -222,17 +228,13 @@ mod tests {
         // A JPEG whose tables are optimised already, with bytes after its
         // end (which a transcode drops) to put its size between those of
         // a marker per MCU and one every 5 MCUs (400 px: 25 columns).
-        let handle = TRANSFORMER.with(|cell| {
-            with_restarts(&jpeg(16, 16, false)).expect("a transformer");
-            cell.borrow().as_ref().expect("made").0
-        });
-        let optimised = transform(handle, &jpeg(400, 358, false), 0).expect("optimised");
-        let size = |interval| {
-            transform(handle, &optimised, interval)
-                .expect("marked")
-                .len()
-        };
-        let (fine, coarse) = (size(1), size(5));
+        let (optimised, fine, coarse) = with_transformer(|handle| {
+            let optimised = transform(handle, &jpeg(400, 358, false), 0)?;
+            let size = |interval| transform(handle, &optimised, interval).map(|out| out.len());
+            let (fine, coarse) = (size(1)?, size(5)?);
+            Some((optimised, fine, coarse))
+        })
+        .expect("transcoded");
         assert!(coarse < fine, "{coarse} against {fine} bytes");
         let mut original = optimised.clone();
         original.resize((fine + coarse) / 2, 0);
