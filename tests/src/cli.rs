@@ -35,7 +35,7 @@ pub fn tributary_bin() -> PathBuf {
     }
     workspace_bin(
         "tributary",
-        "run `cargo build -p tributary-cli` first (scripts/test.sh does)",
+        "run `cargo build -p tributary-cli` first (scripts/test.sh builds it with the tests)",
     )
 }
 
