@@ -54,10 +54,11 @@ cargo test -q --workspace --bench fleet -- --ranks 2048 --step-ms 2000 --seconds
     --warmup-s 1 --commit-every 2 --require-clean --restart
 phase "deploy: render and validate manifests (kustomize, kubernetes-validate, hadolint, flags against target/debug/tributary)"
 "$TRIBUTARY_VENV/bin/python" -m pytest -q deploy/tests
-phase "python: pip install ./python into the test venv (debug profile), then pytest"
+phase "python: pip install ./python into the test venv (debug profile)"
 PATH="$TRIBUTARY_VENV/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" \
     "$TRIBUTARY_VENV/bin/pip" install --quiet --no-build-isolation --no-deps --force-reinstall ./python
-"$TRIBUTARY_VENV/bin/python" -m pytest -q python/tests
+phase "python: pytest (the slowest tests listed)"
+"$TRIBUTARY_VENV/bin/python" -m pytest -q --durations=8 python/tests
 if $full; then
     phase "release wheel: built with maturin, at most 40 MB (what users download)"
     scripts/check-wheel-size.sh 40
