@@ -162,6 +162,18 @@ struct Shard {
     entry: String,
 }
 
+impl Shard {
+    fn of(location: &Location, meta: &ShardObject<'_>) -> Self {
+        Self {
+            name: meta.name.to_owned(),
+            bytes: meta.bytes,
+            crc32c: meta.crc32c,
+            checked_from: meta.checked_from,
+            entry: entry_name(&location.url_of(meta.name), meta.bytes, meta.crc32c),
+        }
+    }
+}
+
 /// A bounded cache of whole shard files in a directory that processes on
 /// one node may share; see the [module docs](self) for the protocol.
 #[derive(Debug)]
@@ -315,13 +327,7 @@ impl ShardCache {
         let meta = meta.into();
         let len = range.end.saturating_sub(range.start);
         if meta.bytes.saturating_add(ENTRY_OVERHEAD) <= self.limit && range.end <= meta.bytes {
-            let shard = Shard {
-                name: meta.name.to_owned(),
-                bytes: meta.bytes,
-                crc32c: meta.crc32c,
-                checked_from: meta.checked_from,
-                entry: entry_name(&location.url_of(meta.name), meta.bytes, meta.crc32c),
-            };
+            let shard = Shard::of(location, &meta);
             let this = Arc::clone(self);
             let (local_shard, local_range) = (shard.clone(), range.clone());
             let local =
@@ -346,8 +352,12 @@ impl ShardCache {
                     })
                 }
             }
-            self.spawn_fill(location, shard.clone());
-            if let Some(bytes) = self.from_fill(&shard, range.clone()).await {
+            let progress = self.spawn_fill(location, shard.clone());
+            let filled = match progress {
+                Some(progress) => self.from_fill(&shard, range.clone(), progress).await,
+                None => None,
+            };
+            if let Some(bytes) = filled {
                 self.counters.add(Counter::Hits, 1);
                 self.counters.add(Counter::HitBytes, len);
                 return Ok(bytes);

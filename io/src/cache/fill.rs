@@ -61,15 +61,16 @@ impl ShardCache {
         self.fill_slots.load(Ordering::SeqCst)
     }
 
-    /// The range from the file this process is filling for `shard`, once
-    /// the fill has written it; `None` if no fill of it runs here, or it
-    /// ends without the range (the store serves then).
+    /// The range from the file this process is filling for `shard` (whose
+    /// fill's `progress` [`Self::spawn_fill`] gave), once the fill has
+    /// written it; `None` if it ends without the range (the store serves
+    /// then).
     pub(super) async fn from_fill(
         self: &Arc<Self>,
         shard: &Shard,
         range: Range<u64>,
+        mut progress: watch::Receiver<Progress>,
     ) -> Option<Bytes> {
-        let mut progress = locked(&self.running).get(&shard.entry).cloned()?;
         loop {
             let now = progress.borrow_and_update().clone();
             let read: Box<dyn FnOnce() -> io::Result<Option<Bytes>> + Send> = match now {
@@ -109,10 +110,18 @@ impl ShardCache {
 
     /// Fills `shard` in the background: now if a fill slot is free, else
     /// when one frees (queued, up to [`MAX_PENDING`] shards); nothing if it
-    /// is already queued or being filled in this process.
-    pub(super) fn spawn_fill(self: &Arc<Self>, location: &Location, shard: Shard) {
+    /// is already queued or being filled in this process. The progress of
+    /// the fill running for it, if one does, for [`Self::from_fill`]: taken
+    /// before a fill started here can end (a small shard's fill could end,
+    /// and leave `running`, before its reader looked it up: that read then
+    /// went to the store beside a fill that had just cached it).
+    pub(super) fn spawn_fill(
+        self: &Arc<Self>,
+        location: &Location,
+        shard: Shard,
+    ) -> Option<watch::Receiver<Progress>> {
         if !locked(&self.filling).insert(shard.entry.clone()) {
-            return;
+            return locked(&self.running).get(&shard.entry).cloned();
         }
         let Ok(permit) = Arc::clone(&self.fills).try_acquire_owned() else {
             let mut pending = locked(&self.pending);
@@ -122,11 +131,13 @@ impl ShardCache {
                 drop(pending);
                 locked(&self.filling).remove(&shard.entry);
             }
-            return;
+            return None;
         };
         let announced = self.announce(&shard.entry);
+        let progress = announced.progress.subscribe();
         let (this, location) = (Arc::clone(self), location.clone());
         tokio::spawn(this.run_fills(permit, (location, shard, announced)));
+        Some(progress)
     }
 
     /// Publishes the progress of a fill of `entry` starting now, for reads

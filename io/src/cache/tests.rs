@@ -462,6 +462,26 @@ async fn misses_while_every_fill_slot_is_busy_are_queued_not_dropped() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_that_ends_before_its_reader_waits_on_it_still_serves_the_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (location, metas) = dataset(&[3000]).await;
+    let cache = Arc::new(ShardCache::open(dir.path(), 1 << 20).expect("open"));
+    let shard = Shard::of(&location, &(&metas[0]).into());
+    let progress = cache
+        .spawn_fill(&location, shard.clone())
+        .expect("a free slot: the fill starts");
+    // The fill ends, and leaves the running fills, before the read waits
+    // on it (a busy machine can run a small shard's fill that fast): the
+    // read still takes the bytes it cached, not the store's.
+    cache.idle().await;
+    let got = cache
+        .from_fill(&shard, 0..100, progress)
+        .await
+        .expect("the fill's bytes");
+    assert_eq!(&got[..], &shard_bytes(0, 3000)[..100]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loader_sizes_the_fill_slots_to_its_reads_in_flight_so_none_bypass_the_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (location, metas) = dataset(&[3000; 8]).await;
