@@ -352,8 +352,7 @@ impl ShardCache {
                     })
                 }
             }
-            let progress = self.spawn_fill(location, shard.clone());
-            let filled = match progress {
+            let filled = match self.spawn_fill(location, shard.clone()) {
                 Some(progress) => self.from_fill(&shard, range.clone(), progress).await,
                 None => None,
             };
