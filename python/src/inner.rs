@@ -315,6 +315,11 @@ impl Rank {
         self.rank.linger(within).await
     }
 
+    /// See [`rank::Rank::leave_at_exit`].
+    pub async fn leave_at_exit(&self, within: std::time::Duration) {
+        self.rank.leave_at_exit(within).await
+    }
+
     /// Samples of this rank's part of the current generation (sync).
     pub fn samples(&self) -> Result<u64> {
         self.rank.samples().ok_or_else(|| {

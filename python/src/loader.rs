@@ -23,6 +23,11 @@ use crate::metrics::{self, metrics_port_arg, MetricsPort};
 use crate::runtime::block;
 use tributary_common::tokens::rows::IdType;
 
+fn duration(timeout_s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(timeout_s)
+        .map_err(|_| PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration")))
+}
+
 /// Starts a loader, interruptibly.
 fn start(py: Python<'_>, config: &RankConfig) -> PyResult<Inner> {
     let runtime = Runtime::new().map_err(to_py)?;
@@ -455,11 +460,25 @@ impl Loader {
     /// until the job is finished or the other ranks are gone.
     #[pyo3(signature = (timeout_s=60.0))]
     fn linger(&mut self, py: Python<'_>, timeout_s: f64) -> PyResult<()> {
-        let within = Duration::try_from_secs_f64(timeout_s).map_err(|_| {
-            PyValueError::new_err(format!("timeout_s={timeout_s} is not a duration"))
-        })?;
+        let within = duration(timeout_s)?;
         let Inner { runtime, rank } = self.inner(py)?;
         block(py, runtime, rank.linger(within))?.map_err(to_py)
+    }
+
+    /// Any other rank, at exit: leaves the job now (waiting at most
+    /// `timeout_s`) rather than when its lease expires, so that rank 0 and
+    /// a re-run of this rank do not wait the lease out. Does nothing in a
+    /// process forked from the one that started the loader.
+    #[pyo3(signature = (timeout_s=5.0))]
+    fn leave_at_exit(&mut self, py: Python<'_>, timeout_s: f64) -> PyResult<()> {
+        let within = duration(timeout_s)?;
+        if self.pid != std::process::id() {
+            return Ok(());
+        }
+        match &self.inner {
+            Some(Inner { runtime, rank }) => block(py, runtime, rank.leave_at_exit(within)),
+            None => Ok(()),
+        }
     }
 
     #[getter]

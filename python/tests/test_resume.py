@@ -5,6 +5,9 @@ its own in-process coordinator (``coordinator=None``) or on a shared one."""
 import subprocess
 import sys
 
+import pytest
+
+from conftest import tributary_bin
 from test_torchrun import start_coordinator
 
 SCRIPT = r"""
@@ -96,3 +99,32 @@ def test_a_restart_without_a_higher_restart_count_resumes_or_refuses(dataset, tm
         assert sorted(delivered) == sorted(set(delivered)) and len(delivered) == 40
     finally:
         coordinator.kill()
+
+
+LEAVE = r"""
+import sys, tributary
+dataset, coordinator, mode = sys.argv[1:]
+who = dict(name="alpha") if mode == "dynamic" else dict(rank=1, world_size=2, run_id="r")
+loader = tributary.Loader(dataset, coordinator=coordinator, job=mode, mode=mode, batch_size=8,
+                          image_size=32, **who)
+print(loader.member, flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "sync"])
+def test_a_process_that_exits_leaves_its_job_at_once(dataset, mode):
+    """A process done with its loader leaves the job as it exits, rather
+    than hold its membership until its lease expires (10 s): rank 0 hosting
+    the coordinator stops waiting for it, and a re-run joins at once."""
+    coordinator, address = start_coordinator()
+    try:
+        ran = subprocess.run([sys.executable, "-c", LEAVE, dataset, address, mode],
+                             capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        status = subprocess.run([tributary_bin(), "status", "--coordinator", address],
+                                capture_output=True, text=True, timeout=60, check=True).stdout
+        assert f"job {mode} " in status and " 0 members " in status, status
+        assert ran.stdout.strip() not in status, status
+    finally:
+        coordinator.kill()
+        coordinator.wait()

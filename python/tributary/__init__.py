@@ -34,6 +34,7 @@ the in-memory store (one rank); under torchrun rank 0 hosts one for its world
 
 import atexit
 import inspect
+import weakref
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type, Union
 
 from . import _tributary
@@ -83,6 +84,12 @@ class Loader:
             # other ranks to be done with it (bounded), rather than take it
             # away while they report their last batches.
             atexit.register(self._native.linger)
+        elif options.get("worker") is None:
+            # Any other rank leaves its job as its process exits, so that
+            # rank 0 (above) and a re-run of this rank need not wait its
+            # lease out. Not a DataLoader worker's loader: it shares its
+            # rank's membership, which the rank's own process gives up.
+            atexit.register(_leave_at_exit, weakref.ref(self))
         extras = [name for name, given in (("ids", options.get("return_ids", False)),
                                            ("sources", options.get("return_sources", False)),
                                            ("valid", options.get("tail", "uneven") == "pad"))
@@ -196,6 +203,12 @@ class Loader:
     def metrics_address(self) -> Optional[str]:
         """``"host:port"`` where ``/metrics`` is served; None when it is not."""
         return self._native.metrics_address
+
+
+def _leave_at_exit(loader: "weakref.ref[Loader]") -> None:
+    alive = loader()
+    if alive is not None:
+        alive._native.leave_at_exit()
 
 
 def _with_signature(init: Callable[..., None]) -> None:

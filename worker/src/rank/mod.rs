@@ -536,4 +536,30 @@ impl Rank {
             None => Ok(()),
         }
     }
+
+    /// Before a process that is done with this rank exits: leaves the job
+    /// now (waiting at most `within`) rather than hold the membership
+    /// until its lease expires. Rank 0 hosting the coordinator then ends
+    /// its [`Self::linger`] as soon as the other ranks are gone, and a
+    /// re-run of this rank joins at once (a Join waits out a live lease of
+    /// its identity). What the job delivered is untouched: a sync rank's
+    /// part is its rank's, not its member's, and a dynamic member's unacked
+    /// units return to the pool as they would when its lease expired.
+    /// Rank 0 hosting the coordinator stays (it lingers instead). A failure
+    /// is logged, not returned: the process is exiting, and the lease
+    /// expires anyway.
+    pub async fn leave_at_exit(&self, within: std::time::Duration) {
+        if self.hosts || self.session.is_none() {
+            return;
+        }
+        let outcome = match tokio::time::timeout(within, self.leave()).await {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {within:?}"),
+        };
+        tracing::debug!(
+            error = outcome.as_str(),
+            "leaving the job at exit failed; the member's lease expires instead"
+        );
+    }
 }
