@@ -36,7 +36,13 @@ fn start(py: Python<'_>, config: &RankConfig) -> PyResult<Inner> {
 }
 
 /// A rank's data loader. See `tributary/__init__.pyi` for the full contract.
-#[pyclass(module = "tributary._tributary", unsendable)]
+///
+/// Not `unsendable`: Python's cycle collector runs on whichever thread
+/// allocates, and may free a loader on a background thread (the device
+/// copy thread, a user's), where an unsendable one is leaked with an error
+/// instead of dropped. One call at a time is what PyO3's borrow flag
+/// enforces (a second thread's call while one blocks is refused).
+#[pyclass(module = "tributary._tributary")]
 pub(crate) struct Loader {
     /// What the rank starts with (again in a forked child).
     config: RankConfig,

@@ -241,3 +241,28 @@ def test_a_batch_is_held_to_max_batch_mib(dataset):
     # 64 images of 1024 x 1024 as float32 take 768 MiB a batch.
     with pytest.raises(ValueError, match="max_batch_mib= in Python"):
         tributary.Loader(dataset, batch_size=64, image_size=1024, max_batch_mib=512)
+
+
+def test_a_loader_collected_on_another_thread_is_dropped_there(dataset):
+    """The cycle collector runs on whichever thread allocates: a loader in
+    a reference cycle may be collected on a background thread (the device
+    copy thread, a user's). It is dropped there, not leaked with an error."""
+    import gc
+    import sys
+    import threading
+
+    raised = []
+    hook, sys.unraisablehook = sys.unraisablehook, raised.append
+    gc.disable()
+    try:
+        loader = tributary.Loader(dataset, seed=1, **SMALL)
+        next(iter(loader))
+        loader.cycle = loader  # reachable only through itself once deleted
+        del loader
+        collector = threading.Thread(target=gc.collect)
+        collector.start()
+        collector.join()
+    finally:
+        gc.enable()
+        sys.unraisablehook = hook
+    assert not raised, [str(r.exc_value) for r in raised]

@@ -132,8 +132,8 @@ class Loader(tributary.Loader):
     def __next__(self) -> Any:
         if self._staging is None:
             return super().__next__()
-        # The native loader is bound to this thread: it reads here, and
-        # the copy thread copies.
+        # The native loader reads here, in the caller's thread; the copy
+        # thread only copies.
         return self._staging.next(super().__next__,
                                   self._native.state_dict if self._progress else None)
 
