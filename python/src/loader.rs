@@ -69,6 +69,15 @@ impl Loader {
         Ok(self.inner.as_mut().expect("started above"))
     }
 
+    /// The native state if this process started it: at exit, a forked
+    /// child has nothing of the parent's to wait for or leave (and must
+    /// not start a rank just to do so).
+    fn started_here(&self) -> Option<&Inner> {
+        self.inner
+            .as_ref()
+            .filter(|_| self.pid == std::process::id())
+    }
+
     /// In a forked child, abandons the parent's native state: the runtime's
     /// threads did not survive fork(), and its destructor would wait for
     /// them forever, so it is leaked.
@@ -467,21 +476,21 @@ impl Loader {
     #[pyo3(signature = (timeout_s=60.0))]
     fn linger(&mut self, py: Python<'_>, timeout_s: f64) -> PyResult<()> {
         let within = duration(timeout_s)?;
-        let Inner { runtime, rank } = self.inner(py)?;
-        block(py, runtime, rank.linger(within))?.map_err(to_py)
+        match self.started_here() {
+            Some(Inner { runtime, rank }) => {
+                block(py, runtime, rank.linger(within))?.map_err(to_py)
+            }
+            None => Ok(()),
+        }
     }
 
     /// Any other rank, at exit: leaves the job now (waiting at most
     /// `timeout_s`) rather than when its lease expires, so that rank 0 and
-    /// a re-run of this rank do not wait the lease out. Does nothing in a
-    /// process forked from the one that started the loader.
+    /// a re-run of this rank do not wait the lease out.
     #[pyo3(signature = (timeout_s=5.0))]
     fn leave_at_exit(&mut self, py: Python<'_>, timeout_s: f64) -> PyResult<()> {
         let within = duration(timeout_s)?;
-        if self.pid != std::process::id() {
-            return Ok(());
-        }
-        match &self.inner {
+        match self.started_here() {
             Some(Inner { runtime, rank }) => block(py, runtime, rank.leave_at_exit(within)),
             None => Ok(()),
         }

@@ -1,7 +1,10 @@
 """The numpy API of `tributary.Loader`, single-node (in-process coordinator)."""
 
+import gc
 import multiprocessing
 import os
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -247,10 +250,6 @@ def test_a_loader_collected_on_another_thread_is_dropped_there(dataset):
     """The cycle collector runs on whichever thread allocates: a loader in
     a reference cycle may be collected on a background thread (the device
     copy thread, a user's). It is dropped there, not leaked with an error."""
-    import gc
-    import sys
-    import threading
-
     raised = []
     hook, sys.unraisablehook = sys.unraisablehook, raised.append
     gc.disable()

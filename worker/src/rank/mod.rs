@@ -549,7 +549,7 @@ impl Rank {
     /// is logged, not returned: the process is exiting, and the lease
     /// expires anyway.
     pub async fn leave_at_exit(&self, within: std::time::Duration) {
-        if self.hosts || self.session.is_none() {
+        if self.hosts {
             return;
         }
         let outcome = match tokio::time::timeout(within, self.leave()).await {
