@@ -94,7 +94,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, TryLockError};
 use std::io;
 use std::ops::Range;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -373,10 +373,9 @@ impl ShardCache {
         let Some(open) = self.entry(shard)? else {
             return Ok(None);
         };
-        let mut buf = vec![0; (range.end - range.start) as usize];
-        open.file.read_exact_at(&mut buf, range.start)?;
+        let bytes = crate::bufpool::read_exact_at(&open.file, range)?;
         self.touch(&shard.entry, &open);
-        Ok(Some(Bytes::from(buf)))
+        Ok(Some(bytes))
     }
 
     fn entry(&self, shard: &Shard) -> io::Result<Option<Arc<Open>>> {

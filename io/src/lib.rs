@@ -42,6 +42,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bufpool;
 pub mod cache;
 pub mod dataset;
 pub mod digest;

@@ -213,7 +213,6 @@ impl<S> Partial<S> {
 /// own: hundreds of thread hand-offs for one shard range); `None` if it
 /// cannot be read whole, for the store's read to report why.
 pub(crate) fn read_local(path: &std::path::Path, want: &Want) -> Option<Bytes> {
-    use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path).ok()?;
     let size = file.metadata().ok()?.len();
     let range = match want {
@@ -221,9 +220,7 @@ pub(crate) fn read_local(path: &std::path::Path, want: &Want) -> Option<Bytes> {
         Want::Whole { limit } if size <= *limit => 0..size,
         _ => return None,
     };
-    let mut buf = vec![0; usize::try_from(range.end - range.start).ok()?];
-    file.read_exact_at(&mut buf, range.start).ok()?;
-    Some(Bytes::from(buf))
+    crate::bufpool::read_exact_at(&file, range).ok()
 }
 
 /// Reads `want` of the object at `path`, resuming after failures.

@@ -2,6 +2,7 @@
 //! `ShardCache`s on one directory stand for two processes (flock locks
 //! belong to open files, so they exclude each other as processes do).
 
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use object_store::memory::InMemory;

@@ -245,11 +245,8 @@ fn placeholder(first_id: u64, name: &str, index: u32, reason: &str) -> Sample {
 }
 
 fn compact(sample: Sample) -> Sample {
-    let mut buf = Vec::with_capacity(sample.payload_bytes());
-    for field in &sample.fields {
-        buf.extend_from_slice(&field.data);
-    }
-    let buf = Bytes::from(buf);
+    let parts: Vec<&[u8]> = sample.fields.iter().map(|field| &field.data[..]).collect();
+    let buf = tributary_io::bufpool::concat(&parts);
     let mut at = 0;
     let fields = sample
         .fields
