@@ -188,7 +188,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         100.0 * m.consumer_wait.as_secs_f64() / m.elapsed.as_secs_f64().max(1e-9)
     );
     println!(
-        "  stage time (summed)  fetch {:.2} s, parse {:.2} s, decode+augment {:.2} s",
+        "  stage time (summed)  fetch {:.2} s (reads in flight), parse {:.2} s, decode+augment {:.2} s",
         m.fetch_time.as_secs_f64(),
         m.parse_time.as_secs_f64(),
         m.decode_time.as_secs_f64()

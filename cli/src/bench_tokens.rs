@@ -90,7 +90,7 @@ pub async fn run(
         m.elapsed.as_secs_f64()
     );
     println!(
-        "  stage time (summed)  fetch {:.2} s, rows {:.2} s, build {:.2} s",
+        "  stage time (summed)  fetch {:.2} s (reads in flight), rows {:.2} s, build {:.2} s",
         m.fetch_time.as_secs_f64(),
         m.parse_time.as_secs_f64(),
         m.decode_time.as_secs_f64()

@@ -69,13 +69,18 @@ pub fn parse(
                     Fetch::Read(raw) => raw,
                     Fetch::Flush => return Ok(Output::Flush),
                 };
-                let started = Instant::now();
-                let samples = tokio::task::spawn_blocking(move || {
-                    parse_read(&dataset, &read, parts, on_error)
+                // Timed on the blocking thread: the parse's own work, not
+                // its wait for a thread or for this stream to be polled
+                // again (downstream's backpressure).
+                let (samples, took) = tokio::task::spawn_blocking(move || {
+                    let started = Instant::now();
+                    let samples = parse_read(&dataset, &read, parts, on_error);
+                    (samples, started.elapsed())
                 })
                 .await
-                .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))??;
-                metrics.record_parse(started.elapsed(), samples.len());
+                .map_err(|e| WorkerError::Stopped(format!("parser panicked: {e}")))?;
+                let samples = samples?;
+                metrics.record_parse(took, samples.len());
                 Ok(Output::Samples(Fetched {
                     samples,
                     budget: Some(budget),
