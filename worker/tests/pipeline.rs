@@ -481,3 +481,41 @@ async fn unshuffled_reading_gives_every_sample_once_across_ranks_with_either_tai
         }
     }
 }
+
+/// A trainer that stops pulling (a long step) leaves parsed reads waiting
+/// for downstream; that wait is not parse time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_stops_pulling_adds_nothing_to_the_parse_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dataset = packed(dir.path(), Compression::NONE, 4).await;
+    let mut config = config(1);
+    config.plan.batch_size = 2;
+    config.plan.shuffle_buffer = 2;
+    config.decode.prefetch_batches = 1;
+    let metrics = Arc::new(tributary_worker::pipeline::metrics::Metrics::default());
+    let mut loader = Loader::builder(dataset)
+        .config(config)
+        .metrics(Arc::clone(&metrics))
+        .build()
+        .await
+        .expect("loader");
+    loader.next().await.expect("a batch").expect("decoded");
+    // The trainer's step: the stall under test, not a wait for an event.
+    let step = std::time::Duration::from_millis(800);
+    tokio::time::sleep(step).await;
+    let mut samples = 2;
+    while let Some(batch) = loader.next().await {
+        samples += batch.expect("batch").len();
+    }
+    assert_eq!(samples, 60);
+    let m = metrics.snapshot();
+    assert_eq!(m.parsed_samples, 60);
+    // Parsing these 15 reads of 4 small images takes milliseconds; timed
+    // up to the moment each result was pulled, reads parsed during the
+    // stall counted it.
+    assert!(
+        m.parse_time < step / 4,
+        "parse time {:?} for 60 samples",
+        m.parse_time
+    );
+}
