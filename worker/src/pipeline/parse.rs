@@ -250,8 +250,7 @@ fn placeholder(first_id: u64, name: &str, index: u32, reason: &str) -> Sample {
 }
 
 fn compact(sample: Sample) -> Sample {
-    let parts: Vec<&[u8]> = sample.fields.iter().map(|field| &field.data[..]).collect();
-    let buf = tributary_io::bufpool::concat(&parts);
+    let buf = tributary_io::bufpool::concat(sample.fields.iter().map(|field| &field.data[..]));
     let mut at = 0;
     let fields = sample
         .fields
