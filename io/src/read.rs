@@ -24,6 +24,7 @@ use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
 
+use crate::bufpool::Filling;
 use crate::error::{IoError, ReadError, Result};
 
 /// How operations on a store retry transient failures.
@@ -155,7 +156,7 @@ pub(crate) enum Want {
     Whole { limit: u64 },
 }
 
-/// Where a read's bytes go, in order: memory (`Vec<u8>`) or, for the
+/// Where a read's bytes go, in order: memory (a pooled buffer) or, for the
 /// shard cache, a file written as the body streams in.
 pub(crate) trait Sink: Send {
     /// Called once before the first byte with the bytes expected (capped:
@@ -166,13 +167,13 @@ pub(crate) trait Sink: Send {
     fn append(&mut self, bytes: Bytes) -> impl std::future::Future<Output = Result<()>> + Send;
 }
 
-impl Sink for Vec<u8> {
+impl Sink for Filling {
     fn reserve(&mut self, bytes: u64) {
-        Vec::reserve(self, usize::try_from(bytes).unwrap_or(0));
+        Filling::reserve(self, usize::try_from(bytes).unwrap_or(0));
     }
 
     async fn append(&mut self, bytes: Bytes) -> Result<()> {
-        self.extend_from_slice(&bytes);
+        Filling::append(self, &bytes);
         Ok(())
     }
 }
@@ -231,9 +232,9 @@ pub(crate) async fn read(
     want: Want,
     policy: &RetryPolicy,
 ) -> Result<Bytes> {
-    read_into(store, path, url, want, policy, Vec::new())
+    read_into(store, path, url, want, policy, Filling::default())
         .await
-        .map(Bytes::from)
+        .map(Filling::into_bytes)
 }
 
 /// Reads `want` of the object at `path` into `sink`, resuming after
