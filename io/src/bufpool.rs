@@ -15,7 +15,7 @@
 //! (535 to 478 MiB): the allocator no longer fragments.
 //!
 //! A range read from an object store streams into a pooled buffer too
-//! ([`Filling`], sized by the range's length before the first byte): its
+//! (`Filling`, sized by the range's length before the first byte): its
 //! body used to be appended to a fresh `Vec`, faulted in as it filled. In a
 //! profile of `tributary bench` over S3 (4000 samples, 2 threads, a local
 //! S3-compatible server) page faults went from 5.8% of the CPU to 4.3%.
