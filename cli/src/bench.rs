@@ -15,6 +15,13 @@
 //!    most `--max-decode-pixels` at once). Bad samples end the run, or
 //!    with `--on-error skip` are skipped and counted, as in the pipeline.
 //!
+//! With `--rounds N` the two phases alternate N times (the images of the
+//! ceiling fetched once) and the line `pipeline / ceiling` gives the median
+//! of the rounds' ratios, with their range. On a shared machine one round's
+//! ratio moves by 10-20% from run to run (mostly the pipeline's phase; the
+//! first round also pays the process's warm-up: buffers faulted in, decoders
+//! made); the median of five is what `docs/src/performance.md` reports.
+//!
 //! With `--sequence-length` it measures a token dataset instead
 //! ([`crate::bench_tokens`]).
 //!
@@ -28,6 +35,7 @@ use anyhow::Context;
 use futures::StreamExt;
 use rayon::prelude::*;
 use tributary_common::plan::epoch_spans;
+use tributary_common::plan::span::SpanSet;
 use tributary_common::sample::Sample;
 use tributary_worker::pipeline::decode::fields::Decoder;
 use tributary_worker::pipeline::decode::pixels::{DecodeLimits, ImageKind, PixelBudget};
@@ -50,6 +58,11 @@ pub struct Args {
     /// Samples to load (default: the whole dataset).
     #[arg(long, value_parser = crate::pipeline_args::u64_in(1, u64::MAX))]
     samples: Option<u64>,
+    /// Rounds of the two phases, alternated (pipeline, ceiling, pipeline,
+    /// ...): on a shared or noisy machine the median of the rounds' ratios
+    /// is steadier than one round's.
+    #[arg(long, default_value_t = 1, value_parser = crate::pipeline_args::u64_in(1, 100))]
+    rounds: u64,
     #[command(flatten)]
     pipeline: PipelineArgs,
     #[command(flatten)]
@@ -97,27 +110,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .build()?,
     );
 
-    // 1. The pipeline.
+    // 1. The pipeline, first round: its figures are printed in full.
     let rss_before = peak_rss_kib();
-    let mut loader = Loader::builder(dataset.clone())
-        .config(config)
-        .spans(spans.clone())
-        .decode_pool(Arc::clone(&pool))
-        .build()
-        .await?;
-    let mut checksum = 0f64;
-    while let Some(batch) = loader.next().await {
-        let batch = batch?;
-        // Touch the output so nothing is optimised away.
-        checksum += match batch.images().map(|(images, _)| images) {
-            Some(tributary_worker::Images::F32(v)) => f64::from(v[v.len() / 2]),
-            Some(tributary_worker::Images::U8(v)) => f64::from(v[v.len() / 2]),
-            None => 0.0,
-        };
-    }
-    let m = loader.metrics();
+    let m = pipeline_round(&dataset, &config, spans.clone(), &pool).await?;
     let rss_peak = peak_rss_kib();
-    let pipeline_rate = m.samples_per_sec();
 
     // 2. The decode-only ceiling on the first of the same images, at most
     // CEILING_BYTES of them in memory.
@@ -139,6 +135,134 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             encoded.push(sample);
         }
     }
+    let ceiling_round = || ceiling_round(&encoded, &fields, &limits, on_error, &pool);
+    let first = ceiling_round()?;
+    let (decoded, skipped) = (first.decoded, first.skipped);
+    let mut rounds = vec![(m.samples_per_sec(), first.rate)];
+    let mut first_batches = vec![m.first_batch.unwrap_or_default()];
+    for _ in 1..args.rounds {
+        let pipeline = pipeline_round(&dataset, &config, spans.clone(), &pool).await?;
+        first_batches.push(pipeline.first_batch.unwrap_or_default());
+        rounds.push((pipeline.samples_per_sec(), ceiling_round()?.rate));
+    }
+
+    println!("tributary bench {}", args.url);
+    println!(
+        "  samples              {} ({} shards in the dataset), batch {}",
+        m.samples,
+        dataset.manifest.shards.len(),
+        args.pipeline.batch_size,
+    );
+    println!("  transform            {}", args.pipeline.describe());
+    println!("  decode threads       {threads}");
+    let of_rounds = |values: Vec<f64>| Spread::of(values).describe(rounds.len());
+    let first_round = if rounds.len() > 1 { ", round 1" } else { "" };
+    let (rate, spread) = of_rounds(rounds.iter().map(|r| r.0).collect());
+    println!(
+        "  pipeline             {rate} ({:.1} MB/s fetched{first_round}{spread})",
+        m.bytes_per_sec() / 1e6
+    );
+    println!(
+        "  time to first batch  {:.1} ms{first_round}",
+        m.first_batch.unwrap_or_default().as_secs_f64() * 1e3
+    );
+    println!(
+        "  consumer waited      {:.2} s of {:.2} s ({:.0}%{first_round})",
+        m.consumer_wait.as_secs_f64(),
+        m.elapsed.as_secs_f64(),
+        100.0 * m.consumer_wait.as_secs_f64() / m.elapsed.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "  stage time (summed)  fetch {:.2} s (reads in flight), parse {:.2} s, decode+augment {:.2} s{first_round}",
+        m.fetch_time.as_secs_f64(),
+        m.parse_time.as_secs_f64(),
+        m.decode_time.as_secs_f64()
+    );
+    match (rss_before, rss_peak) {
+        (Some(before), Some(peak)) => println!(
+            "  peak RSS             {:.0} MiB (process at start {:.0} MiB{first_round})",
+            peak as f64 / 1024.0,
+            before as f64 / 1024.0
+        ),
+        _ => println!("  peak RSS             unavailable (no /proc/self/status)"),
+    }
+    let (rate, spread) = of_rounds(rounds.iter().map(|r| r.1).collect());
+    println!(
+        "  decode-only ceiling  {rate} (whole-image decode alone, first {decoded} of the same images, {:.0} MiB, {threads} threads{spread})",
+        held as f64 / (1 << 20) as f64
+    );
+    if skipped > 0 {
+        println!("  skipped (ceiling)    {skipped} bad samples");
+    }
+    if rounds.len() > 1 {
+        for (i, ((pipeline, ceiling), first)) in rounds.iter().zip(&first_batches).enumerate() {
+            println!(
+                "  round {:<3}            pipeline {pipeline:.1} (first batch {:.0} ms), ceiling {ceiling:.1}, ratio {:.3}",
+                i + 1,
+                first.as_secs_f64() * 1e3,
+                pipeline / ceiling
+            );
+        }
+    }
+    let ratios = Spread::of(rounds.iter().map(|(p, c)| p / c).collect());
+    println!(
+        "  pipeline / ceiling   {:.2}{}",
+        ratios.median,
+        if rounds.len() > 1 {
+            format!(
+                " (median of the {} rounds' ratios, {:.2}-{:.2})",
+                rounds.len(),
+                ratios.min,
+                ratios.max
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+/// One pass of the loader over `spans`; its metrics.
+async fn pipeline_round(
+    dataset: &Dataset,
+    config: &tributary_worker::LoaderConfig,
+    spans: SpanSet,
+    pool: &Arc<rayon::ThreadPool>,
+) -> anyhow::Result<tributary_worker::pipeline::metrics::MetricsSnapshot> {
+    let mut loader = Loader::builder(dataset.clone())
+        .config(config.clone())
+        .spans(spans)
+        .decode_pool(Arc::clone(pool))
+        .build()
+        .await?;
+    let mut checksum = 0f64;
+    while let Some(batch) = loader.next().await {
+        let batch = batch?;
+        // Touch the output so nothing is optimised away.
+        checksum += match batch.images().map(|(images, _)| images) {
+            Some(tributary_worker::Images::F32(v)) => f64::from(v[v.len() / 2]),
+            Some(tributary_worker::Images::U8(v)) => f64::from(v[v.len() / 2]),
+            None => 0.0,
+        };
+    }
+    tracing::debug!(checksum, "output checksum");
+    Ok(loader.metrics())
+}
+
+/// One decode-only pass over `encoded`.
+struct CeilingRound {
+    rate: f64,
+    decoded: usize,
+    skipped: usize,
+}
+
+fn ceiling_round(
+    encoded: &[Sample],
+    fields: &Fields,
+    limits: &DecodeLimits,
+    on_error: OnError,
+    pool: &rayon::ThreadPool,
+) -> anyhow::Result<CeilingRound> {
     let budget = PixelBudget::new(limits.max_pixels_in_flight);
     let started = Instant::now();
     let outcomes: Vec<anyhow::Result<u32>> = pool.install(|| {
@@ -146,7 +270,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .par_iter()
             .with_max_len(1)
             .map(|sample| {
-                decode_whole(sample, &fields, &limits, &budget).with_context(|| sample.key.clone())
+                decode_whole(sample, fields, limits, &budget).with_context(|| sample.key.clone())
             })
             .collect()
     });
@@ -162,55 +286,50 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Err(error) => return Err(error),
         }
     }
-    let ceiling = decoded as f64 / started.elapsed().as_secs_f64();
+    Ok(CeilingRound {
+        rate: decoded as f64 / started.elapsed().as_secs_f64(),
+        decoded,
+        skipped,
+    })
+}
 
-    println!("tributary bench {}", args.url);
-    println!(
-        "  samples              {} ({} shards in the dataset), batch {}",
-        m.samples,
-        dataset.manifest.shards.len(),
-        args.pipeline.batch_size,
-    );
-    println!("  transform            {}", args.pipeline.describe());
-    println!("  decode threads       {threads}");
-    println!(
-        "  pipeline             {pipeline_rate:.1} samples/s ({:.1} MB/s fetched)",
-        m.bytes_per_sec() / 1e6
-    );
-    println!(
-        "  time to first batch  {:.1} ms",
-        m.first_batch.unwrap_or_default().as_secs_f64() * 1e3
-    );
-    println!(
-        "  consumer waited      {:.2} s of {:.2} s ({:.0}%)",
-        m.consumer_wait.as_secs_f64(),
-        m.elapsed.as_secs_f64(),
-        100.0 * m.consumer_wait.as_secs_f64() / m.elapsed.as_secs_f64().max(1e-9)
-    );
-    println!(
-        "  stage time (summed)  fetch {:.2} s (reads in flight), parse {:.2} s, decode+augment {:.2} s",
-        m.fetch_time.as_secs_f64(),
-        m.parse_time.as_secs_f64(),
-        m.decode_time.as_secs_f64()
-    );
-    match (rss_before, rss_peak) {
-        (Some(before), Some(peak)) => println!(
-            "  peak RSS             {:.0} MiB (process at start {:.0} MiB)",
-            peak as f64 / 1024.0,
-            before as f64 / 1024.0
-        ),
-        _ => println!("  peak RSS             unavailable (no /proc/self/status)"),
+/// The median and range of some rounds' figures.
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(mut values: Vec<f64>) -> Self {
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => values[n / 2],
+            _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        };
+        Spread {
+            median,
+            min: values.first().copied().unwrap_or(f64::NAN),
+            max: values.last().copied().unwrap_or(f64::NAN),
+        }
     }
-    println!(
-        "  decode-only ceiling  {ceiling:.1} samples/s (whole-image decode alone, first {decoded} of the same images, {:.0} MiB, {threads} threads)",
-        held as f64 / (1 << 20) as f64
-    );
-    if skipped > 0 {
-        println!("  skipped (ceiling)    {skipped} bad samples");
+
+    /// `1234.5 samples/s` and, with several rounds, what to add inside
+    /// the line's parentheses: `; median of 5 rounds, 1100.0-1300.0`.
+    fn describe(&self, rounds: usize) -> (String, String) {
+        let rate = format!("{:.1} samples/s", self.median);
+        if rounds > 1 {
+            let spread = format!(
+                "; median of {rounds} rounds, {:.1}-{:.1}",
+                self.min, self.max
+            );
+            (rate, spread)
+        } else {
+            (rate, String::new())
+        }
     }
-    println!("  pipeline / ceiling   {:.2}", pipeline_rate / ceiling);
-    tracing::debug!(checksum, "output checksum");
-    Ok(())
 }
 
 /// Decodes `sample`'s image whole, with the fastest decoder the loader

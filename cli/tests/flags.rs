@@ -46,6 +46,7 @@ fn cases() -> Vec<(Vec<&'static str>, &'static str, Vec<&'static str>)> {
         (read(), "--rank", vec!["65536", U64_MAX]),
         (read(), "--epoch", vec!["-1"]),
         (bench(), "--samples", vec!["0", "-5"]),
+        (bench(), "--rounds", vec!["0", "101"]),
         (vec!["coordinator"], "--leader-ttl-s", vec!["0", U64_MAX]),
         (vec!["coordinator"], "--flush-ms", vec!["1000000000"]),
     ];

@@ -156,3 +156,43 @@ fn bench_runs_the_eval_preset_in_uint8() {
     );
     assert!(out.contains("samples              12"), "{out}");
 }
+
+#[test]
+fn bench_rounds_alternate_the_phases_and_report_the_median_ratio() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ds = synth_and_pack(dir.path(), 12);
+    let out = ok(&[
+        "bench",
+        &ds,
+        "--image-size",
+        "32",
+        "--threads",
+        "1",
+        "--rounds",
+        "3",
+    ]);
+    let rounds: Vec<&str> = out
+        .lines()
+        .filter(|line| line.trim_start().starts_with("round "))
+        .collect();
+    assert_eq!(rounds.len(), 3, "{out}");
+    for (i, line) in rounds.iter().enumerate() {
+        assert!(
+            line.trim_start().starts_with(&format!("round {}", i + 1))
+                && line.contains("pipeline")
+                && line.contains("ceiling")
+                && line.contains("ratio"),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("median of the 3 rounds' ratios") && out.contains("median of 3 rounds"),
+        "{out}"
+    );
+    // One round (the default) prints no round lines.
+    let single = ok(&["bench", &ds, "--image-size", "32", "--threads", "1"]);
+    assert!(
+        !single.contains("round") && single.contains("pipeline / ceiling"),
+        "{single}"
+    );
+}
