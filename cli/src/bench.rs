@@ -60,8 +60,14 @@ pub struct Args {
     samples: Option<u64>,
     /// Rounds of the two phases, alternated (pipeline, ceiling, pipeline,
     /// ...): on a shared or noisy machine the median of the rounds' ratios
-    /// is steadier than one round's.
-    #[arg(long, default_value_t = 1, value_parser = crate::pipeline_args::u64_in(1, 100))]
+    /// is steadier than one round's. Image datasets only: a token dataset's
+    /// bench (`--sequence-length`) has no ceiling to alternate with.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = crate::pipeline_args::u64_in(1, 100),
+        conflicts_with = "sequence_length"
+    )]
     rounds: u64,
     #[command(flatten)]
     pipeline: PipelineArgs,

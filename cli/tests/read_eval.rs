@@ -189,6 +189,14 @@ fn bench_rounds_alternate_the_phases_and_report_the_median_ratio() {
         out.contains("median of the 3 rounds' ratios") && out.contains("median of 3 rounds"),
         "{out}"
     );
+    // The token bench has no ceiling: --rounds is refused there, not ignored.
+    let tokens = tributary(&["bench", &ds, "--sequence-length", "8", "--rounds", "2"]);
+    let stderr = String::from_utf8_lossy(&tokens.stderr);
+    assert_eq!(tokens.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--rounds") && stderr.contains("--sequence-length"),
+        "{stderr}"
+    );
     // One round (the default) prints no round lines.
     let single = ok(&["bench", &ds, "--image-size", "32", "--threads", "1"]);
     assert!(
