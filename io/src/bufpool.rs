@@ -75,11 +75,19 @@ where
 /// pooled when [`Filling::reserve`] is told a pooled size before the first
 /// byte (a range read knows its length), else (or once more bytes come than
 /// were reserved) a growing `Vec`.
-#[derive(Debug)]
 pub(crate) struct Filling {
     pool: &'static BufPool,
     pooled: Option<Pooled>,
     grown: Vec<u8>,
+}
+
+impl std::fmt::Debug for Filling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Filling")
+            .field("pooled", &self.pooled)
+            .field("grown", &self.grown.len())
+            .finish()
+    }
 }
 
 impl Default for Filling {
@@ -153,14 +161,12 @@ fn class(len: usize) -> Option<(usize, usize)> {
 /// Classes from MIN_POOLED (in the octave above 2^13) to MAX_POOLED.
 const CLASSES: usize = 4 * (MAX_POOLED.trailing_zeros() - MIN_POOLED.trailing_zeros() + 1) as usize;
 
-#[derive(Debug)]
 struct BufPool {
     idle: Mutex<Idle>,
     max_idle_bytes: usize,
 }
 
 /// The idle buffers of each class, all of the class's size and initialised.
-#[derive(Debug)]
 struct Idle {
     classes: [Vec<Vec<u8>>; CLASSES],
     bytes: usize,
