@@ -27,6 +27,8 @@ phase "cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 phase "crate graph (common pure, the coordinator without the image stack, the tools outside the worker)"
 scripts/check-crate-graph.sh
+phase "unified features: the Python extension's test build resolves its dependencies' features as the workspace's does"
+"$TRIBUTARY_VENV/bin/python" scripts/unified_features.py
 phase "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --workspace
 # Every test target and the binary the end-to-end tests drive, built once,
@@ -43,8 +45,8 @@ phase "docs: the user guide (mdbook build docs, into target/book), then its code
 log=$("$TRIBUTARY_VENV/bin/mdbook" build docs 2>&1) || { echo "$log"; exit 1; }
 if grep -E "ERROR|WARN" <<<"$log"; then echo "mdbook build docs: warnings or errors above" >&2; exit 1; fi
 "$TRIBUTARY_VENV/bin/python" -m pytest -q docs/tests
-phase "python: pip install ./python into the test venv (debug profile)"
-PATH="$TRIBUTARY_VENV/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" \
+phase "python: pip install ./python into the test venv (debug profile, the test build's features: its dependencies are reused, not compiled again)"
+PATH="$TRIBUTARY_VENV/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev --features unify-with-tests" \
     "$TRIBUTARY_VENV/bin/pip" install --quiet --no-build-isolation --no-deps --force-reinstall ./python
 # pytest of python/tests runs in the background, beside cargo test, the
 # fleet bench and the deploy tests: each suite mostly waits on the
