@@ -20,7 +20,7 @@
 //! of the rounds' ratios, with their range. On a shared machine one round's
 //! ratio moves by 10-20% from run to run (mostly the pipeline's phase; the
 //! first round also pays the process's warm-up: buffers faulted in, decoders
-//! made); the median of five is what `docs/src/performance.md` reports.
+//! made); `docs/src/performance.md` (round 7) reports medians of 7 rounds.
 //!
 //! With `--sequence-length` it measures a token dataset instead
 //! ([`crate::bench_tokens`]).
