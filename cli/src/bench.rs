@@ -144,12 +144,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let ceiling_round = || ceiling_round(&encoded, &fields, &limits, on_error, &pool);
     let first = ceiling_round()?;
     let (decoded, skipped) = (first.decoded, first.skipped);
-    let mut rounds = vec![(m.samples_per_sec(), first.rate)];
-    let mut first_batches = vec![m.first_batch.unwrap_or_default()];
+    // Each round: pipeline and ceiling samples/s, the pipeline's first batch.
+    let mut rounds = vec![(
+        m.samples_per_sec(),
+        first.rate,
+        m.first_batch.unwrap_or_default(),
+    )];
     for _ in 1..args.rounds {
         let pipeline = pipeline_round(&dataset, &config, spans.clone(), &pool).await?;
-        first_batches.push(pipeline.first_batch.unwrap_or_default());
-        rounds.push((pipeline.samples_per_sec(), ceiling_round()?.rate));
+        let ceiling = ceiling_round()?.rate;
+        rounds.push((
+            pipeline.samples_per_sec(),
+            ceiling,
+            pipeline.first_batch.unwrap_or_default(),
+        ));
     }
 
     println!("tributary bench {}", args.url);
@@ -201,7 +209,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         println!("  skipped (ceiling)    {skipped} bad samples");
     }
     if rounds.len() > 1 {
-        for (i, ((pipeline, ceiling), first)) in rounds.iter().zip(&first_batches).enumerate() {
+        for (i, (pipeline, ceiling, first)) in rounds.iter().enumerate() {
             println!(
                 "  round {:<3}            pipeline {pipeline:.1} (first batch {:.0} ms), ceiling {ceiling:.1}, ratio {:.3}",
                 i + 1,
@@ -210,7 +218,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    let ratios = Spread::of(rounds.iter().map(|(p, c)| p / c).collect());
+    let ratios = Spread::of(rounds.iter().map(|(p, c, _)| p / c).collect());
     println!(
         "  pipeline / ceiling   {:.2}{}",
         ratios.median,
@@ -307,18 +315,19 @@ struct Spread {
 }
 
 impl Spread {
+    /// Of one figure per round: never empty (`--rounds` is at least 1).
     fn of(mut values: Vec<f64>) -> Self {
         values.sort_by(f64::total_cmp);
         let n = values.len();
-        let median = match n {
-            0 => f64::NAN,
-            _ if n % 2 == 1 => values[n / 2],
-            _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
         };
         Spread {
             median,
-            min: values.first().copied().unwrap_or(f64::NAN),
-            max: values.last().copied().unwrap_or(f64::NAN),
+            min: values[0],
+            max: values[n - 1],
         }
     }
 
