@@ -158,7 +158,7 @@ fn bench_runs_the_eval_preset_in_uint8() {
 }
 
 #[test]
-fn bench_rounds_alternate_the_phases_and_report_the_median_ratio() {
+fn bench_rounds_alternate_the_phases_and_report_the_median_and_steady_ratios() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ds = synth_and_pack(dir.path(), 12);
     let out = ok(&[
@@ -197,10 +197,33 @@ fn bench_rounds_alternate_the_phases_and_report_the_median_ratio() {
         stderr.contains("--rounds") && stderr.contains("--sequence-length"),
         "{stderr}"
     );
-    // One round (the default) prints no round lines.
+    // One round (the default) prints no round lines; one batch, no steady
+    // rate (there is nothing after the first batch).
     let single = ok(&["bench", &ds, "--image-size", "32", "--threads", "1"]);
     assert!(
-        !single.contains("round") && single.contains("pipeline / ceiling"),
+        !single.contains("round")
+            && single.contains("pipeline / ceiling")
+            && !single.contains("steady"),
         "{single}"
+    );
+    // Three batches a round: the steady rate from the first to the last,
+    // in each round's line, with its median and its ratio to the ceiling.
+    let batches = ok(&[
+        "bench",
+        &ds,
+        "--image-size",
+        "32",
+        "--threads",
+        "1",
+        "--batch-size",
+        "4",
+        "--rounds",
+        "2",
+    ]);
+    let rounds = batches.lines().filter(|l| l.contains(", steady "));
+    assert_eq!(rounds.count(), 2, "{batches}");
+    assert!(
+        batches.contains("steady rate") && batches.contains("steady / ceiling"),
+        "{batches}"
     );
 }
