@@ -161,16 +161,12 @@ fn bench_runs_the_eval_preset_in_uint8() {
 fn bench_rounds_alternate_the_phases_and_report_the_median_and_steady_ratios() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ds = synth_and_pack(dir.path(), 12);
-    let out = ok(&[
-        "bench",
-        &ds,
-        "--image-size",
-        "32",
-        "--threads",
-        "1",
-        "--rounds",
-        "3",
-    ]);
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["bench", &ds, "--image-size", "32", "--threads", "1"];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    let out = bench(&["--rounds", "3"]);
     let rounds: Vec<&str> = out
         .lines()
         .filter(|line| line.trim_start().starts_with("round "))
@@ -199,7 +195,7 @@ fn bench_rounds_alternate_the_phases_and_report_the_median_and_steady_ratios() {
     );
     // One round (the default) prints no round lines; one batch, no steady
     // rate (there is nothing after the first batch).
-    let single = ok(&["bench", &ds, "--image-size", "32", "--threads", "1"]);
+    let single = bench(&[]);
     assert!(
         !single.contains("round")
             && single.contains("pipeline / ceiling")
@@ -208,18 +204,7 @@ fn bench_rounds_alternate_the_phases_and_report_the_median_and_steady_ratios() {
     );
     // Three batches a round: the steady rate from the first to the last,
     // in each round's line, with its median and its ratio to the ceiling.
-    let batches = ok(&[
-        "bench",
-        &ds,
-        "--image-size",
-        "32",
-        "--threads",
-        "1",
-        "--batch-size",
-        "4",
-        "--rounds",
-        "2",
-    ]);
+    let batches = bench(&["--batch-size", "4", "--rounds", "2"]);
     let rounds = batches.lines().filter(|l| l.contains(", steady "));
     assert_eq!(rounds.count(), 2, "{batches}");
     assert!(
