@@ -7,7 +7,8 @@
 //!
 //! - [`transform`]: the presets (`train`, `eval`, `resize`, `none`), output
 //!   size, dtype, layout and normalisation; where each image goes.
-//! - [`render`]: resampling, flipping, padding, normalising into a slot.
+//! - [`render`]: resampling, flipping, padding, normalising into a slot;
+//!   `resample`: the resampling's two passes, in the cheaper order.
 //! - [`jpeg`]: libjpeg-turbo decoding of the region a plan needs, with DCT
 //!   scaling.
 //! - [`fields`]: field names, their decoders, and how their values become
@@ -23,6 +24,7 @@ pub mod jpeg;
 pub mod npy;
 pub mod pixels;
 pub mod render;
+mod resample;
 pub mod restart_markers;
 pub mod restarts;
 pub mod transform;

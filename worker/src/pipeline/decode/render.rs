@@ -5,10 +5,11 @@
 
 use std::cell::RefCell;
 
-use fast_image_resize::images::{Image, ImageRef};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use fast_image_resize::images::Image;
+use fast_image_resize::{PixelType, Resizer};
 
 use super::pixels::ImageKind;
+use super::resample::resample;
 use super::transform::{Layout, Plan, Transform};
 
 /// A decoded RGB8 image.
@@ -79,7 +80,11 @@ impl NormLut {
 }
 
 thread_local! {
-    static SCRATCH: RefCell<(Resizer, Vec<u8>)> = RefCell::new((Resizer::new(), Vec::new()));
+    /// The resizer, the resampled image of the paths that write it
+    /// through [`write_rows`], and the rows a horizontal-first resample
+    /// passes between its two passes.
+    static SCRATCH: RefCell<(Resizer, Vec<u8>, Vec<u8>)> =
+        RefCell::new((Resizer::new(), Vec::new(), Vec::new()));
 }
 
 /// Renders `plan.src` of the RGB8 view `(width, height, pixels)` into
@@ -142,21 +147,15 @@ pub fn render(
         write_rows(rows, plan, config, lut, slot);
         return Ok(());
     }
-    let view = ImageRef::new(width, height, pixels, PixelType::U8x3)
-        .map_err(|e| format!("bad image buffer: {e}"))?;
-    let options = ResizeOptions::new()
-        .crop(src.x, src.y, src.width, src.height)
-        .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
+    let image = (width, height, pixels);
     // uint8 NHWC filled by the image: resampled straight into its slot,
     // then mirrored in place; no pass through a scratch buffer.
     if let (Slot::U8(out), Layout::Nhwc, true) = (slot.reborrow(), config.layout, plan.fills()) {
         return SCRATCH.with(|scratch| {
-            let resizer = &mut scratch.borrow_mut().0;
+            let (resizer, _, rows) = &mut *scratch.borrow_mut();
             let mut dst = Image::from_slice_u8(out_w, out_h, out, PixelType::U8x3)
                 .map_err(|e| format!("bad output slot: {e}"))?;
-            resizer
-                .resize(&view, &mut dst, &options)
-                .map_err(|e| format!("resize failed: {e}"))?;
+            resample(resizer, rows, image, src, &mut dst)?;
             if plan.flip {
                 for row in out.chunks_exact_mut(3 * out_w as usize) {
                     mirror(row);
@@ -167,13 +166,11 @@ pub fn render(
     }
     SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
-        let (resizer, buf) = &mut *scratch;
+        let (resizer, buf, rows) = &mut *scratch;
         buf.resize(3 * dw as usize * dh as usize, 0);
         let mut dst = Image::from_slice_u8(dw, dh, buf, PixelType::U8x3)
             .map_err(|e| format!("bad output buffer: {e}"))?;
-        resizer
-            .resize(&view, &mut dst, &options)
-            .map_err(|e| format!("resize failed: {e}"))?;
+        resample(resizer, rows, image, src, &mut dst)?;
         write_rows(buf.chunks_exact(3 * dw as usize), plan, config, lut, slot);
         Ok(())
     })
