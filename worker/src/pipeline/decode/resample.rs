@@ -35,7 +35,7 @@ pub(super) fn resample(
     let end = (src.y + src.height + 1.0).ceil().min(f64::from(height)) as u32;
     let band = end.saturating_sub(first);
     let horizontal = src.width != f64::from(dw) || src.x.fract() != 0.0;
-    if !horizontal || band >= dh {
+    if !horizontal || band == 0 || band >= dh {
         let view = ImageRef::new(width, height, pixels, PixelType::U8x3)
             .map_err(|e| format!("bad image buffer: {e}"))?;
         let options = ResizeOptions::new()
