@@ -180,12 +180,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         m.bytes_per_sec() / 1e6
     );
     // With one batch a round there is no steady rate (nor its ratio).
-    let steady: Option<Vec<(f64, f64)>> = rounds
-        .iter()
-        .map(|(p, ceiling)| p.steady.map(|steady| (steady, *ceiling)))
-        .collect();
+    let steady: Option<Vec<f64>> = rounds.iter().map(|(p, _)| p.steady).collect();
     if let Some(steady) = &steady {
-        let (rate, spread) = of_rounds(steady.iter().map(|s| s.0).collect());
+        let (rate, spread) = of_rounds(steady.clone());
         println!("  steady rate          {rate} (from the first batch to the last{spread})");
     }
     println!(
@@ -255,7 +252,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(steady) = steady {
         println!(
             "  steady / ceiling     {}",
-            ratios(steady.iter().map(|(s, c)| s / c).collect())
+            ratios(
+                steady
+                    .iter()
+                    .zip(&rounds)
+                    .map(|(s, (_, c))| s / c)
+                    .collect()
+            )
         );
     }
     Ok(())

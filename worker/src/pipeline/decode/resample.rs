@@ -28,7 +28,11 @@ pub(super) fn resample(
     src: Rect,
     dst: &mut Image<'_>,
 ) -> Result<(), String> {
-    let bilinear = ResizeAlg::Convolution(FilterType::Bilinear);
+    let bilinear = |x, y, width, height| {
+        ResizeOptions::new()
+            .crop(x, y, width, height)
+            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
+    };
     let (dw, dh) = (dst.width(), dst.height());
     // An upscale's filter reaches one source row either way of its centre.
     let first = (src.y - 1.0).floor().max(0.0) as u32;
@@ -38,11 +42,8 @@ pub(super) fn resample(
     if !horizontal || band == 0 || band >= dh {
         let view = ImageRef::new(width, height, pixels, PixelType::U8x3)
             .map_err(|e| format!("bad image buffer: {e}"))?;
-        let options = ResizeOptions::new()
-            .crop(src.x, src.y, src.width, src.height)
-            .resize_alg(bilinear);
         return resizer
-            .resize(&view, dst, &options)
+            .resize(&view, dst, &bilinear(src.x, src.y, src.width, src.height))
             .map_err(|e| format!("resize failed: {e}"));
     }
     let pitch = 3 * width as usize;
@@ -52,17 +53,16 @@ pub(super) fn resample(
     let view = ImageRef::new(width, band, source_rows, PixelType::U8x3)
         .map_err(|e| format!("bad image buffer: {e}"))?;
     rows.resize(3 * dw as usize * band as usize, 0);
-    let across = ResizeOptions::new()
-        .crop(src.x, 0.0, src.width, f64::from(band))
-        .resize_alg(bilinear);
     let mut resized = Image::from_slice_u8(dw, band, rows, PixelType::U8x3)
         .map_err(|e| format!("bad rows buffer: {e}"))?;
     resizer
-        .resize(&view, &mut resized, &across)
+        .resize(
+            &view,
+            &mut resized,
+            &bilinear(src.x, 0.0, src.width, f64::from(band)),
+        )
         .map_err(|e| format!("resize failed: {e}"))?;
-    let down = ResizeOptions::new()
-        .crop(0.0, src.y - f64::from(first), f64::from(dw), src.height)
-        .resize_alg(bilinear);
+    let down = bilinear(0.0, src.y - f64::from(first), f64::from(dw), src.height);
     resizer
         .resize(&resized, dst, &down)
         .map_err(|e| format!("resize failed: {e}"))
