@@ -23,6 +23,7 @@ pub mod fields;
 pub mod jpeg;
 pub mod npy;
 pub mod pixels;
+mod place;
 pub mod render;
 mod resample;
 pub mod restart_markers;

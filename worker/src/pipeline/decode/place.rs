@@ -1,0 +1,287 @@
+//! Writing a resampled image into its slot of a batch: as `u8` or as
+//! normalised `f32`, NCHW or NHWC, mirrored for a flip. The two passes the
+//! compiler vectorises only when told the CPU's features (the flip's byte
+//! shuffles, the normalisation's eight lanes) are compiled for them behind
+//! a runtime check, with the portable code beside them for other CPUs.
+
+use super::transform::{Layout, Plan, Transform};
+
+/// Per-channel lookup table from a `u8` value to its normalised `f32`:
+/// the padding's value, and what [`normalised`] computes for each value,
+/// bit for bit.
+#[derive(Debug, Clone)]
+pub struct NormLut(pub Box<[[f32; 256]; 3]>);
+
+impl NormLut {
+    pub fn new(config: &Transform) -> Self {
+        let mut lut = Box::new([[0f32; 256]; 3]);
+        for (c, table) in lut.iter_mut().enumerate() {
+            for (v, out) in table.iter_mut().enumerate() {
+                *out = (v as f32 / 255.0 - config.mean[c]) / config.std[c];
+            }
+        }
+        Self(lut)
+    }
+}
+
+/// Reverses the order of the RGB pixels of `row` in place (a flip of the
+/// uint8 NHWC output). Where the CPU has SSSE3 (every x86-64 server of the
+/// last 15 years) the same code is compiled to byte shuffles: a 224x224
+/// image in 4.5 us against 45 us without them.
+pub(super) fn mirror(row: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("ssse3") {
+        #[allow(unsafe_code)]
+        // SAFETY: the only requirement of a `target_feature` function is
+        // that the CPU has the feature, checked just above.
+        unsafe {
+            mirror_ssse3(row);
+        }
+        return;
+    }
+    mirror_blocks(row);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "ssse3")]
+fn mirror_ssse3(row: &mut [u8]) {
+    mirror_blocks(row);
+}
+
+/// Pixel `15 - j / 3`, channel `j % 3` of a block of 16 RGB pixels: where
+/// byte `j` of the reversed block comes from.
+const REVERSED: [usize; 48] = {
+    let mut from = [0; 48];
+    let mut j = 0;
+    while j < 48 {
+        from[j] = (15 - j / 3) * 3 + j % 3;
+        j += 1;
+    }
+    from
+};
+
+/// [`mirror`]'s body: blocks of 16 pixels from each end, each reversed by
+/// the fixed permutation [`REVERSED`] (which the compiler turns into
+/// shuffles where it may) and swapped, then the middle pixel by pixel.
+#[inline(always)]
+fn mirror_blocks(row: &mut [u8]) {
+    const BLOCK: usize = 48;
+    let len = row.len() / 3 * 3;
+    let row = &mut row[..len];
+    let pairs = len / BLOCK / 2;
+    let reversed =
+        |block: &[u8; BLOCK]| -> [u8; BLOCK] { std::array::from_fn(|j| block[REVERSED[j]]) };
+    for k in 0..pairs {
+        let (head, tail) = row.split_at_mut(len - BLOCK * (k + 1));
+        let (Some(left), Some(right)) = (
+            head[BLOCK * k..].first_chunk_mut::<BLOCK>(),
+            tail.first_chunk_mut::<BLOCK>(),
+        ) else {
+            unreachable!("both spans are BLOCK bytes long");
+        };
+        let (l, r) = (reversed(left), reversed(right));
+        *left = r;
+        *right = l;
+    }
+    row[BLOCK * pairs..len - BLOCK * pairs]
+        .as_chunks_mut::<3>()
+        .0
+        .reverse();
+}
+/// [`write_rows`] for `f32`: each value `(v / 255 - mean) / std`, the
+/// arithmetic of torchvision's `to_tensor` and `normalize` and of
+/// [`NormLut`], so the very same bits. Where the CPU has AVX2 the same code
+/// is compiled to eight values an instruction: a 224x224 image in about
+/// 50 us, against 90-110 us through the lookup table (one load per value)
+/// or the same arithmetic without AVX2.
+pub(super) fn normalised<'a>(
+    rows: impl Iterator<Item = &'a [u8]>,
+    plan: &Plan,
+    config: &Transform,
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[allow(unsafe_code)]
+        // SAFETY: the only requirement of a `target_feature` function is
+        // that the CPU has the feature, checked just above.
+        unsafe {
+            normalised_avx2(rows, plan, config, out);
+        }
+        return;
+    }
+    normalised_values(rows, plan, config, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn normalised_avx2<'a>(
+    rows: impl Iterator<Item = &'a [u8]>,
+    plan: &Plan,
+    config: &Transform,
+    out: &mut [f32],
+) {
+    normalised_values(rows, plan, config, out);
+}
+
+/// [`normalised`]'s body.
+#[inline(always)]
+fn normalised_values<'a>(
+    rows: impl Iterator<Item = &'a [u8]>,
+    plan: &Plan,
+    config: &Transform,
+    out: &mut [f32],
+) {
+    let (mean, std) = (config.mean, config.std);
+    place(rows, plan, config.layout, out, |c, v| {
+        (f32::from(v) / 255.0 - mean[c]) / std[c]
+    });
+}
+
+/// The one writer behind [`write_rows`], for each element type.
+#[inline(always)]
+pub(super) fn place<'a, T: Copy>(
+    rows: impl Iterator<Item = &'a [u8]>,
+    plan: &Plan,
+    layout: Layout,
+    out: &mut [T],
+    value: impl Fn(usize, u8) -> T,
+) {
+    let (out_w, out_h) = (plan.out.0 as usize, plan.out.1 as usize);
+    let (dx, dy, dw) = (
+        plan.dst.0 as usize,
+        plan.dst.1 as usize,
+        plan.dst.2 as usize,
+    );
+    // With a flip, destination column x holds source column dw - 1 - x of
+    // the placed part, mirrored about the output's centre.
+    let dx = if plan.flip { out_w - dx - dw } else { dx };
+    match layout {
+        Layout::Nhwc => {
+            for (y, row) in rows.enumerate() {
+                let start = ((dy + y) * out_w + dx) * 3;
+                let out_row = &mut out[start..start + 3 * dw];
+                // `for` loops, not `for_each`: the zip's `fold` would be a
+                // function of its own, outside `normalised_avx2`'s AVX2.
+                let out_px = out_row.chunks_exact_mut(3);
+                if plan.flip {
+                    for (o, px) in out_px.zip(row.chunks_exact(3).rev()) {
+                        o[0] = value(0, px[0]);
+                        o[1] = value(1, px[1]);
+                        o[2] = value(2, px[2]);
+                    }
+                } else {
+                    for (o, px) in out_px.zip(row.chunks_exact(3)) {
+                        o[0] = value(0, px[0]);
+                        o[1] = value(1, px[1]);
+                        o[2] = value(2, px[2]);
+                    }
+                }
+            }
+        }
+        Layout::Nchw => {
+            let plane = out_w * out_h;
+            let (r_plane, rest) = out.split_at_mut(plane);
+            let (g_plane, b_plane) = rest.split_at_mut(plane);
+            for (y, row) in rows.enumerate() {
+                let start = (dy + y) * out_w + dx;
+                let span = start..start + dw;
+                let planes = r_plane[span.clone()]
+                    .iter_mut()
+                    .zip(g_plane[span.clone()].iter_mut())
+                    .zip(b_plane[span].iter_mut());
+                if plan.flip {
+                    for (((r, g), b), px) in planes.zip(row.chunks_exact(3).rev()) {
+                        *r = value(0, px[0]);
+                        *g = value(1, px[1]);
+                        *b = value(2, px[2]);
+                    }
+                } else {
+                    for (((r, g), b), px) in planes.zip(row.chunks_exact(3)) {
+                        *r = value(0, px[0]);
+                        *g = value(1, px[1]);
+                        *b = value(2, px[2]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::decode::transform::Rect;
+
+    #[test]
+    fn mirror_reverses_the_pixels_of_rows_of_every_length() {
+        for pixels in 0..100usize {
+            let row: Vec<u8> = (0..3 * pixels).map(|i| (i % 251) as u8).collect();
+            let expected: Vec<u8> = row.chunks_exact(3).rev().flatten().copied().collect();
+            // Through the CPU's fastest path and through the portable one.
+            for mirror in [mirror, mirror_blocks] {
+                let mut mirrored = row.clone();
+                mirror(&mut mirrored);
+                assert_eq!(mirrored, expected, "{pixels} pixels");
+            }
+        }
+    }
+
+    #[test]
+    fn normalised_values_are_the_lookup_tables_bits_on_every_path() {
+        let config = Transform {
+            mean: [0.485, 0.456, 0.406],
+            std: [0.229, 0.224, 0.225],
+            ..Transform::default()
+        };
+        let lut = NormLut::new(&config);
+        // Widths around the 8 and 16 lanes of a vector, both layouts, both
+        // flips, every byte value on the way.
+        for width in [1u32, 7, 8, 9, 17, 31, 33, 100] {
+            let height = 3u32;
+            let pixels: Vec<u8> = (0..3 * width * height)
+                .map(|i| (i * 37 % 256) as u8)
+                .collect();
+            let at = |y: u32, x: u32, c: u32| pixels[(3 * (y * width + x) + c) as usize];
+            for (layout, flip) in [Layout::Nchw, Layout::Nhwc]
+                .into_iter()
+                .flat_map(|layout| [(layout, false), (layout, true)])
+            {
+                let config = Transform {
+                    layout,
+                    ..config.clone()
+                };
+                let p = Plan {
+                    src: Rect {
+                        x: 0.0,
+                        y: 0.0,
+                        width: f64::from(width),
+                        height: f64::from(height),
+                    },
+                    out: (width, height),
+                    dst: (0, 0, width, height),
+                    flip,
+                };
+                let len = (3 * width * height) as usize;
+                let rows = || pixels.chunks_exact(3 * width as usize);
+                let (mut fastest, mut portable) = (vec![0f32; len], vec![0f32; len]);
+                normalised(rows(), &p, &config, &mut fastest);
+                normalised_values(rows(), &p, &config, &mut portable);
+                for y in 0..height {
+                    for x in 0..width {
+                        let from = if flip { width - 1 - x } else { x };
+                        for c in 0..3 {
+                            let i = match layout {
+                                Layout::Nhwc => 3 * (y * width + x) + c,
+                                Layout::Nchw => c * width * height + y * width + x,
+                            } as usize;
+                            let expected = lut.0[c as usize][usize::from(at(y, from, c))];
+                            assert_eq!(fastest[i].to_bits(), expected.to_bits(), "{width} {i}");
+                            assert_eq!(portable[i].to_bits(), expected.to_bits(), "{width} {i}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
