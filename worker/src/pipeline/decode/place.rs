@@ -7,7 +7,7 @@
 use super::transform::{Layout, Plan, Transform};
 
 /// Per-channel lookup table from a `u8` value to its normalised `f32`:
-/// the padding's value, and what [`normalised`] computes for each value,
+/// the padding's value, and what `normalised` computes for each value,
 /// bit for bit.
 #[derive(Debug, Clone)]
 pub struct NormLut(pub Box<[[f32; 256]; 3]>);
