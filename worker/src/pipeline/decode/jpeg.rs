@@ -136,8 +136,8 @@ impl Decompressor {
 
     /// Decodes the part of `jpeg` (whose header was just read) that holds
     /// `crop` and `margin` (scaled) pixels around it, the resampling
-    /// filter's reach, at the DCT scale 1/`denom`, into `pixels` (resized to
-    /// fit).
+    /// filter's reach, at the DCT scale 1/`denom`, into the first
+    /// `3 x width x height` bytes of `pixels` (grown to fit, never shrunk).
     pub fn decode(
         &mut self,
         jpeg: &[u8],
@@ -191,8 +191,13 @@ impl Decompressor {
         // SAFETY: a valid handle; the region lies inside the scaled image.
         self.check(unsafe { tj::tj3SetCroppingRegion(self.handle, region) })?;
         let pitch = 3 * out_w as usize;
-        pixels.resize(pitch * out_h as usize, 0);
-        // SAFETY: `pixels` holds `pitch * out_h` bytes, which is what
+        // Grown only past the largest region so far (the decoder writes
+        // every byte of the region; zeroing them first cost 1% of the
+        // decode threads' time).
+        if pixels.len() < pitch * out_h as usize {
+            pixels.resize(pitch * out_h as usize, 0);
+        }
+        // SAFETY: `pixels` holds at least `pitch * out_h` bytes, which is what
         // libjpeg-turbo writes for this cropping region and scale; `jpeg` is
         // alive for the call.
         let status = unsafe {
@@ -333,7 +338,8 @@ pub fn decode_for<T>(
         let region = decoder
             .decode(jpeg, header, crop, denom, margin, pixels)
             .map_err(Failure::Corrupt)?;
-        let view = (region.width, region.height, pixels.as_slice());
+        let len = 3 * region.width as usize * region.height as usize;
+        let view = (region.width, region.height, &pixels[..len]);
         then(
             view,
             &Plan {
