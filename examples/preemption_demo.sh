@@ -6,6 +6,9 @@
 #
 #   examples/preemption_demo.sh [IMAGES]     (after scripts/test.sh or
 #                                             pip install './python[torch]' torchvision)
+#
+# IMAGE_SIZE (112) from the environment; python/tests/test_examples.py runs
+# it at 32 px.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IMAGES=${1:-1600}
@@ -22,7 +25,7 @@ RDZV_PORT=$(port)
 "$BIN" pack "$DIR/images" "$DIR/ds" >/dev/null
 "$BIN" coordinator --listen "127.0.0.1:$COORD_PORT" >"$DIR/coordinator.log" 2>&1 &
 COORD=$!
-trap 'kill $COORD 2>/dev/null || true' EXIT
+trap 'kill $COORD 2>/dev/null || true; rm -rf "$DIR"' EXIT
 touch "$DIR/steps.log"
 count() { grep -c "^$1 " "$DIR/steps.log" || true; }
 
@@ -30,7 +33,8 @@ STARTED=$(date +%s.%N)
 OMP_NUM_THREADS=1 "$(dirname "$PY")/torchrun" --nnodes=1:3 --nproc-per-node=2 \
     --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$RDZV_PORT" --rdzv-conf=last_call_timeout=1 \
     --max-restarts=3 examples/train_resnet.py --dataset "$DIR/ds" \
-    --coordinator "127.0.0.1:$COORD_PORT" --batch-size 16 --checkpoint "$DIR/checkpoint.pt" \
+    --coordinator "127.0.0.1:$COORD_PORT" --batch-size 16 --image-size "${IMAGE_SIZE:-112}" \
+    --checkpoint "$DIR/checkpoint.pt" \
     --checkpoint-every "$EVERY" --step-log "$DIR/steps.log" >"$DIR/torchrun.log" 2>&1 &
 TORCHRUN=$!
 
