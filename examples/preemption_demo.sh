@@ -11,6 +11,7 @@
 # it at 32 px.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. examples/kill_between_checkpoints.sh
 IMAGES=${1:-1600}
 EVERY=10  # steps between checkpoints
 PY=${PYTHON:-.venv/bin/python}
@@ -39,23 +40,13 @@ OMP_NUM_THREADS=1 "$(dirname "$PY")/torchrun" --nnodes=1:3 --nproc-per-node=2 \
 TORCHRUN=$!
 
 # Two commits by rank 1, then a kill between checkpoints.
-# The rank is frozen (SIGSTOP) before its step is read, so that it dies at
-# the step read, whatever this loop's lag behind the log.
 until [ "$(count 'commit [0-9]* 1')" -ge 2 ]; do
     kill -0 "$TORCHRUN" 2>/dev/null || { cat "$DIR/torchrun.log"; exit 1; }
     sleep 0.2
 done
 # The first group's rank 1 (lines: KIND GROUP RANK ...).
 VICTIM=$(awk '$1 == "start" && $3 == "1" { print $5; exit }' "$DIR/steps.log")
-while :; do
-    kill -STOP "$VICTIM"
-    STEP=$(count 'train [0-9]* 1')
-    [ $((STEP % EVERY)) -ne 0 ] && break
-    kill -CONT "$VICTIM"
-    sleep 0.2
-done
-echo "kill -9 of rank 1 (pid $VICTIM) after $STEP steps"
-kill -9 "$VICTIM"
+kill_between_checkpoints "$VICTIM" 1 "$EVERY" "$DIR/steps.log"
 wait "$TORCHRUN"
 echo "torchrun finished in $("$PY" -c "import time; print(f'{time.time() - $STARTED:.1f}')") s"
 grep -E "^rank " "$DIR/torchrun.log" | sed 's/\(samples\/s (all ranks)\)rank/\1\nrank/; s/\(from step [0-9]*\)rank/\1\nrank/'

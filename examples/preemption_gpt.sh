@@ -15,6 +15,7 @@
 # HEADS (6), BATCH (8), LENGTH (128), EVERY (checkpoint every, 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. examples/kill_between_checkpoints.sh
 [ "${EVERY:-20}" -ge 2 ] ||
     { echo "EVERY must be at least 2: the kill lands between two checkpoints" >&2; exit 2; }
 PY=${PYTHON:-.venv/bin/python}
@@ -47,24 +48,13 @@ train() {  # train NPROC: a torchrun group of NPROC ranks on this node
 STARTED=$(date +%s.%N)
 train 2 >"$DIR/torchrun-2.log" 2>&1 &
 TORCHRUN=$!
-# Two commits by rank 1, then a kill between checkpoints. The rank is
-# frozen (SIGSTOP) before its step is read, so that it dies at the step
-# read: a kill on a checkpoint's step would discard nothing, and a loaded
-# machine may run this loop many steps behind the log.
+# Two commits by rank 1, then a kill between checkpoints.
 until [ "$(count 'commit [0-9]* 1')" -ge 2 ]; do
     kill -0 $TORCHRUN 2>/dev/null || { cat "$DIR/torchrun-2.log"; exit 1; }
     sleep 0.05
 done
-VICTIM=$(awk '$1 == "start" && $3 == "1" { print $5 }' "$DIR/steps.log")
-while :; do
-    kill -STOP "$VICTIM"
-    STEP=$(count 'train [0-9]* 1')
-    [ $((STEP % ${EVERY:-20})) -ne 0 ] && break
-    kill -CONT "$VICTIM"
-    sleep 0.05
-done
-echo "kill -9 of rank 1 (pid $VICTIM) after $STEP steps"
-kill -9 "$VICTIM"
+VICTIM=$(awk '$1 == "start" && $3 == "1" { print $5; exit }' "$DIR/steps.log")
+kill_between_checkpoints "$VICTIM" 1 "${EVERY:-20}" "$DIR/steps.log"
 wait $TORCHRUN && { echo "the group of two did not fail"; exit 1; }
 echo "the group of two failed; restarting with one rank"
 train 1 >"$DIR/torchrun-1.log" 2>&1 || { cat "$DIR/torchrun-1.log"; exit 1; }

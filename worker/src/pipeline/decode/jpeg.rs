@@ -194,10 +194,11 @@ impl Decompressor {
         // Grown only past the largest region so far (the decoder writes
         // every byte of the region; zeroing them first cost 1% of the
         // decode threads' time).
-        if pixels.len() < pitch * out_h as usize {
-            pixels.resize(pitch * out_h as usize, 0);
+        let len = pitch * out_h as usize;
+        if pixels.len() < len {
+            pixels.resize(len, 0);
         }
-        // SAFETY: `pixels` holds at least `pitch * out_h` bytes, which is what
+        // SAFETY: `pixels` holds at least `len = pitch * out_h` bytes, which is what
         // libjpeg-turbo writes for this cropping region and scale; `jpeg` is
         // alive for the call.
         let status = unsafe {

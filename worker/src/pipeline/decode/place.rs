@@ -88,7 +88,8 @@ fn mirror_blocks(row: &mut [u8]) {
         .0
         .reverse();
 }
-/// [`write_rows`] for `f32`: each value `(v / 255 - mean) / std`, the
+
+/// `render`'s `write_rows` for `f32`: each value `(v / 255 - mean) / std`, the
 /// arithmetic of torchvision's `to_tensor` and `normalize` and of
 /// [`NormLut`], so the very same bits. Where the CPU has AVX2 the same code
 /// is compiled to eight values an instruction: a 224x224 image in about
@@ -138,7 +139,7 @@ fn normalised_values<'a>(
     });
 }
 
-/// The one writer behind [`write_rows`], for each element type.
+/// The one writer behind `render`'s `write_rows`, for each element type.
 #[inline(always)]
 pub(super) fn place<'a, T: Copy>(
     rows: impl Iterator<Item = &'a [u8]>,
