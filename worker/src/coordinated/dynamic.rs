@@ -108,7 +108,8 @@ pub fn lookahead_samples(asked: Option<u64>, job: &JobSpec, decode: &DecodeConfi
     let shuffle = u64::from(job.shuffle_buffer);
     let unit = u64::from(job.unit_samples.max(1));
     let least = shuffle + batch + unit;
-    let queued = (decode.prefetch_batches + decode.decode_batches_in_flight + 1) as u64;
+    let in_flight = decode.batches_in_flight(batch as usize, decode.decode_threads);
+    let queued = (decode.prefetch_batches + in_flight + 1) as u64;
     match asked {
         Some(asked) if asked < least => {
             tracing::warn!(

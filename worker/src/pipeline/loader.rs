@@ -140,6 +140,13 @@ impl LoaderBuilder {
             Some(pool) => pool,
             None => decode_pool(config.decode.decode_threads)?,
         };
+        // Enough images in flight for every thread of the pool (token rows
+        // are built, not decoded: they keep the setting).
+        if self.dataset.token_sources().is_none() {
+            config.decode.decode_batches_in_flight = config
+                .decode
+                .batches_in_flight(config.plan.batch_size, pool.current_num_threads());
+        }
         let budget = self.budget.unwrap_or_else(|| {
             Arc::new(PixelBudget::new(
                 config.decode.decode_limits.max_pixels_in_flight,

@@ -11,12 +11,22 @@ fn the_lookahead_defaults_to_the_pipeline_depth_and_never_starves_it() {
     let loader = DecodeConfig {
         prefetch_batches: 4,
         decode_batches_in_flight: 2,
+        decode_threads: 2,
         ..DecodeConfig::default()
     };
     // The shuffle buffer, a batch, a unit, and the batches queued.
     assert_eq!(
         lookahead_samples(None, &job, &loader),
         1024 + 64 + 256 + 64 * 7
+    );
+    // 16 threads decode 6 batches at once (224 x 224 float32), not 2.
+    let wide = DecodeConfig {
+        decode_threads: 16,
+        ..loader.clone()
+    };
+    assert_eq!(
+        lookahead_samples(None, &job, &wide),
+        1024 + 64 + 256 + 64 * 11
     );
     assert_eq!(lookahead_samples(Some(5000), &job, &loader), 5000);
     // Less would never fill a batch past the shuffle buffer: raised.
