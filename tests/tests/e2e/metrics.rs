@@ -86,9 +86,16 @@ pub fn promtool_check(text: &str) {
     );
 }
 
-/// Scrapes a live member's own endpoint: promtool passes, and it counted
-/// at least the samples it printed before the scrape.
+/// Scrapes a live member's own endpoint once it has handed the trainer a
+/// batch: promtool passes, and it counted at least the samples it printed
+/// before the scrape. (A member may get no unit until the others' leases
+/// run short: on this small dataset the first to ask leases several.)
 fn rank_metrics_count_what_it_delivered(member: &tributary_tests::process::Proc) {
+    wait_until(
+        "the member handed a batch over",
+        Duration::from_secs(60),
+        || member.count("got ") >= 1,
+    );
     let address = member
         .lines()
         .iter()
