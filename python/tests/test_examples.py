@@ -21,7 +21,6 @@ import pytest
 from conftest import REPO, tributary_bin
 
 
-
 def test_the_clip_pairs_example_reads_every_pair_of_its_listing(tmp_path):
     env = {**os.environ, "TRIBUTARY_BIN": tributary_bin()}
     run = subprocess.run([sys.executable, str(REPO / "examples" / "clip_pairs.py"),

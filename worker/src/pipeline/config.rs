@@ -212,9 +212,8 @@ impl DecodeConfig {
         if !self.transform.fixed_size() {
             return floor;
         }
-        let batch_bytes = (batch_size.max(1) * self.transform.image_len()) as u64
-            * self.transform.element_bytes() as u64
-            * self.fields.images().max(1) as u64;
+        let images = batch_size.max(1) as u64 * self.fields.images().max(1) as u64;
+        let batch_bytes = self.transform.images_bytes(images);
         let fits = usize::try_from(THREADS_BATCH_BYTES / batch_bytes.max(1)).unwrap_or(usize::MAX);
         let wanted = (SAMPLES_IN_FLIGHT_PER_THREAD * threads).div_ceil(batch_size.max(1));
         wanted.min(fits).max(floor).min(limits::MAX_QUEUE)
@@ -299,10 +298,9 @@ impl LoaderConfig {
         )?;
         if decode.transform.fixed_size() {
             let images = decode.fields.images() as u64;
-            let batch_bytes = plan.batch_size as u64
-                * decode.transform.image_len() as u64
-                * decode.transform.element_bytes() as u64
-                * images;
+            let batch_bytes = decode
+                .transform
+                .images_bytes(plan.batch_size as u64 * images);
             if batch_bytes > decode.max_batch_bytes {
                 return bad(format!(
                     "a batch of {} x {images} images of {size} takes {batch_bytes} bytes, over the budget of {} bytes per batch (max_batch_bytes: --max-batch-mib, max_batch_mib= in Python); lower the batch size (--batch-size) or the image size (--image-size)",

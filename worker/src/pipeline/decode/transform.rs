@@ -232,6 +232,11 @@ impl Transform {
         3 * self.size.pixels()
     }
 
+    /// Bytes of `images` fixed-size images in this dtype.
+    pub fn images_bytes(&self, images: u64) -> u64 {
+        images * self.image_len() as u64 * self.element_bytes() as u64
+    }
+
     /// The shape of one `height x width` image in this layout.
     pub fn image_shape(&self, height: usize, width: usize) -> [usize; 3] {
         match self.layout {
