@@ -10,7 +10,7 @@ use fast_image_resize::{PixelType, Resizer};
 
 use super::pixels::ImageKind;
 pub use super::place::NormLut;
-use super::place::{mirror, normalised, place};
+use super::place::{mirror, normalised, placed_u8};
 use super::resample::resample;
 use super::transform::{Layout, Plan, Transform};
 
@@ -99,7 +99,7 @@ pub fn render(
             Slot::F32(out) => match config.layout {
                 Layout::Nhwc => out.chunks_exact_mut(3).for_each(|px| {
                     for (c, v) in px.iter_mut().enumerate() {
-                        *v = lut.0[c][usize::from(config.fill)];
+                        *v = lut.value(c, config.fill);
                     }
                 }),
                 Layout::Nchw => {
@@ -107,7 +107,7 @@ pub fn render(
                         .chunks_exact_mut(out_w as usize * out_h as usize)
                         .enumerate()
                     {
-                        plane.fill(lut.0[c][usize::from(config.fill)]);
+                        plane.fill(lut.value(c, config.fill));
                     }
                 }
             },
@@ -130,7 +130,7 @@ pub fn render(
             let start = (y0 + y) * pitch + 3 * x0;
             &pixels[start..start + 3 * dw as usize]
         });
-        write_rows(rows, plan, config, slot);
+        write_rows(rows, plan, config, lut, slot);
         return Ok(());
     }
     let image = (width, height, pixels);
@@ -157,7 +157,7 @@ pub fn render(
         let mut dst = Image::from_slice_u8(dw, dh, buf, PixelType::U8x3)
             .map_err(|e| format!("bad output buffer: {e}"))?;
         resample(resizer, rows, image, src, &mut dst)?;
-        write_rows(buf.chunks_exact(3 * dw as usize), plan, config, slot);
+        write_rows(buf.chunks_exact(3 * dw as usize), plan, config, lut, slot);
         Ok(())
     })
 }
@@ -169,11 +169,12 @@ fn write_rows<'a>(
     rows: impl Iterator<Item = &'a [u8]>,
     plan: &Plan,
     config: &Transform,
+    lut: &NormLut,
     slot: Slot<'_>,
 ) {
     match slot {
-        Slot::U8(out) => place(rows, plan, config.layout, out, |_, v| v),
-        Slot::F32(out) => normalised(rows, plan, config, out),
+        Slot::U8(out) => placed_u8(rows, plan, config.layout, out),
+        Slot::F32(out) => normalised(rows, plan, config, lut, out),
     }
 }
 
@@ -320,7 +321,7 @@ mod tests {
                             Layout::Nchw => c * 240 + y * 20 + x,
                         };
                         assert_eq!(out[i], at(y, x, c));
-                        assert_eq!(f32s[i], lut.0[c][usize::from(at(y, x, c))]);
+                        assert_eq!(f32s[i], lut.value(c, at(y, x, c)));
                     }
                 }
             }
