@@ -22,10 +22,12 @@ const LEADER_TTL: Duration = Duration::from_secs(5);
 /// How long writes may stall when the raft leader dies: etcd elects a new
 /// leader within 1-2 s on an idle machine (election timeout 1 s), and a
 /// write lost with the old one is sent again after the 500 ms attempt
-/// deadline; 1.0-2.4 s measured idle, up to 3.5 s on a busy machine.
-/// Before deadlines, the coordinator's writes stalled for 7-9.5 s (etcd's
-/// own request timeout).
-const MAX_STALL: Duration = Duration::from_secs(4);
+/// deadline; 1.0-2.4 s measured idle, up to 3.5 s on a busy machine and
+/// 4.4 s once under the whole suite's load on 2 cores. Before deadlines,
+/// the coordinator's writes stalled for 7-9.5 s (etcd's own request
+/// timeout): the bound sits between the two. That leadership is kept
+/// through the stall is checked on its own.
+const MAX_STALL: Duration = Duration::from_millis(5500);
 
 /// The least time between two writes (the coordinator's flush interval is
 /// 50 ms by default).
