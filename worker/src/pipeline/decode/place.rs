@@ -8,7 +8,7 @@ use super::transform::{Layout, Plan, Transform};
 
 /// Per-channel lookup table from a `u8` value to its normalised `f32`:
 /// the padding's value, and what `normalised` computes for each value,
-/// bit for bit. It also holds the faster arithmetic [`normalised`] may use
+/// bit for bit. It also holds the faster arithmetic `normalised` may use
 /// where that arithmetic gives the table's bits for all 768 values.
 #[derive(Debug, Clone)]
 pub struct NormLut {
