@@ -377,6 +377,22 @@ mod tests {
     use super::*;
     use crate::pipeline::decode::transform::Rect;
 
+    /// A plan that places the whole `width x height` source, unscaled, at
+    /// `at` in an output of size `out`.
+    fn whole(width: u32, height: u32, out: (u32, u32), at: (u32, u32), flip: bool) -> Plan {
+        Plan {
+            src: Rect {
+                x: 0.0,
+                y: 0.0,
+                width: f64::from(width),
+                height: f64::from(height),
+            },
+            out,
+            dst: (at.0, at.1, width, height),
+            flip,
+        }
+    }
+
     #[test]
     fn mirror_reverses_the_pixels_of_rows_of_every_length() {
         for pixels in 0..100usize {
@@ -425,17 +441,7 @@ mod tests {
                     layout,
                     ..config.clone()
                 };
-                let p = Plan {
-                    src: Rect {
-                        x: 0.0,
-                        y: 0.0,
-                        width: f64::from(width),
-                        height: f64::from(height),
-                    },
-                    out: (width, height),
-                    dst: (0, 0, width, height),
-                    flip,
-                };
+                let p = whole(width, height, (width, height), (0, 0), flip);
                 let len = (3 * width * height) as usize;
                 let rows = || pixels.chunks_exact(3 * width as usize);
                 let (mut fastest, mut divided, mut portable) =
@@ -492,17 +498,7 @@ mod tests {
         let lut = NormLut::new(&config);
         assert!(lut.fused.is_none());
         let row: Vec<u8> = (0..=u8::MAX).collect();
-        let plan = Plan {
-            src: Rect {
-                x: 0.0,
-                y: 0.0,
-                width: 85.0,
-                height: 1.0,
-            },
-            out: (85, 1),
-            dst: (0, 0, 85, 1),
-            flip: false,
-        };
+        let plan = whole(85, 1, (85, 1), (0, 0), false);
         let mut out = vec![0f32; 255];
         normalised([&row[..255]].into_iter(), &plan, &config, &lut, &mut out);
         for (x, value) in out[..85].iter().enumerate() {
@@ -522,17 +518,7 @@ mod tests {
                 .collect();
             for layout in [Layout::Nchw, Layout::Nhwc] {
                 for flip in [false, true] {
-                    let plan = Plan {
-                        src: Rect {
-                            x: 0.0,
-                            y: 0.0,
-                            width: f64::from(width),
-                            height: f64::from(height),
-                        },
-                        out: (out_w, out_h),
-                        dst: (2, 1, width, height),
-                        flip,
-                    };
+                    let plan = whole(width, height, (out_w, out_h), (2, 1), flip);
                     let rows = || pixels.chunks_exact(3 * width as usize);
                     let len = (3 * out_w * out_h) as usize;
                     let (mut fast, mut generic) = (vec![9u8; len], vec![9u8; len]);
