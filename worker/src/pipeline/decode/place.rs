@@ -20,8 +20,8 @@ impl NormLut {
     pub fn new(config: &Transform) -> Self {
         let mut table = Box::new([[0f32; 256]; 3]);
         for (c, values) in table.iter_mut().enumerate() {
-            for (v, out) in values.iter_mut().enumerate() {
-                *out = (v as f32 / 255.0 - config.mean[c]) / config.std[c];
+            for (out, v) in values.iter_mut().zip(0..=u8::MAX) {
+                *out = divided(v, config.mean[c], config.std[c]);
             }
         }
         let fused = FusedNorm::new(config);
@@ -225,8 +225,15 @@ fn normalised_values<'a>(
 ) {
     let (mean, std) = (config.mean, config.std);
     place(rows, plan, config.layout, out, |c, v| {
-        (f32::from(v) / 255.0 - mean[c]) / std[c]
+        divided(v, mean[c], std[c])
     });
+}
+
+/// torchvision's `to_tensor` and `normalize` of one value, with its two
+/// divisions: the table's and the divided paths' arithmetic.
+#[inline(always)]
+fn divided(v: u8, mean: f32, std: f32) -> f32 {
+    (f32::from(v) / 255.0 - mean) / std
 }
 
 /// Where a plan's resampled part goes in its output, in pixels: the
